@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The whole check, as CI runs it (.ci/run): formatting, clippy with warnings as errors, every test.
+#
+#   bash scripts/test.sh [extra `cargo test` arguments, e.g. a test name filter]
+#
+# Installs/starts what the tests need (PostgreSQL; prometheus + promtool, which the integration tests start
+# themselves on free loopback ports) and exports DATABASE_URL (default postgres://postgres@127.0.0.1:5432/cardhour).
+# Builds with SQLX_OFFLINE=true: sqlx's query macros read .sqlx/ and need no database at compile time
+# (after changing a query, run scripts/sqlx-prepare.sh). Exits non-zero on the first failure.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+
+started=$SECONDS
+step() { log "$* [$((SECONDS - started)) s]"; }
+
+_have cargo || die "cargo not found: install Rust 1.85 or newer (rustup)"
+cargo fmt --version >/dev/null 2>&1 || die "rustfmt missing: rustup component add rustfmt"
+cargo clippy --version >/dev/null 2>&1 || die "clippy missing: rustup component add clippy"
+
+step "PostgreSQL"
+ensure_postgres
+step "Prometheus tools"
+ensure_prometheus_tools
+
+export SQLX_OFFLINE=true
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# Every CARDHOUR_* setting of the caller's shell stays out of the tests.
+while IFS= read -r var; do unset "$var"; done < <(compgen -e | grep '^CARDHOUR_' | grep -v '^CARDHOUR_ROOT$' || true)
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+
+step "cargo test --all-targets"
+cargo test --all-targets "$@"
+
+if [[ -f src/lib.rs ]]; then
+    step "cargo test --doc"
+    cargo test --doc "$@"
+fi
+
+step "all checks passed"

@@ -1,0 +1,259 @@
+//! The `cardhour` command line: parses arguments, wires the library together, prints results.
+//!
+//! Stable contract relied on by automation: `migrate`, `ingest`, `usage`, `DATABASE_URL`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, Utc};
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::config::{DatabaseArgs, SourceArgs, parse_duration, parse_time};
+use crate::db;
+use crate::db::usage::{GroupBy, Scope};
+use crate::ingest::{self, IngestOptions, WorkerOptions, window};
+use crate::prom::{PromClient, RetryPolicy};
+use crate::simulate;
+use crate::usage::{self, Format};
+
+#[derive(Debug, Parser)]
+#[command(name = "cardhour", version, about = "GPU FinOps cost accounting: exact GPU-hours from Prometheus")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create or update the database schema.
+    Migrate(DatabaseArgs),
+    /// Write a deterministic simulated GPU cluster as OpenMetrics, with its ground truth.
+    Simulate(SimulateArgs),
+    /// Ingest whole hours [from, to) of one cluster from Prometheus.
+    Ingest(IngestArgs),
+    /// Ingest continuously: each hour once complete, re-processing a recent span.
+    Worker(WorkerArgs),
+    /// Print stored usage totals.
+    Usage(UsageArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// GPUs in the cluster (a multiple of 8; 56 or more covers every node type).
+    #[arg(long, default_value_t = 64)]
+    pub gpus: u32,
+    /// Days simulated, ending at --end.
+    #[arg(long, default_value_t = 2, conflicts_with = "hours")]
+    pub days: u32,
+    /// Hours simulated instead of days.
+    #[arg(long)]
+    pub hours: Option<u32>,
+    /// Scrape interval of every exporter.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub scrape_interval: Duration,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// End of the simulation, a whole hour; default: the whole hour at least 4 h ago (backfills must stay out of
+    /// the last 3 hours).
+    #[arg(long, value_parser = parse_time)]
+    pub end: Option<DateTime<Utc>>,
+    /// Output directory (metrics.om and truth.json).
+    #[arg(long, default_value = "sim")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// First hour (RFC 3339, whole hour).
+    #[arg(long, value_parser = parse_time)]
+    pub from: DateTime<Utc>,
+    /// End of the range, exclusive (RFC 3339, whole hour).
+    #[arg(long, value_parser = parse_time)]
+    pub to: DateTime<Utc>,
+    /// Summary format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: SummaryFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SummaryFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Wait after an hour ends before ingesting it.
+    #[arg(long, env = "CARDHOUR_LATENESS", default_value = "10m", value_parser = parse_duration)]
+    pub lateness: Duration,
+    /// Recent hours ingested again every cycle, for late samples.
+    #[arg(long, env = "CARDHOUR_REPROCESS_HOURS", default_value_t = 3)]
+    pub reprocess_hours: u32,
+    /// Hours back a cluster without a watermark starts from.
+    #[arg(long, env = "CARDHOUR_INITIAL_HOURS", default_value_t = 24)]
+    pub initial_hours: u32,
+    /// Run one cycle and exit.
+    #[arg(long)]
+    pub once: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UsageArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    #[arg(long, value_parser = parse_time)]
+    pub from: DateTime<Utc>,
+    #[arg(long, value_parser = parse_time)]
+    pub to: DateTime<Utc>,
+    #[arg(long, value_enum, default_value = "team")]
+    pub group_by: GroupBy,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Only this cluster (default: all).
+    #[arg(long)]
+    pub cluster: Option<String>,
+}
+
+/// Runs the command line; the error is printed by `main` with a non-zero exit.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Migrate(a) => {
+            let pool = db::connect(&a.database_url, 2).await.context("cannot connect to the database")?;
+            db::migrate(&pool).await.context("migration failed")?;
+            println!("database schema is up to date");
+        }
+        Command::Simulate(a) => simulate_cmd(a)?,
+        Command::Ingest(a) => ingest_cmd(a).await?,
+        Command::Worker(a) => worker_cmd(a).await?,
+        Command::Usage(a) => usage_cmd(a).await?,
+    }
+    Ok(())
+}
+
+fn simulate_cmd(a: SimulateArgs) -> anyhow::Result<()> {
+    let end = a.end.unwrap_or_else(|| window::floor_hour(Utc::now() - chrono::Duration::hours(4)));
+    let hours = a.hours.unwrap_or(a.days.saturating_mul(24));
+    let secs = a.scrape_interval.as_secs();
+    if a.scrape_interval.subsec_nanos() != 0 || secs > u64::from(u32::MAX) {
+        bail!("--scrape-interval must be a whole number of seconds");
+    }
+    let params =
+        simulate::SimParams { gpus: a.gpus, hours, scrape_interval_s: secs as u32, seed: a.seed, end, out: a.out };
+    let s = simulate::run(&params)?;
+    println!(
+        "simulated {} GPUs, {} pods, {} series, {} samples, {} .. {}\n  metrics: {}\n  truth:   {}",
+        params.gpus,
+        s.pods,
+        s.series,
+        s.samples,
+        s.start.to_rfc3339(),
+        s.end.to_rfc3339(),
+        s.metrics_path.display(),
+        s.truth_path.display()
+    );
+    Ok(())
+}
+
+fn ingest_options(source: &SourceArgs, retry: RetryPolicy) -> IngestOptions {
+    IngestOptions {
+        cluster: source.cluster.clone(),
+        fetch: source.fetch_spec(),
+        meter: source.meter_config(),
+        chunk_hours: source.chunk_hours as usize,
+        retry,
+    }
+}
+
+async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
+    let hours = window::hours(a.from, a.to)?;
+    ingest::validate_cluster_name(&a.source.cluster)?;
+    let client = PromClient::new(&a.source.prometheus, a.source.timeout)?;
+    let pool = db::connect(&a.db.database_url, 4).await.context("cannot connect to the database")?;
+    let opts = ingest_options(&a.source, RetryPolicy::cli());
+    let bar =
+        if std::io::stderr().is_terminal() { ProgressBar::new(hours.len() as u64) } else { ProgressBar::hidden() };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{bar:40}] {pos}/{len} h  {elapsed} (eta {eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message(format!("ingesting {}", opts.cluster));
+    let result = ingest::backfill(&pool, &client, &opts, a.from, a.to, |_| bar.inc(1)).await;
+    bar.finish_and_clear();
+    let summary = result.with_context(|| {
+        format!("ingest of {} [{} .. {}) stopped; hours before the watermark are stored", opts.cluster, a.from, a.to)
+    })?;
+    match a.format {
+        SummaryFormat::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
+        SummaryFormat::Text => {
+            println!(
+                "ingested {} hours of {} ({} rows, {} samples): {:.3} GPU-hours, {:.3} effective, {:.3} unmetered",
+                summary.hours,
+                summary.cluster,
+                summary.usage_rows,
+                summary.samples_read,
+                summary.gpu_hours,
+                summary.effective_gpu_hours,
+                summary.unmetered_gpu_hours
+            );
+            let intervals: Vec<String> =
+                summary.scrape_intervals_s.iter().map(|(s, n)| format!("{s} s ({n} h)")).collect();
+            println!("scrape interval: {}", intervals.join(", "));
+            if let Some(w) = summary.watermark {
+                println!("watermark: {}", w.to_rfc3339());
+            }
+            for (kind, subjects) in &summary.anomalies {
+                let total: u64 = subjects.values().sum();
+                println!("warning: {kind}: {total} in all");
+                for (subject, n) in subjects.iter().take(20) {
+                    println!("  {subject}: {n}");
+                }
+                if subjects.len() > 20 {
+                    println!("  … and {} more", subjects.len() - 20);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
+    ingest::validate_cluster_name(&a.source.cluster)?;
+    let client = PromClient::new(&a.source.prometheus, a.source.timeout)?;
+    let pool = db::connect(&a.db.database_url, 4).await.context("cannot connect to the database")?;
+    let opts = WorkerOptions {
+        ingest: ingest_options(&a.source, RetryPolicy::worker()),
+        lateness: a.lateness,
+        reprocess_hours: a.reprocess_hours,
+        initial_hours: a.initial_hours,
+        once: a.once,
+    };
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down after the current hour");
+    };
+    ingest::run_worker(&pool, &client, &opts, shutdown).await?;
+    Ok(())
+}
+
+async fn usage_cmd(a: UsageArgs) -> anyhow::Result<()> {
+    if a.to <= a.from {
+        bail!("--to {} must be after --from {}", a.to.to_rfc3339(), a.from.to_rfc3339());
+    }
+    let pool = db::connect(&a.db.database_url, 2).await.context("cannot connect to the database")?;
+    let totals = db::usage::totals(&pool, a.from, a.to, a.group_by, a.cluster.as_deref(), &Scope::default()).await?;
+    let rows: Vec<usage::UsageRow> = totals.into_iter().map(Into::into).collect();
+    print!("{}", usage::render(&rows, a.group_by, a.format)?);
+    Ok(())
+}

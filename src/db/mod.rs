@@ -1,0 +1,26 @@
+//! All SQL lives here: connections, migrations and one module per stored thing. Callers own transactions.
+
+pub mod clusters;
+pub mod usage;
+pub mod watermark;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Connects to `DATABASE_URL` with a small pool; statement logging goes to debug level only.
+pub async fn connect(url: &str, max_connections: u32) -> Result<PgPool, sqlx::Error> {
+    let opts = PgConnectOptions::from_str(url)?.log_statements(tracing::log::LevelFilter::Debug);
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(opts)
+        .await
+}
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    MIGRATOR.run(pool).await
+}

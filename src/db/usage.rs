@@ -1,0 +1,176 @@
+//! Hourly usage: replacing one hour of a cluster, and summing stored rows for reports.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgConnection, PgPool};
+
+use crate::metering::HourOutput;
+
+/// Serialises writers of the same cluster-hour (several workers may overlap); released at commit.
+pub async fn lock_hour(conn: &mut PgConnection, cluster: &str, hour: DateTime<Utc>) -> Result<(), sqlx::Error> {
+    let hour_index = (hour.timestamp() / 3600) as i32;
+    sqlx::query!("SELECT pg_advisory_xact_lock(hashtext($1), $2)", cluster, hour_index).execute(conn).await?;
+    Ok(())
+}
+
+/// Replaces everything stored for one cluster-hour with `out`. Idempotent: the same `out` gives the same rows.
+pub async fn replace_hour(
+    conn: &mut PgConnection,
+    cluster: &str,
+    hour: DateTime<Utc>,
+    out: &HourOutput,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!("DELETE FROM gpu_usage_hourly WHERE cluster = $1 AND hour = $2", cluster, hour)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query!("DELETE FROM node_capacity_hourly WHERE cluster = $1 AND hour = $2", cluster, hour)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query!("DELETE FROM ingest_anomalies WHERE cluster = $1 AND hour = $2", cluster, hour)
+        .execute(&mut *conn)
+        .await?;
+
+    let r = &out.rows;
+    let col = |f: fn(&crate::metering::UsageRow) -> String| r.iter().map(f).collect::<Vec<String>>();
+    let num = |f: fn(&crate::metering::UsageRow) -> f64| r.iter().map(f).collect::<Vec<f64>>();
+    sqlx::query!(
+        "INSERT INTO gpu_usage_hourly (cluster, hour, namespace, pod, container, resource, gpu_model, kind, mig_profile,
+             node, units, fraction, gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source,
+             peak_fb_used_mib, label_team)
+         SELECT $1, $2, * FROM UNNEST($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+             $9::text[], $10::text[], $11::float8[], $12::float8[], $13::float8[], $14::float8[], $15::float8[],
+             $16::text[], $17::float8[], $18::text[])",
+        cluster,
+        hour,
+        &col(|x| x.key.namespace.clone()),
+        &col(|x| x.key.pod.clone()),
+        &col(|x| x.key.container.clone()),
+        &col(|x| x.resource.clone()),
+        &col(|x| x.gpu_model.clone()),
+        &col(|x| x.kind.to_string()),
+        &r.iter().map(|x| x.mig_profile.clone()).collect::<Vec<Option<String>>>() as &[Option<String>],
+        &col(|x| x.node.clone()),
+        &num(|x| x.units),
+        &num(|x| x.fraction),
+        &num(|x| x.gpu_seconds),
+        &num(|x| x.effective_gpu_seconds),
+        &num(|x| x.unmetered_gpu_seconds),
+        &col(|x| x.util_source.as_str().to_string()),
+        &r.iter().map(|x| x.peak_fb_used_mib).collect::<Vec<Option<f64>>>() as &[Option<f64>],
+        &r.iter().map(|x| x.label_team.clone()).collect::<Vec<Option<String>>>() as &[Option<String>],
+    )
+    .execute(&mut *conn)
+    .await?;
+
+    let c = &out.capacity;
+    sqlx::query!(
+        "INSERT INTO node_capacity_hourly (cluster, hour, node, gpu_model, cards, card_seconds)
+         SELECT $1, $2, * FROM UNNEST($3::text[], $4::text[], $5::float8[], $6::float8[])",
+        cluster,
+        hour,
+        &c.iter().map(|x| x.node.clone()).collect::<Vec<_>>(),
+        &c.iter().map(|x| x.gpu_model.clone()).collect::<Vec<_>>(),
+        &c.iter().map(|x| x.cards).collect::<Vec<_>>(),
+        &c.iter().map(|x| x.card_seconds).collect::<Vec<_>>(),
+    )
+    .execute(&mut *conn)
+    .await?;
+
+    let a = &out.anomalies;
+    sqlx::query!(
+        "INSERT INTO ingest_anomalies (cluster, hour, kind, subject, count)
+         SELECT $1, $2, * FROM UNNEST($3::text[], $4::text[], $5::int8[])",
+        cluster,
+        hour,
+        &a.iter().map(|x| x.kind.as_str().to_string()).collect::<Vec<_>>(),
+        &a.iter().map(|x| x.subject.clone()).collect::<Vec<_>>(),
+        &a.iter().map(|x| x.count as i64).collect::<Vec<_>>(),
+    )
+    .execute(&mut *conn)
+    .await?;
+
+    sqlx::query!(
+        "INSERT INTO ingested_hours (cluster, hour, scrape_interval_ms, usage_rows) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (cluster, hour) DO UPDATE SET scrape_interval_ms = EXCLUDED.scrape_interval_ms,
+             usage_rows = EXCLUDED.usage_rows, ingested_at = now()",
+        cluster,
+        hour,
+        out.interval_ms,
+        out.rows.len() as i32,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// How stored usage is grouped for a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupBy {
+    Team,
+    Namespace,
+    Pod,
+}
+
+impl GroupBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Team => "team",
+            Self::Namespace => "namespace",
+            Self::Pod => "pod",
+        }
+    }
+}
+
+/// Who may see what: `None` is everything (finance, admin); `Some(teams)` only those teams' usage.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    pub teams: Option<Vec<String>>,
+}
+
+/// Summed stored usage of one group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageTotal {
+    pub team: Option<String>,
+    pub namespace: Option<String>,
+    pub pod: Option<String>,
+    pub gpu_seconds: f64,
+    pub effective_gpu_seconds: f64,
+    pub unmetered_gpu_seconds: f64,
+}
+
+/// Sums of stored usage over `[from, to)`, grouped, optionally for one cluster, within `scope`.
+pub async fn totals(
+    pool: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    group_by: GroupBy,
+    cluster: Option<&str>,
+    scope: &Scope,
+) -> Result<Vec<UsageTotal>, sqlx::Error> {
+    sqlx::query_as!(
+        UsageTotal,
+        r#"WITH u AS (
+               SELECT COALESCE(label_team, 'unassigned') AS team, namespace, pod,
+                      gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds
+               FROM gpu_usage_hourly
+               WHERE hour >= $1 AND hour < $2 AND ($4::text IS NULL OR cluster = $4))
+           SELECT CASE WHEN $3 = 'team' THEN team END AS team,
+                  CASE WHEN $3 IN ('namespace', 'pod') THEN namespace END AS namespace,
+                  CASE WHEN $3 = 'pod' THEN pod END AS pod,
+                  sum(gpu_seconds) AS "gpu_seconds!",
+                  sum(effective_gpu_seconds) AS "effective_gpu_seconds!",
+                  sum(unmetered_gpu_seconds) AS "unmetered_gpu_seconds!"
+           FROM u
+           WHERE $5::text[] IS NULL OR team = ANY($5)
+           GROUP BY 1, 2, 3
+           ORDER BY 1, 2, 3"#,
+        from,
+        to,
+        group_by.as_str(),
+        cluster,
+        scope.teams.as_deref() as Option<&[String]>,
+    )
+    .fetch_all(pool)
+    .await
+}

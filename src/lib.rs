@@ -1,0 +1,10 @@
+//! cardhour: GPU FinOps cost accounting — exact GPU-hours and effective GPU-hours from Prometheus, stored in Postgres.
+
+pub mod cli;
+pub mod config;
+pub mod db;
+pub mod ingest;
+pub mod metering;
+pub mod prom;
+pub mod simulate;
+pub mod usage;

@@ -1,0 +1,21 @@
+//! `cardhour` binary: parses the command line and hands over to the library.
+
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CARDHOUR_LOG").unwrap_or_else(|_| "cardhour=info,warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = cardhour::cli::Cli::parse();
+    match cardhour::cli::run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

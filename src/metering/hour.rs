@@ -1,0 +1,574 @@
+//! Metering one hour window: the grid walk of docs/metering.md.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::input::{ContainerKey, DeviceSeries, HourInput, RequestSeries, UtilMetric};
+use super::output::{Anomaly, AnomalyKind, CapacityRow, HourOutput, UsageRow, UtilSource};
+use super::resource::{HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices};
+use super::sample::{Sample, infer_interval_ms, match_at};
+
+/// Knobs of the metering that depend on the cluster, not on the data.
+#[derive(Debug, Clone)]
+pub struct MeterConfig {
+    /// The scrape interval; inferred from the KSM samples when `None`.
+    pub scrape_interval_ms: Option<i64>,
+    /// Time-slicing replicas where a node's physical cards are unknown (no DCGM).
+    pub default_timeslice_replicas: u32,
+    /// Virtual GPUs per card on a HAMi node (its `deviceSplitCount`).
+    pub hami_split: u32,
+    pub hami_policy: HamiPolicy,
+}
+
+impl Default for MeterConfig {
+    fn default() -> Self {
+        Self { scrape_interval_ms: None, default_timeslice_replicas: 4, hami_split: 10, hami_policy: HamiPolicy::Cores }
+    }
+}
+
+/// Meters one hour window. Pure: the same input gives the same output, row order included.
+pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
+    let mut anomalies = Anomalies::default();
+    let Some(interval_ms) = cfg.scrape_interval_ms.or_else(|| {
+        infer_interval_ms(input.running.iter().map(|s| s.samples.as_slice()))
+            .or_else(|| infer_interval_ms(input.requests.iter().map(|s| s.samples.as_slice())))
+            .or_else(|| infer_interval_ms(input.capacity.iter().map(|s| s.samples.as_slice())))
+    }) else {
+        return HourOutput::default();
+    };
+    let grid = Grid { start: input.start_ms, end: input.end_ms, interval_ms, half: interval_ms / 2 };
+    let nodes = NodeInfo::new(input);
+    let devices = DeviceIndex::new(&input.devices);
+    let running: HashMap<&str, &[Sample]> =
+        input.running.iter().map(|r| (r.uid.as_str(), r.samples.as_slice())).collect();
+    let hami_util: HashMap<&ContainerKey, Vec<&[Sample]>> = input.hami.iter().fold(HashMap::new(), |mut m, h| {
+        m.entry(&h.workload).or_insert_with(Vec::new).push(h.samples.as_slice());
+        m
+    });
+
+    // A pod's containers, by uid: HAMi is a property of the container (its requests together), not of one series.
+    let mut containers: BTreeMap<(&str, &ContainerKey), Vec<&RequestSeries>> = BTreeMap::new();
+    for r in &input.requests {
+        containers.entry((r.uid.as_str(), &r.key)).or_default().push(r);
+    }
+
+    let mut rows: BTreeMap<(ContainerKey, String, String), UsageRow> = BTreeMap::new();
+    let mut hami_nodes: HashSet<&str> = HashSet::new();
+    for ((uid, key), series) in &containers {
+        let running = running.get(uid).copied().unwrap_or(&[]);
+        let plans = plan_container(key, series, &nodes, cfg, &mut anomalies);
+        for plan in plans {
+            if plan.kind == Kind::Hami {
+                hami_nodes.insert(plan.node);
+            }
+            let Some(plan) = plan.resolve(&nodes, &devices, cfg, &mut anomalies) else { continue };
+            let hami = hami_util.get(key).map(Vec::as_slice).unwrap_or(&[]);
+            let acc = walk(&plan, running, &devices, hami, &grid);
+            if plan.kind == Kind::Unknown {
+                if acc.grid_points > 0 {
+                    anomalies.add(
+                        AnomalyKind::UnknownResource,
+                        format!("{}/{}/{}: {}", key.namespace, key.pod, key.container, plan.resource),
+                        acc.grid_points,
+                    );
+                }
+                continue;
+            }
+            if acc.grid_points == 0 {
+                continue;
+            }
+            let row = rows
+                .entry((ContainerKey::clone(key), plan.resource.to_string(), plan.gpu_model.clone()))
+                .or_insert_with(|| UsageRow {
+                    key: ContainerKey::clone(key),
+                    resource: plan.resource.to_string(),
+                    kind: plan.kind.as_str(),
+                    gpu_model: plan.gpu_model.clone(),
+                    mig_profile: plan.mig_profile.clone(),
+                    node: plan.node.to_string(),
+                    units: 0.0,
+                    fraction: plan.fraction,
+                    gpu_seconds: 0.0,
+                    effective_gpu_seconds: 0.0,
+                    unmetered_gpu_seconds: 0.0,
+                    util_source: UtilSource::None,
+                    peak_fb_used_mib: None,
+                    label_team: None,
+                });
+            row.units = row.units.max(acc.max_units);
+            row.gpu_seconds += acc.gpu_ms / 1000.0;
+            row.effective_gpu_seconds += acc.effective_ms / 1000.0;
+            row.unmetered_gpu_seconds += acc.unmetered_ms / 1000.0;
+            row.util_source = row.util_source.merge(acc.source);
+            row.peak_fb_used_mib = match (row.peak_fb_used_mib, acc.peak_fb) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+        }
+    }
+
+    let teams = namespace_teams(input);
+    let rows = rows
+        .into_values()
+        .map(|mut r| {
+            r.label_team = teams.get(r.key.namespace.as_str()).cloned().flatten();
+            r
+        })
+        .collect();
+    let capacity = capacity_rows(input, &nodes, &hami_nodes, cfg, &grid, &mut anomalies);
+    HourOutput { interval_ms: Some(interval_ms), rows, capacity, anomalies: anomalies.into_vec() }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Grid {
+    start: i64,
+    end: i64,
+    interval_ms: i64,
+    half: i64,
+}
+
+impl Grid {
+    fn contains(&self, t: i64) -> bool {
+        t >= self.start && t < self.end
+    }
+}
+
+#[derive(Default)]
+struct Anomalies(BTreeMap<(AnomalyKind, String), u64>);
+
+impl Anomalies {
+    fn add(&mut self, kind: AnomalyKind, subject: String, count: u64) {
+        *self.0.entry((kind, subject)).or_default() += count;
+    }
+    fn into_vec(self) -> Vec<Anomaly> {
+        self.0.into_iter().map(|((kind, subject), count)| Anomaly { kind, subject, count }).collect()
+    }
+}
+
+/// What DCGM and KSM say about each node.
+struct NodeInfo<'a> {
+    model: HashMap<&'a str, &'a str>,
+    uuids: HashMap<&'a str, HashSet<&'a str>>,
+    capacity: HashMap<&'a str, HashMap<&'a str, f64>>,
+}
+
+impl<'a> NodeInfo<'a> {
+    fn new(input: &'a HourInput) -> Self {
+        let mut model = HashMap::new();
+        let mut uuids: HashMap<&str, HashSet<&str>> = HashMap::new();
+        for d in &input.devices {
+            if let Some(host) = d.host.as_deref() {
+                if let Some(m) = d.model.as_deref() {
+                    model.entry(host).or_insert(m);
+                }
+                if !d.samples.is_empty() {
+                    uuids.entry(host).or_default().insert(d.uuid.as_str());
+                }
+            }
+        }
+        let mut capacity: HashMap<&str, HashMap<&str, f64>> = HashMap::new();
+        for c in &input.capacity {
+            if let Some(last) = c.samples.last() {
+                capacity.entry(c.node.as_str()).or_default().insert(c.resource.as_str(), last.v);
+            }
+        }
+        Self { model, uuids, capacity }
+    }
+
+    fn physical_cards(&self, node: &str) -> Option<usize> {
+        self.uuids.get(node).map(HashSet::len).filter(|n| *n > 0)
+    }
+
+    fn capacity(&self, node: &str, resource: &str) -> Option<f64> {
+        self.capacity.get(node).and_then(|m| m.get(resource)).copied()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Whole,
+    Mig,
+    TimeSlice,
+    Hami,
+    Unknown,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Whole => "whole",
+            Kind::Mig => "mig",
+            Kind::TimeSlice => "timeslice",
+            Kind::Hami => "hami",
+            Kind::Unknown => "unknown",
+        }
+    }
+}
+
+/// One metered resource of one container, before its fraction is known.
+struct Plan<'a> {
+    key: &'a ContainerKey,
+    resource: &'a str,
+    node: &'a str,
+    kind: Kind,
+    /// The series giving `q` at each grid point.
+    units: &'a [Sample],
+    /// For MIG: the profile and its compute slices; for HAMi: the fraction already known.
+    mig: Option<(String, u32)>,
+    hami_fraction: Option<f64>,
+}
+
+/// A plan with its fraction, model and devices resolved.
+struct ResolvedPlan<'a> {
+    resource: &'a str,
+    node: &'a str,
+    kind: Kind,
+    units: &'a [Sample],
+    fraction: f64,
+    gpu_model: String,
+    mig_profile: Option<String>,
+    devices: Vec<&'a Device<'a>>,
+}
+
+fn last_value(s: &[Sample]) -> Option<f64> {
+    s.last().map(|s| s.v)
+}
+
+fn plan_container<'a>(
+    key: &'a ContainerKey,
+    series: &[&'a RequestSeries],
+    nodes: &NodeInfo<'a>,
+    cfg: &MeterConfig,
+    anomalies: &mut Anomalies,
+) -> Vec<Plan<'a>> {
+    let find = |kind: ResourceKind| series.iter().find(|s| classify_resource(&s.resource) == kind).copied();
+    let cores = find(ResourceKind::HamiCores);
+    let mem = find(ResourceKind::HamiMem);
+    let mem_pct = find(ResourceKind::HamiMemPercent);
+    let mut plans = Vec::new();
+    if let Some(anchor) = cores.or(mem).or(mem_pct) {
+        let whole = find(ResourceKind::Whole);
+        let model = nodes.model.get(anchor.node.as_str()).copied();
+        let cores_share = cores.and_then(|s| last_value(&s.samples)).map(|c| c / 100.0);
+        let mem_share = mem_pct.and_then(|s| last_value(&s.samples)).map(|p| p / 100.0).or_else(|| {
+            let mib = mem.and_then(|s| last_value(&s.samples))?;
+            model.and_then(card_memory_mib).map(|card| mib / card)
+        });
+        let fraction = match cfg.hami_policy {
+            HamiPolicy::Cores => cores_share.or(mem_share),
+            HamiPolicy::Memory => mem_share.or(cores_share),
+            HamiPolicy::Max => match (cores_share, mem_share) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
+        };
+        if cfg.hami_policy != HamiPolicy::Cores && mem_share.is_none() {
+            anomalies.add(AnomalyKind::HamiMemoryUnknown, format!("{}/{}", key.namespace, key.pod), 1);
+        }
+        plans.push(Plan {
+            key,
+            resource: "nvidia_com_gpu",
+            node: anchor.node.as_str(),
+            kind: Kind::Hami,
+            // q is the number of vGPUs; a container asking only for cores holds one.
+            units: whole.map(|w| w.samples.as_slice()).unwrap_or(&anchor.samples),
+            mig: None,
+            hami_fraction: Some(fraction.unwrap_or(1.0).clamp(0.0, 1.0)),
+        });
+    }
+    let hami = !plans.is_empty();
+    for s in series {
+        let kind = match classify_resource(&s.resource) {
+            ResourceKind::Whole if hami => continue,
+            ResourceKind::Whole => (Kind::Whole, None),
+            ResourceKind::Mig { profile, slices } => (Kind::Mig, Some((profile, slices))),
+            ResourceKind::TimeSlice => (Kind::TimeSlice, None),
+            ResourceKind::UnknownGpu => (Kind::Unknown, None),
+            ResourceKind::HamiCores | ResourceKind::HamiMem | ResourceKind::HamiMemPercent | ResourceKind::NotGpu => {
+                continue;
+            }
+        };
+        plans.push(Plan {
+            key,
+            resource: s.resource.as_str(),
+            node: s.node.as_str(),
+            kind: kind.0,
+            units: &s.samples,
+            mig: kind.1,
+            hami_fraction: None,
+        });
+    }
+    plans
+}
+
+impl<'a> Plan<'a> {
+    fn resolve(
+        self,
+        nodes: &NodeInfo<'a>,
+        devices: &'a DeviceIndex<'a>,
+        cfg: &MeterConfig,
+        anomalies: &mut Anomalies,
+    ) -> Option<ResolvedPlan<'a>> {
+        let own = devices.by_workload.get(self.key).map(Vec::as_slice).unwrap_or(&[]);
+        let mig_profile = self.mig.as_ref().map(|(p, _)| p.clone());
+        let devices: Vec<&Device> = match self.kind {
+            Kind::Whole | Kind::TimeSlice => own.iter().filter(|d| d.mig_profile.is_none()).collect(),
+            Kind::Mig => own.iter().filter(|d| d.mig_profile == mig_profile.as_deref()).collect(),
+            Kind::Hami | Kind::Unknown => Vec::new(),
+        };
+        let gpu_model = devices
+            .iter()
+            .find_map(|d| d.model)
+            .or_else(|| nodes.model.get(self.node).copied())
+            .unwrap_or("unknown")
+            .to_string();
+        let fraction = match self.kind {
+            Kind::Whole | Kind::Unknown => 1.0,
+            Kind::Hami => self.hami_fraction.unwrap_or(1.0),
+            Kind::Mig => {
+                let (_, g) = self.mig.as_ref()?;
+                let slices = mig_compute_slices(&gpu_model).unwrap_or_else(|| {
+                    anomalies.add(AnomalyKind::UnknownMigModel, format!("{}: {gpu_model}", self.node), 1);
+                    7
+                });
+                f64::from(*g) / f64::from(slices)
+            }
+            Kind::TimeSlice => {
+                let replicas = nodes
+                    .capacity(self.node, "nvidia_com_gpu_shared")
+                    .zip(nodes.physical_cards(self.node))
+                    .map(|(units, cards)| units / cards as f64)
+                    .filter(|r| *r >= 1.0)
+                    .unwrap_or_else(|| {
+                        anomalies.add(AnomalyKind::DefaultReplicas, self.node.to_string(), 1);
+                        f64::from(cfg.default_timeslice_replicas.max(1))
+                    });
+                1.0 / replicas
+            }
+        };
+        Some(ResolvedPlan {
+            resource: self.resource,
+            node: self.node,
+            kind: self.kind,
+            units: self.units,
+            fraction,
+            gpu_model,
+            mig_profile,
+            devices,
+        })
+    }
+}
+
+/// One device (or MIG instance, or time-slicing copy) held by one workload, with its chosen source.
+struct Device<'a> {
+    uuid: &'a str,
+    model: Option<&'a str>,
+    mig_profile: Option<&'a str>,
+    copy: bool,
+    source: UtilMetric,
+    util: &'a [Sample],
+    fb: Option<&'a [Sample]>,
+}
+
+struct DeviceIndex<'a> {
+    by_workload: HashMap<&'a ContainerKey, Vec<Device<'a>>>,
+    /// Per physical card, the utilization samples of every workload-attributed series on it: `n(t)` counts them.
+    holders: HashMap<&'a str, Vec<&'a [Sample]>>,
+}
+
+impl<'a> DeviceIndex<'a> {
+    fn new(series: &'a [DeviceSeries]) -> Self {
+        type Id<'a> = (&'a ContainerKey, &'a str, Option<&'a str>, Option<&'a str>);
+        let mut grouped: BTreeMap<Id<'a>, Vec<&'a DeviceSeries>> = BTreeMap::new();
+        for s in series {
+            if let Some(w) = &s.workload {
+                grouped.entry((w, &s.uuid, s.mig_instance.as_deref(), s.vgpu.as_deref())).or_default().push(s);
+            }
+        }
+        let mut by_workload: HashMap<&ContainerKey, Vec<Device>> = HashMap::new();
+        let mut holders: HashMap<&str, Vec<&[Sample]>> = HashMap::new();
+        for ((workload, uuid, _, vgpu), metrics) in grouped {
+            let best = metrics
+                .iter()
+                .filter(|s| s.metric != UtilMetric::FbUsed && !s.samples.is_empty())
+                .min_by_key(|s| s.metric);
+            let Some(best) = best else { continue };
+            let fb = metrics.iter().find(|s| s.metric == UtilMetric::FbUsed).map(|s| s.samples.as_slice());
+            if best.mig_profile.is_none() {
+                holders.entry(uuid).or_default().push(&best.samples);
+            }
+            by_workload.entry(workload).or_default().push(Device {
+                uuid,
+                model: metrics.iter().find_map(|s| s.model.as_deref()),
+                mig_profile: best.mig_profile.as_deref(),
+                copy: vgpu.is_some(),
+                source: best.metric,
+                util: &best.samples,
+                fb,
+            });
+        }
+        Self { by_workload, holders }
+    }
+
+    /// How many workload series on card `uuid` have a sample matching `t`.
+    fn holders_at(&self, uuid: &str, t: i64, half: i64) -> usize {
+        self.holders.get(uuid).map_or(0, |hs| hs.iter().filter(|s| match_at(s, t, half).is_some()).count())
+    }
+}
+
+#[derive(Default)]
+struct Walk {
+    grid_points: u64,
+    max_units: f64,
+    gpu_ms: f64,
+    effective_ms: f64,
+    unmetered_ms: f64,
+    source: UtilSource,
+    peak_fb: Option<f64>,
+}
+
+fn source_of(m: UtilMetric) -> UtilSource {
+    match m {
+        UtilMetric::SmActive => UtilSource::SmActive,
+        UtilMetric::GrEngineActive => UtilSource::GrEngineActive,
+        UtilMetric::GpuUtil | UtilMetric::FbUsed => UtilSource::GpuUtil,
+    }
+}
+
+/// The grid walk: every KSM sample of the plan's units at which the pod is Running counts `q·f·Δ`.
+fn walk(plan: &ResolvedPlan, running: &[Sample], devices: &DeviceIndex, hami: &[&[Sample]], grid: &Grid) -> Walk {
+    let mut w = Walk::default();
+    let dt = grid.interval_ms as f64;
+    for s in plan.units {
+        if !(grid.contains(s.t_ms) && s.v.is_finite() && s.v > 0.0) {
+            continue;
+        }
+        let t = s.t_ms;
+        if !match_at(running, t, grid.half).is_some_and(|v| v >= 0.5) {
+            continue;
+        }
+        let held = s.v * plan.fraction;
+        w.grid_points += 1;
+        w.max_units = w.max_units.max(s.v);
+        w.gpu_ms += held * dt;
+
+        let mut used = 0.0;
+        let mut matched = false;
+        let mut fb: Option<f64> = None;
+        if plan.kind == Kind::Hami {
+            for series in hami {
+                if let Some(v) = match_at(series, t, grid.half) {
+                    used += (v / 100.0).clamp(0.0, 1.0);
+                    matched = true;
+                    w.source = w.source.merge(UtilSource::Hami);
+                }
+            }
+        } else {
+            for d in &plan.devices {
+                let Some(v) = match_at(d.util, t, grid.half) else { continue };
+                let ratio = d.source.to_ratio(v);
+                used += if d.mig_profile.is_some() {
+                    plan.fraction * ratio
+                } else {
+                    ratio / devices.holders_at(d.uuid, t, grid.half).max(1) as f64
+                };
+                matched = true;
+                w.source = w.source.merge(source_of(d.source));
+                if let Some(m) = d.fb.and_then(|fb| match_at(fb, t, grid.half)) {
+                    // a time-slicing copy carries the whole card's memory: copies overlap, they do not add up
+                    fb = Some(match fb {
+                        Some(acc) if d.copy => acc.max(m),
+                        Some(acc) => acc + m,
+                        None => m,
+                    });
+                }
+            }
+        }
+        if matched {
+            w.effective_ms += used.min(held) * dt;
+        } else {
+            w.unmetered_ms += held * dt;
+        }
+        if let Some(m) = fb {
+            w.peak_fb = Some(w.peak_fb.map_or(m, |p: f64| p.max(m)));
+        }
+    }
+    w
+}
+
+/// The team label of each namespace, from its series with the latest sample.
+fn namespace_teams(input: &HourInput) -> HashMap<&str, Option<String>> {
+    let mut latest: HashMap<&str, (i64, Option<String>)> = HashMap::new();
+    for ns in &input.namespaces {
+        let Some(last) = ns.samples.last() else { continue };
+        let e = latest.entry(ns.namespace.as_str()).or_insert((i64::MIN, None));
+        if last.t_ms >= e.0 {
+            *e = (last.t_ms, ns.team.clone().filter(|t| !t.is_empty()));
+        }
+    }
+    latest.into_iter().map(|(k, (_, t))| (k, t)).collect()
+}
+
+fn capacity_rows(
+    input: &HourInput,
+    nodes: &NodeInfo,
+    hami_nodes: &HashSet<&str>,
+    cfg: &MeterConfig,
+    grid: &Grid,
+    anomalies: &mut Anomalies,
+) -> Vec<CapacityRow> {
+    // per node: advertised GPU units converted to physical cards, and the grid points the node was seen at
+    let mut advertised: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
+    for c in &input.capacity {
+        let Some(last) = c.samples.last() else { continue };
+        let node = c.node.as_str();
+        let model = nodes.model.get(node).copied().unwrap_or("unknown");
+        let cards = match classify_resource(&c.resource) {
+            ResourceKind::Whole if hami_nodes.contains(node) => last.v / f64::from(cfg.hami_split.max(1)),
+            ResourceKind::Whole => last.v,
+            ResourceKind::TimeSlice => last.v / f64::from(cfg.default_timeslice_replicas.max(1)),
+            ResourceKind::Mig { slices, .. } => {
+                last.v * f64::from(slices) / f64::from(mig_compute_slices(model).unwrap_or(7))
+            }
+            _ => continue,
+        };
+        let points = c.samples.iter().filter(|s| grid.contains(s.t_ms)).count() as u64;
+        let e = advertised.entry(node).or_insert((0.0, 0));
+        e.0 += cards;
+        e.1 = e.1.max(points);
+    }
+    let mut rows = Vec::new();
+    for (node, (advertised_cards, points)) in advertised {
+        let cards = match nodes.physical_cards(node) {
+            Some(n) => {
+                let n = n as f64;
+                // Time-slicing replicas are inferred from this very count; MIG partitions that leave slices unused
+                // advertise fewer slices than the card has. Whole cards and HAMi must agree exactly.
+                let shared = nodes.capacity(node, "nvidia_com_gpu_shared").is_some();
+                let mig = nodes
+                    .capacity
+                    .get(node)
+                    .is_some_and(|m| m.keys().any(|r| matches!(classify_resource(r), ResourceKind::Mig { .. })));
+                let disagrees = if mig { advertised_cards > n + 1e-9 } else { (n - advertised_cards).abs() > 1e-9 };
+                if !shared && disagrees {
+                    anomalies.add(
+                        AnomalyKind::CapacityMismatch,
+                        format!("{node}: DCGM {n} cards, capacity {advertised_cards}"),
+                        1,
+                    );
+                }
+                n
+            }
+            None => advertised_cards,
+        };
+        if cards <= 0.0 || points == 0 {
+            continue;
+        }
+        rows.push(CapacityRow {
+            node: node.to_string(),
+            gpu_model: nodes.model.get(node).copied().unwrap_or("unknown").to_string(),
+            cards,
+            card_seconds: cards * points as f64 * grid.interval_ms as f64 / 1000.0,
+        });
+    }
+    rows
+}

@@ -1,0 +1,112 @@
+//! The raw series of one hour window, already normalised from Prometheus' label variants by `ingest`.
+
+use super::Sample;
+
+/// A container of a pod: the unit usage is attributed to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct ContainerKey {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+}
+
+/// `kube_pod_container_resource_requests{unit="integer"}` of one container and resource.
+#[derive(Debug, Clone)]
+pub struct RequestSeries {
+    pub key: ContainerKey,
+    pub uid: String,
+    pub node: String,
+    pub resource: String,
+    pub samples: Vec<Sample>,
+}
+
+/// `kube_pod_status_phase{phase="Running"}` of one pod (1 while Running, 0 otherwise).
+#[derive(Debug, Clone)]
+pub struct RunningSeries {
+    pub uid: String,
+    pub samples: Vec<Sample>,
+}
+
+/// The DCGM fields cardhour reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum UtilMetric {
+    /// `DCGM_FI_PROF_SM_ACTIVE`, ratio: the best measure of work.
+    SmActive,
+    /// `DCGM_FI_PROF_GR_ENGINE_ACTIVE`, ratio: on by default, relative to the instance on MIG.
+    GrEngineActive,
+    /// `DCGM_FI_DEV_GPU_UTIL`, percent: coarse, absent on MIG instances.
+    GpuUtil,
+    /// `DCGM_FI_DEV_FB_USED`, MiB: memory held, not utilization.
+    FbUsed,
+}
+
+impl UtilMetric {
+    pub fn from_metric_name(name: &str) -> Option<Self> {
+        match name {
+            "DCGM_FI_PROF_SM_ACTIVE" => Some(Self::SmActive),
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => Some(Self::GrEngineActive),
+            "DCGM_FI_DEV_GPU_UTIL" => Some(Self::GpuUtil),
+            "DCGM_FI_DEV_FB_USED" => Some(Self::FbUsed),
+            _ => None,
+        }
+    }
+
+    /// A sample of this metric as a share of the device, in [0, 1].
+    pub fn to_ratio(self, v: f64) -> f64 {
+        let r = if self == Self::GpuUtil { v / 100.0 } else { v };
+        r.clamp(0.0, 1.0)
+    }
+}
+
+/// One DCGM series of a device, a MIG instance or a time-slicing copy.
+#[derive(Debug, Clone)]
+pub struct DeviceSeries {
+    pub metric: UtilMetric,
+    /// The workload holding the device; `None` for a device-level series.
+    pub workload: Option<ContainerKey>,
+    pub host: Option<String>,
+    pub uuid: String,
+    pub model: Option<String>,
+    pub mig_profile: Option<String>,
+    pub mig_instance: Option<String>,
+    pub vgpu: Option<String>,
+    pub samples: Vec<Sample>,
+}
+
+/// `hami_container_device_utilization_ratio` (percent of the whole device) of one container on one device.
+#[derive(Debug, Clone)]
+pub struct HamiSeries {
+    pub workload: ContainerKey,
+    pub device: String,
+    pub samples: Vec<Sample>,
+}
+
+/// `kube_namespace_labels` of one namespace, with its team label if it has one.
+#[derive(Debug, Clone)]
+pub struct NamespaceSeries {
+    pub namespace: String,
+    pub team: Option<String>,
+    pub samples: Vec<Sample>,
+}
+
+/// `kube_node_status_capacity{unit="integer"}` of one node and resource.
+#[derive(Debug, Clone)]
+pub struct CapacitySeries {
+    pub node: String,
+    pub resource: String,
+    pub samples: Vec<Sample>,
+}
+
+/// Everything one hour window `[start_ms, end_ms)` needs. KSM series hold the window's samples only; utilization
+/// series may reach a few minutes beyond either edge so edge grid points find their match.
+#[derive(Debug, Clone, Default)]
+pub struct HourInput {
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub requests: Vec<RequestSeries>,
+    pub running: Vec<RunningSeries>,
+    pub devices: Vec<DeviceSeries>,
+    pub hami: Vec<HamiSeries>,
+    pub namespaces: Vec<NamespaceSeries>,
+    pub capacity: Vec<CapacitySeries>,
+}

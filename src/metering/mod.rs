@@ -1,0 +1,23 @@
+//! Pure metering math: raw Prometheus samples of one hour in, GPU-seconds per container out (docs/metering.md).
+//!
+//! Nothing here does I/O; `ingest` fetches and stores, this module only counts.
+
+mod hour;
+mod input;
+mod output;
+mod resource;
+mod sample;
+
+pub use hour::{MeterConfig, meter_hour};
+pub use input::{
+    CapacitySeries, ContainerKey, DeviceSeries, HamiSeries, HourInput, NamespaceSeries, RequestSeries, RunningSeries,
+    UtilMetric,
+};
+pub use output::{Anomaly, AnomalyKind, CapacityRow, HourOutput, UsageRow, UtilSource};
+pub use resource::{
+    HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices, mig_profile_slices,
+};
+pub use sample::{Sample, infer_interval_ms, match_at};
+
+#[cfg(test)]
+mod tests;

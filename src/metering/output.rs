@@ -1,0 +1,119 @@
+//! What metering one hour produces: usage rows, node capacity and the anomalies met on the way.
+
+use super::ContainerKey;
+use serde::Serialize;
+
+/// Which measure a row's utilization came from (SPEC §2: SM_ACTIVE → GR_ENGINE_ACTIVE → GPU_UTIL/100).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UtilSource {
+    SmActive,
+    GrEngineActive,
+    GpuUtil,
+    Hami,
+    Mixed,
+    #[default]
+    None,
+}
+
+impl UtilSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SmActive => "sm_active",
+            Self::GrEngineActive => "gr_engine_active",
+            Self::GpuUtil => "gpu_util",
+            Self::Hami => "hami",
+            Self::Mixed => "mixed",
+            Self::None => "none",
+        }
+    }
+
+    /// The source of a row that has seen `self` so far and now `other`.
+    pub fn merge(self, other: Self) -> Self {
+        match (self, other) {
+            (Self::None, o) => o,
+            (s, Self::None) => s,
+            (s, o) if s == o => s,
+            _ => Self::Mixed,
+        }
+    }
+}
+
+/// One container × resource × GPU model in one hour.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UsageRow {
+    pub key: ContainerKey,
+    pub resource: String,
+    /// `whole`, `mig`, `timeslice` or `hami`.
+    pub kind: &'static str,
+    pub gpu_model: String,
+    pub mig_profile: Option<String>,
+    pub node: String,
+    /// Units requested (`q`), the largest seen in the hour.
+    pub units: f64,
+    /// Card fraction of one unit (`f`).
+    pub fraction: f64,
+    pub gpu_seconds: f64,
+    pub effective_gpu_seconds: f64,
+    pub unmetered_gpu_seconds: f64,
+    pub util_source: UtilSource,
+    pub peak_fb_used_mib: Option<f64>,
+    /// The namespace's team label at the end of the hour.
+    pub label_team: Option<String>,
+}
+
+/// Physical cards of one node in one hour.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CapacityRow {
+    pub node: String,
+    pub gpu_model: String,
+    pub cards: f64,
+    pub card_seconds: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnomalyKind {
+    /// NaN or ±Inf samples, skipped.
+    NonFiniteSample,
+    /// A GPU-like resource cardhour cannot meter; its time is not in any figure.
+    UnknownResource,
+    /// A MIG resource on a model of unknown slice count; 7 slices assumed.
+    UnknownMigModel,
+    /// A time-slicing node without DCGM devices; the configured replica count used.
+    DefaultReplicas,
+    /// HAMi memory policy without a known card memory; the cores share used.
+    HamiMemoryUnknown,
+    /// DCGM's device count and the node's advertised capacity disagree.
+    CapacityMismatch,
+}
+
+impl AnomalyKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NonFiniteSample => "non_finite_sample",
+            Self::UnknownResource => "unknown_resource",
+            Self::UnknownMigModel => "unknown_mig_model",
+            Self::DefaultReplicas => "default_replicas",
+            Self::HamiMemoryUnknown => "hami_memory_unknown",
+            Self::CapacityMismatch => "capacity_mismatch",
+        }
+    }
+}
+
+/// Something worth a human's look, with how often it happened in the hour.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Anomaly {
+    pub kind: AnomalyKind,
+    pub subject: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HourOutput {
+    /// The scrape interval used; `None` when the hour had no KSM samples.
+    pub interval_ms: Option<i64>,
+    pub rows: Vec<UsageRow>,
+    pub capacity: Vec<CapacityRow>,
+    pub anomalies: Vec<Anomaly>,
+}

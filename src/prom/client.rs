@@ -1,0 +1,185 @@
+//! The HTTP side: instant queries of range selectors (raw samples) and `query_range` split under the point limit.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::PromError;
+use super::model::{RawSeries, parse_response};
+
+/// Prometheus refuses a `query_range` of more than 11,000 points per series.
+pub const QUERY_RANGE_MAX_POINTS: i64 = 11_000;
+
+#[derive(Debug, Clone)]
+pub struct PromClient {
+    http: reqwest::Client,
+    base: String,
+    timeout: Duration,
+}
+
+/// Prometheus' time parameter: seconds with millisecond precision, exact for integer milliseconds.
+fn prom_time(ms: i64) -> String {
+    format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
+}
+
+impl PromClient {
+    pub fn new(base: &str, timeout: Duration) -> Result<Self, PromError> {
+        let parsed = url::Url::parse(base).map_err(|_| PromError::BadUrl(base.to_string()))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(PromError::BadUrl(base.to_string()));
+        }
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .user_agent(concat!("cardhour/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| PromError::Unreachable { url: base.to_string(), reason: e.to_string() })?;
+        Ok(Self { http, base: base.trim_end_matches('/').to_string(), timeout })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    async fn post(&self, path: &str, form: &[(&str, String)]) -> Result<Vec<RawSeries>, PromError> {
+        let (status, body) = self.post_raw(path, form).await?;
+        match parse_response(&body) {
+            // Prometheus answers 400/422/503 with a JSON error: its words are better than the status code
+            Err(PromError::Malformed(_)) if !status.is_success() => Err(PromError::Status {
+                status: status.as_u16(),
+                body: String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned(),
+            }),
+            other => other,
+        }
+    }
+
+    async fn post_raw(
+        &self,
+        path: &str,
+        form: &[(&str, String)],
+    ) -> Result<(reqwest::StatusCode, bytes::Bytes), PromError> {
+        let url = format!("{}{}", self.base, path);
+        let resp = self.http.post(&url).form(form).send().await.map_err(|e| self.transport_error(e))?;
+        let status = resp.status();
+        let body = resp.bytes().await.map_err(|e| self.transport_error(e))?;
+        Ok((status, body))
+    }
+
+    fn transport_error(&self, e: reqwest::Error) -> PromError {
+        if e.is_timeout() {
+            PromError::Timeout { url: self.base.clone(), seconds: self.timeout.as_secs() }
+        } else {
+            let mut reason = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                reason = format!("{reason}: {s}");
+                source = s.source();
+            }
+            PromError::Unreachable { url: self.base.clone(), reason }
+        }
+    }
+
+    /// Raw samples of `selector` in `[start_ms, end_ms)`: the range selector `selector[<end−start−1>ms]`
+    /// evaluated at `end − 1 ms`. Prometheus 2.x includes both ends of a range, so this is exactly the half-open
+    /// window; no look-back, no step, no double-counted boundary sample.
+    pub async fn raw_samples(&self, selector: &str, start_ms: i64, end_ms: i64) -> Result<Vec<RawSeries>, PromError> {
+        let range = (end_ms - start_ms - 1).max(1);
+        let query = format!("{selector}[{range}ms]");
+        self.post("/api/v1/query", &[("query", query), ("time", prom_time(end_ms - 1))]).await
+    }
+
+    /// The undecoded answer of [`Self::raw_samples`], for recording fixtures and benchmarks.
+    pub async fn raw_samples_body(&self, selector: &str, start_ms: i64, end_ms: i64) -> Result<Vec<u8>, PromError> {
+        let range = (end_ms - start_ms - 1).max(1);
+        let query = format!("{selector}[{range}ms]");
+        let (_, body) = self.post_raw("/api/v1/query", &[("query", query), ("time", prom_time(end_ms - 1))]).await?;
+        Ok(body.to_vec())
+    }
+
+    /// An instant query.
+    pub async fn query(&self, query: &str, time_ms: i64) -> Result<Vec<RawSeries>, PromError> {
+        self.post("/api/v1/query", &[("query", query.to_string()), ("time", prom_time(time_ms))]).await
+    }
+
+    /// A range query over `[start, end]` at `step`, split into requests of at most 11,000 points and merged.
+    pub async fn query_range(
+        &self,
+        query: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+    ) -> Result<Vec<RawSeries>, PromError> {
+        if step_ms <= 0 || end_ms < start_ms {
+            return Err(PromError::Query {
+                error_type: "bad_data".into(),
+                error: "query_range needs step > 0 and end ≥ start".into(),
+            });
+        }
+        let mut merged: BTreeMap<BTreeMap<String, String>, RawSeries> = BTreeMap::new();
+        for (s, e) in range_chunks(start_ms, end_ms, step_ms) {
+            let form = [
+                ("query", query.to_string()),
+                ("start", prom_time(s)),
+                ("end", prom_time(e)),
+                ("step", prom_time(step_ms)),
+            ];
+            for series in self.post("/api/v1/query_range", &form).await? {
+                let entry = merged
+                    .entry(series.labels.clone())
+                    .or_insert_with(|| RawSeries { labels: series.labels.clone(), ..RawSeries::default() });
+                entry.samples.extend(series.samples);
+                entry.non_finite.extend(series.non_finite);
+            }
+        }
+        Ok(merged.into_values().collect())
+    }
+}
+
+/// `[start, end]` at `step` as consecutive closed chunks of at most [`QUERY_RANGE_MAX_POINTS`] points each.
+pub fn range_chunks(start_ms: i64, end_ms: i64, step_ms: i64) -> Vec<(i64, i64)> {
+    let span = (QUERY_RANGE_MAX_POINTS - 1) * step_ms;
+    let mut out = Vec::new();
+    let mut s = start_ms;
+    while s <= end_ms {
+        let e = (s + span).min(end_ms);
+        out.push((s, e));
+        s = e + step_ms;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_is_exact_milliseconds() {
+        assert_eq!(prom_time(1_700_000_003_599_999), "1700000003599.999");
+        assert_eq!(prom_time(7), "0.007");
+        assert_eq!(prom_time(-1), "-1.999");
+    }
+
+    #[test]
+    fn range_chunks_cover_every_step_once_under_the_limit() {
+        let step = 15_000;
+        let (start, end) = (0, 30 * 86_400_000);
+        let chunks = range_chunks(start, end, step);
+        let mut points = 0;
+        let mut next = start;
+        for (s, e) in &chunks {
+            assert_eq!(*s, next);
+            let n = (e - s) / step + 1;
+            assert!(n <= QUERY_RANGE_MAX_POINTS);
+            points += n;
+            next = e + step;
+        }
+        assert_eq!(points, (end - start) / step + 1);
+        assert_eq!(range_chunks(0, 0, step), vec![(0, 0)]);
+    }
+
+    #[test]
+    fn urls_are_checked() {
+        assert!(PromClient::new("localhost:9090", Duration::from_secs(1)).is_err());
+        assert!(PromClient::new("ftp://x", Duration::from_secs(1)).is_err());
+        assert!(PromClient::new("http://127.0.0.1:9090/", Duration::from_secs(1)).is_ok());
+    }
+}

@@ -1,0 +1,38 @@
+//! Prometheus HTTP API client (also Thanos, Mimir, VictoriaMetrics): raw samples in, typed errors out.
+
+mod client;
+mod model;
+mod retry;
+
+pub use client::{PromClient, QUERY_RANGE_MAX_POINTS};
+pub use model::{RawSeries, parse_response};
+pub use retry::{RetryPolicy, with_retry};
+
+/// Why a Prometheus call failed. Every variant says what to check; none carries a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum PromError {
+    #[error("Prometheus at {url} is unreachable: {reason}")]
+    Unreachable { url: String, reason: String },
+    #[error("Prometheus at {url} did not answer within {seconds} s")]
+    Timeout { url: String, seconds: u64 },
+    #[error("Prometheus answered HTTP {status}: {body}")]
+    Status { status: u16, body: String },
+    #[error("Prometheus rejected the query ({error_type}): {error}")]
+    Query { error_type: String, error: String },
+    #[error("Prometheus sent a malformed answer: {0}")]
+    Malformed(String),
+    #[error("invalid Prometheus URL `{0}`: expected http(s)://host:port[/path]")]
+    BadUrl(String),
+}
+
+impl PromError {
+    /// Worth trying again: the server may come back; a rejected query or a bad URL will not change.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Unreachable { .. } | Self::Timeout { .. } | Self::Malformed(_) => true,
+            Self::Status { status, .. } => *status >= 500 || *status == 429,
+            Self::Query { error_type, .. } => error_type == "timeout" || error_type == "unavailable",
+            Self::BadUrl(_) => false,
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! Writes the simulated cluster as OpenMetrics: kube-state-metrics families on the grid, then
+//! the DCGM families and HAMi's per-container utilization at each node's exporter offset.
+//!
+//! Families are written one after another (each contiguous), and within a family one series at
+//! a time in increasing time, which is what `promtool tsdb create-blocks-from openmetrics`
+//! needs. Values come from `values`, pure functions of the model, so nothing is buffered.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use super::layout::{NAMESPACES, NodeType};
+use super::model::{Cluster, Emitter, EmitterKind, Grid, Holder, Kind, Node, Pod};
+use super::om::OmWriter;
+use super::values::{DCGM_METRICS, Metric, exclusive_value, hami_percent, published, shared_value};
+
+/// What was written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub series: u64,
+    pub samples: u64,
+    /// Pod objects (uids) with at least one KSM sample.
+    pub pods: u64,
+}
+
+/// Name of HAMi's per-container device utilization family.
+pub const HAMI_UTIL: &str = "hami_container_device_utilization_ratio";
+
+const PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
+
+/// Write all families and `# EOF`; returns the counts and the (flushed) writer.
+pub fn write_metrics<W: Write>(c: &Cluster, grid: &Grid, out: W) -> io::Result<(Counts, W)> {
+    let mut w = OmWriter::new(out);
+    namespace_labels(&mut w, grid)?;
+    node_capacity(&mut w, c, grid)?;
+    let pods = requests(&mut w, c, grid)?;
+    phases(&mut w, c, grid)?;
+    for m in DCGM_METRICS {
+        dcgm_family(&mut w, c, grid, m)?;
+    }
+    hami_family(&mut w, c, grid)?;
+    let counts = Counts { series: w.series, samples: w.samples, pods };
+    let out = w.finish()?;
+    Ok((counts, out))
+}
+
+fn every_grid_point<W: Write>(w: &mut OmWriter<W>, grid: &Grid, v: i64) -> io::Result<()> {
+    for k in 0..grid.len {
+        w.sample_int(v, grid.at(k))?;
+    }
+    Ok(())
+}
+
+fn namespace_labels<W: Write>(w: &mut OmWriter<W>, grid: &Grid) -> io::Result<()> {
+    const NAME: &str = "kube_namespace_labels";
+    w.family(NAME)?;
+    for (ns, team) in NAMESPACES {
+        match team {
+            Some(t) => w.series(NAME, [("namespace", ns), ("label_team", t)]),
+            None => w.series(NAME, [("namespace", ns)]),
+        }
+        every_grid_point(w, grid, 1)?;
+    }
+    Ok(())
+}
+
+fn node_capacity<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::Result<()> {
+    const NAME: &str = "kube_node_status_capacity";
+    w.family(NAME)?;
+    for node in &c.nodes {
+        for &(res, n) in node.ty.capacity() {
+            w.series(NAME, [("node", node.name.as_str()), ("resource", res), ("unit", "integer")]);
+            every_grid_point(w, grid, n as i64)?;
+        }
+    }
+    Ok(())
+}
+
+/// The `kube_pod_container_resource_requests` series of a pod: (resource, value).
+fn requests_of(pod: &Pod) -> Vec<(&'static str, i64)> {
+    match pod.kind {
+        Kind::Hami => vec![
+            ("nvidia_com_gpu", pod.q as i64),
+            ("nvidia_com_gpucores", pod.cores as i64),
+            ("nvidia_com_gpumem", pod.gpumem_mib as i64),
+        ],
+        _ => vec![(pod.resource, pod.q as i64)],
+    }
+}
+
+fn requests<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::Result<u64> {
+    const NAME: &str = "kube_pod_container_resource_requests";
+    w.family(NAME)?;
+    let mut visible = 0;
+    for (p, pod) in c.pods.iter().enumerate() {
+        let (ka, kb) = grid.range(pod.t0, pod.t3, 0);
+        if ka >= kb {
+            continue;
+        }
+        visible += 1;
+        for (res, q) in requests_of(pod) {
+            w.series(
+                NAME,
+                [
+                    ("namespace", NAMESPACES[pod.ns].0),
+                    ("pod", c.pod_name(p)),
+                    ("uid", pod.uid.as_str()),
+                    ("container", pod.container),
+                    ("node", c.nodes[pod.node].name.as_str()),
+                    ("resource", res),
+                    ("unit", "integer"),
+                ],
+            );
+            for k in ka..kb {
+                w.sample_int(q, grid.at(k))?;
+            }
+        }
+    }
+    Ok(visible)
+}
+
+fn phases<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::Result<()> {
+    const NAME: &str = "kube_pod_status_phase";
+    w.family(NAME)?;
+    for (p, pod) in c.pods.iter().enumerate() {
+        let (ka, kb) = grid.range(pod.t0, pod.t3, 0);
+        if ka >= kb {
+            continue;
+        }
+        // Pending [t0, t1), Running [t1, t2), Succeeded/Failed [t2, t3).
+        let k1 = grid.count_before(pod.t1, 0).clamp(ka, kb);
+        let k2 = grid.count_before(pod.t2, 0).clamp(k1, kb);
+        let ended = if pod.failed { "Failed" } else { "Succeeded" };
+        for phase in PHASES {
+            w.series(
+                NAME,
+                [
+                    ("namespace", NAMESPACES[pod.ns].0),
+                    ("pod", c.pod_name(p)),
+                    ("uid", pod.uid.as_str()),
+                    ("phase", phase),
+                ],
+            );
+            let runs = [(ka, k1, "Pending"), (k1, k2, "Running"), (k2, kb, ended)];
+            for (a, b, cur) in runs {
+                let v = (cur == phase) as i64;
+                for k in a..b {
+                    w.sample_int(v, grid.at(k))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Identity of one series of an emitter within a family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Key {
+    /// No workload labels.
+    Plain,
+    /// Workload labels of a pod name (restarts with the same name share the series); `lane` is
+    /// the time-slicing replica (`vgpu`), 0 elsewhere.
+    Held { lane: u8, name_id: usize },
+}
+
+/// How an emitter's samples split into series.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Style {
+    /// One series per instant: the holder's labels, or plain when idle.
+    Exclusive,
+    /// `--kubernetes-virtual-gpus`: a copy per held replica, plain when no replica is held.
+    Copies,
+    /// Device-level only (HAMi node's DCGM).
+    DeviceOnly,
+    /// HAMi per-container series.
+    HamiPods,
+}
+
+/// Series of an emitter in `style`, each with the segments it has samples in (in time order).
+fn plan(c: &Cluster, e: &Emitter, style: Style) -> BTreeMap<Key, Vec<usize>> {
+    let mut m: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
+    for (i, seg) in e.segs.iter().enumerate() {
+        let name = |h: &Holder| c.pods[h.pod].name_id;
+        match style {
+            Style::DeviceOnly => m.entry(Key::Plain).or_default().push(i),
+            Style::Exclusive | Style::Copies if seg.holders.is_empty() => m.entry(Key::Plain).or_default().push(i),
+            Style::Exclusive => {
+                let h = &seg.holders[0];
+                m.entry(Key::Held { lane: 0, name_id: name(h) }).or_default().push(i);
+            }
+            Style::Copies => {
+                for h in &seg.holders {
+                    m.entry(Key::Held { lane: h.lane, name_id: name(h) }).or_default().push(i);
+                }
+            }
+            Style::HamiPods => {
+                for h in &seg.holders {
+                    m.entry(Key::Held { lane: 0, name_id: name(h) }).or_default().push(i);
+                }
+            }
+        }
+    }
+    m
+}
+
+/// The holder a `Held` key refers to in a segment.
+fn holder_for<'a>(c: &Cluster, holders: &'a [Holder], key: Key, style: Style) -> Option<&'a Holder> {
+    match key {
+        Key::Plain => None,
+        Key::Held { lane, name_id } => holders.iter().find(|h| match style {
+            Style::Copies => h.lane == lane,
+            _ => c.pods[h.pod].name_id == name_id,
+        }),
+    }
+}
+
+/// Labels every DCGM series of an emitter carries.
+fn device_labels(node: &Node, e: &Emitter) -> Vec<(&'static str, String)> {
+    let mut l = vec![
+        ("gpu", e.gpu.to_string()),
+        ("UUID", e.uuid.clone()),
+        ("device", format!("nvidia{}", e.gpu)),
+        ("modelName", node.ty.model().to_string()),
+        (node.ty.host_label(), node.name.clone()),
+    ];
+    if let EmitterKind::MigInstance { profile, gi_id } = e.kind {
+        l.push(("GPU_I_PROFILE", profile.name.to_string()));
+        l.push(("GPU_I_ID", gi_id.to_string()));
+    }
+    l
+}
+
+fn dcgm_family<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid, metric: Metric) -> io::Result<()> {
+    w.family(metric.name())?;
+    for node in &c.nodes {
+        let card_mem = node.ty.card_mem_mib();
+        for ei in node.emitters.clone() {
+            let e = &c.emitters[ei];
+            if !published(node.ty, &e.kind).contains(&metric) {
+                continue;
+            }
+            let style = match e.kind {
+                EmitterKind::Whole | EmitterKind::MigInstance { .. } => Style::Exclusive,
+                EmitterKind::TimeSlice => Style::Copies,
+                EmitterKind::Hami => Style::DeviceOnly,
+            };
+            let base = device_labels(node, e);
+            for (key, segs) in plan(c, e, style) {
+                let mut labels = base.clone();
+                if let Key::Held { lane, name_id } = key {
+                    let h = segs.iter().find_map(|&si| holder_for(c, &e.segs[si].holders, key, style));
+                    let pod = &c.pods[h.map_or(0, |h| h.pod)];
+                    if style == Style::Copies {
+                        labels.push(("vgpu", format!("{}-{}", e.gpu, lane)));
+                    }
+                    let [ns_l, pod_l, ctr_l] = node.ty.workload_labels();
+                    labels.push((ns_l, NAMESPACES[pod.ns].0.to_string()));
+                    labels.push((pod_l, c.names[name_id].clone()));
+                    labels.push((ctr_l, pod.container.to_string()));
+                }
+                w.series(metric.name(), labels.iter().map(|(k, v)| (*k, v.as_str())));
+                for &si in &segs {
+                    let seg = &e.segs[si];
+                    let h = holder_for(c, &seg.holders, key, style);
+                    for (a, b) in node.up_ranges(seg.ka, seg.kb) {
+                        for k in a..b {
+                            let s = grid.at(k) + node.offset_ms;
+                            let v = match (style, h) {
+                                (Style::Exclusive, Some(h)) => {
+                                    if metric == Metric::SmActive && node.is_nan(ei, k) {
+                                        f64::NAN
+                                    } else {
+                                        exclusive_value(c, h, s, metric)
+                                    }
+                                }
+                                (Style::Exclusive, None) => 0.0,
+                                _ => shared_value(c, &seg.holders, s, metric, card_mem),
+                            };
+                            w.sample_f64(v, s)?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn hami_family<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::Result<()> {
+    w.family(HAMI_UTIL)?;
+    for node in c.nodes.iter().filter(|n| n.ty == NodeType::HamiA100) {
+        for ei in node.emitters.clone() {
+            let e = &c.emitters[ei];
+            for (key, segs) in plan(c, e, Style::HamiPods) {
+                let Key::Held { name_id, .. } = key else { continue };
+                let Some(first) = segs.iter().find_map(|&si| holder_for(c, &e.segs[si].holders, key, Style::HamiPods))
+                else {
+                    continue;
+                };
+                let pod = &c.pods[first.pod];
+                w.series(
+                    HAMI_UTIL,
+                    [
+                        ("namespace", NAMESPACES[pod.ns].0),
+                        ("pod", c.names[name_id].as_str()),
+                        ("container", pod.container),
+                        ("deviceuuid", e.uuid.as_str()),
+                    ],
+                );
+                for &si in &segs {
+                    let seg = &e.segs[si];
+                    let Some(h) = holder_for(c, &seg.holders, key, Style::HamiPods) else { continue };
+                    for k in seg.ka..seg.kb {
+                        let s = grid.at(k) + node.offset_ms;
+                        w.sample_int(hami_percent(c, h, s), s)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}

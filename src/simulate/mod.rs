@@ -1,0 +1,155 @@
+//! `cardhour simulate`: a deterministic (seeded) synthetic Kubernetes GPU cluster, written as
+//! OpenMetrics text for `promtool tsdb create-blocks-from openmetrics`, plus `truth.json`
+//! computed independently from the simulation's own events (pod schedule and utilization
+//! functions), never by reading back the written series.
+//!
+//! The cluster mixes every case the ingest must handle (see `layout`): whole cards with the
+//! three DCGM utilization sources and both workload-label styles, MIG, time-slicing with
+//! virtual-GPU copies, HAMi, a node without DCGM, exporter gaps, NaN samples, restarts, squatters
+//! and an unknown GPU-like resource. Values are pure functions of (pod, device, time), so the
+//! writer streams series one after another with constant memory.
+
+mod emit;
+mod layout;
+mod model;
+mod om;
+mod schedule;
+mod truth;
+mod values;
+mod workload;
+
+#[cfg(test)]
+mod tests;
+
+use std::fs::{self, File};
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, SecondsFormat, Timelike, Utc};
+
+pub use truth::{Figures, Truth};
+
+/// Parameters of a simulation run.
+#[derive(Clone, Debug)]
+pub struct SimParams {
+    /// Number of cards; a positive multiple of 8 (nodes have 8 GPUs).
+    pub gpus: u32,
+    /// Length of the simulated window in hours (≥ 1).
+    pub hours: u32,
+    /// Scrape interval Δ in seconds (5..=600).
+    pub scrape_interval_s: u32,
+    pub seed: u64,
+    /// End of the window (exclusive), on a whole hour; start = end − hours.
+    pub end: DateTime<Utc>,
+    /// Output directory (created if missing).
+    pub out: PathBuf,
+}
+
+/// What a run wrote.
+#[derive(Clone, Debug)]
+pub struct SimSummary {
+    pub series: u64,
+    pub samples: u64,
+    /// Pod objects (uids) present in the window.
+    pub pods: u64,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub metrics_path: PathBuf,
+    pub truth_path: PathBuf,
+}
+
+/// Why a simulation could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("gpus must be a positive multiple of 8 (nodes have 8 GPUs), got {0}")]
+    Gpus(u32),
+    #[error("the simulated window must be at least 1 hour, got {0} hours")]
+    Hours(u32),
+    #[error("scrape interval must be between 5 and 600 seconds, got {0}")]
+    ScrapeInterval(u32),
+    #[error("end must be on a whole hour (minutes, seconds and fractions zero), got {0}")]
+    EndNotOnHour(DateTime<Utc>),
+    #[error("the simulated window of {hours} hours ending {end} starts before 1970 or is out of range")]
+    OutOfRange { hours: u32, end: DateTime<Utc> },
+    #[error("cannot write {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot serialize the truth: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Name of the OpenMetrics file in the output directory.
+pub const METRICS_FILE: &str = "metrics.om";
+/// Name of the truth file in the output directory.
+pub const TRUTH_FILE: &str = "truth.json";
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SimError + '_ {
+    move |source| SimError::Io { path: path.to_path_buf(), source }
+}
+
+/// Check the parameters; returns the window's start.
+fn validate(p: &SimParams) -> Result<DateTime<Utc>, SimError> {
+    if p.gpus == 0 || p.gpus % layout::GPUS_PER_NODE != 0 {
+        return Err(SimError::Gpus(p.gpus));
+    }
+    if p.hours == 0 {
+        return Err(SimError::Hours(p.hours));
+    }
+    if !(5..=600).contains(&p.scrape_interval_s) {
+        return Err(SimError::ScrapeInterval(p.scrape_interval_s));
+    }
+    if p.end.minute() != 0 || p.end.second() != 0 || p.end.nanosecond() != 0 {
+        return Err(SimError::EndNotOnHour(p.end));
+    }
+    let out_of_range = || SimError::OutOfRange { hours: p.hours, end: p.end };
+    let start = p.end.checked_sub_signed(chrono::Duration::hours(p.hours as i64)).ok_or_else(out_of_range)?;
+    if start.timestamp_millis() < 0 {
+        return Err(out_of_range());
+    }
+    Ok(start)
+}
+
+/// Simulate and write `<out>/metrics.om` and `<out>/truth.json`.
+pub fn run(params: &SimParams) -> Result<SimSummary, SimError> {
+    let start = validate(params)?;
+    let grid = model::Grid::new(
+        start.timestamp_millis(),
+        params.end.timestamp_millis(),
+        params.scrape_interval_s as i64 * 1000,
+    );
+    let cluster = schedule::build(params.gpus, params.seed, grid);
+
+    fs::create_dir_all(&params.out).map_err(io_err(&params.out))?;
+    let metrics_path = params.out.join(METRICS_FILE);
+    let file = File::create(&metrics_path).map_err(io_err(&metrics_path))?;
+    let (counts, _) =
+        emit::write_metrics(&cluster, &grid, BufWriter::with_capacity(1 << 20, file)).map_err(io_err(&metrics_path))?;
+
+    let fmt = |d: DateTime<Utc>| d.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let echo = truth::ParamsOut {
+        gpus: params.gpus,
+        hours: params.hours,
+        scrape_interval_s: params.scrape_interval_s,
+        seed: params.seed,
+        start: fmt(start),
+        end: fmt(params.end),
+    };
+    let t = truth::compute(&cluster, &grid, echo);
+    let truth_path = params.out.join(TRUTH_FILE);
+    let mut json = serde_json::to_vec_pretty(&t)?;
+    json.push(b'\n');
+    fs::write(&truth_path, json).map_err(io_err(&truth_path))?;
+
+    Ok(SimSummary {
+        series: counts.series,
+        samples: counts.samples,
+        pods: counts.pods,
+        start,
+        end: params.end,
+        metrics_path,
+        truth_path,
+    })
+}

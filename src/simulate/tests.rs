@@ -1,0 +1,488 @@
+//! Tests of the simulator: parameter validation, determinism, internal consistency of the truth,
+//! well-formedness of the OpenMetrics file, and a small reference meter that re-derives every
+//! pod's figures from the written file per docs/metering.md and must agree with the truth.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use chrono::{DateTime, TimeZone, Utc};
+
+use super::*;
+
+fn end() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2024, 11, 30, 8, 0, 0).unwrap()
+}
+
+fn params(dir: &Path, gpus: u32, hours: u32, step: u32, seed: u64) -> SimParams {
+    SimParams { gpus, hours, scrape_interval_s: step, seed, end: end(), out: dir.to_path_buf() }
+}
+
+struct Run {
+    _dir: tempfile::TempDir,
+    summary: SimSummary,
+    truth: Truth,
+    metrics: String,
+    truth_raw: String,
+}
+
+fn sim(gpus: u32, hours: u32, step: u32, seed: u64) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = run(&params(dir.path(), gpus, hours, step, seed)).unwrap();
+    let metrics = std::fs::read_to_string(&summary.metrics_path).unwrap();
+    let truth_raw = std::fs::read_to_string(&summary.truth_path).unwrap();
+    let truth = serde_json::from_str(&truth_raw).unwrap();
+    Run { _dir: dir, summary, truth, metrics, truth_raw }
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+fn assert_fig(a: &Figures, b: &Figures, what: &str) {
+    assert!(close(a.gpu_hours, b.gpu_hours), "{what}: gpu {} vs {}", a.gpu_hours, b.gpu_hours);
+    assert!(
+        close(a.effective_gpu_hours, b.effective_gpu_hours),
+        "{what}: effective {} vs {}",
+        a.effective_gpu_hours,
+        b.effective_gpu_hours
+    );
+    assert!(
+        close(a.unmetered_gpu_hours, b.unmetered_gpu_hours),
+        "{what}: unmetered {} vs {}",
+        a.unmetered_gpu_hours,
+        b.unmetered_gpu_hours
+    );
+}
+
+fn sum<'a>(it: impl Iterator<Item = &'a Figures>) -> Figures {
+    let mut s = Figures::default();
+    for f in it {
+        s.gpu_hours += f.gpu_hours;
+        s.effective_gpu_hours += f.effective_gpu_hours;
+        s.unmetered_gpu_hours += f.unmetered_gpu_hours;
+    }
+    s
+}
+
+#[test]
+fn rejects_bad_params() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = params(dir.path(), 8, 1, 60, 1);
+    let bad = |f: &dyn Fn(&mut SimParams)| {
+        let mut p = ok.clone();
+        f(&mut p);
+        run(&p).unwrap_err()
+    };
+    assert!(matches!(bad(&|p| p.gpus = 0), SimError::Gpus(0)));
+    assert!(matches!(bad(&|p| p.gpus = 12), SimError::Gpus(12)));
+    assert!(matches!(bad(&|p| p.hours = 0), SimError::Hours(0)));
+    assert!(matches!(bad(&|p| p.scrape_interval_s = 4), SimError::ScrapeInterval(4)));
+    assert!(matches!(bad(&|p| p.scrape_interval_s = 601), SimError::ScrapeInterval(601)));
+    let e = bad(&|p| p.end = end() + chrono::Duration::minutes(30));
+    assert!(matches!(e, SimError::EndNotOnHour(_)));
+    assert!(e.to_string().contains("whole hour"));
+    let e = bad(&|p| p.end = end() + chrono::Duration::milliseconds(1));
+    assert!(matches!(e, SimError::EndNotOnHour(_)));
+    let e = bad(&|p| p.end = Utc.with_ymd_and_hms(1970, 1, 1, 0, 0, 0).unwrap());
+    assert!(matches!(e, SimError::OutOfRange { .. }));
+    assert!(!dir.path().join(METRICS_FILE).exists(), "nothing written on invalid params");
+}
+
+#[test]
+fn same_seed_same_bytes_other_seed_differs() {
+    let a = sim(16, 2, 60, 7);
+    let b = sim(16, 2, 60, 7);
+    let c = sim(16, 2, 60, 8);
+    assert!(a.metrics == b.metrics, "metrics differ for the same seed");
+    assert!(a.truth_raw == b.truth_raw, "truth differs for the same seed");
+    assert!(a.metrics != c.metrics);
+    assert!(a.truth_raw != c.truth_raw);
+}
+
+#[test]
+fn truth_sums_are_consistent() {
+    let r = sim(56, 6, 60, 3);
+    let t = &r.truth;
+    assert_fig(&sum(t.by_team.iter().map(|x| &x.figures)), &t.totals, "by_team vs totals");
+    assert_fig(&sum(t.by_namespace.iter().map(|x| &x.figures)), &t.totals, "by_namespace vs totals");
+    assert_fig(&sum(t.by_kind.iter().map(|x| &x.figures)), &t.totals, "by_kind vs totals");
+    assert_fig(&sum(t.by_hour_namespace.iter().map(|x| &x.figures)), &t.totals, "by_hour_namespace vs totals");
+    assert_fig(&sum(t.by_pod.iter().map(|x| &x.figures)), &t.totals, "by_pod vs totals");
+    for team in &t.by_team {
+        let ns = sum(t.by_namespace.iter().filter(|n| n.team == team.team).map(|n| &n.figures));
+        assert_fig(&ns, &team.figures, &team.team);
+    }
+    let step_h = 60.0 / 3600.0;
+    for p in &t.by_pod {
+        let qf = p.units as f64 * p.fraction;
+        let slack = p.segments as f64 * qf * step_h + 1e-9;
+        assert!(
+            (p.figures.gpu_hours - p.continuous_gpu_hours).abs() <= slack,
+            "{}/{}: grid {} vs continuous {}",
+            p.namespace,
+            p.pod,
+            p.figures.gpu_hours,
+            p.continuous_gpu_hours
+        );
+        let metered = p.figures.gpu_hours - p.figures.unmetered_gpu_hours;
+        assert!(p.figures.effective_gpu_hours <= metered + 1e-9, "{}: effective above metered", p.pod);
+        assert!(p.figures.effective_gpu_hours >= 0.0 && p.figures.unmetered_gpu_hours >= 0.0);
+    }
+    let cap: f64 = t.capacity.iter().map(|c| c.card_hours).sum();
+    assert!(close(cap, 56.0 * 6.0));
+    assert!(t.totals.gpu_hours > 0.0 && t.totals.gpu_hours <= cap);
+}
+
+#[test]
+fn every_node_type_and_feature_present() {
+    let r = sim(56, 8, 60, 11);
+    let t = &r.truth;
+    let types: HashSet<&str> = t.nodes.iter().map(|n| n.node_type.as_str()).collect();
+    assert_eq!(types.len(), 7, "{types:?}");
+    for k in &t.by_kind {
+        assert!(k.figures.gpu_hours > 0.0, "no {} usage", k.kind);
+    }
+    // Pods on the node without DCGM are entirely unmetered; elsewhere most time is metered.
+    let dark: Vec<_> = t.by_pod.iter().filter(|p| p.gpu_model.is_none()).collect();
+    assert!(!dark.is_empty());
+    for p in dark {
+        assert!(close(p.figures.unmetered_gpu_hours, p.figures.gpu_hours));
+        assert_eq!(p.util_source, "none");
+    }
+    let sources: HashSet<&str> = t.by_pod.iter().map(|p| p.util_source.as_str()).collect();
+    for s in ["sm_active", "gr_engine_active", "gpu_util", "hami", "none"] {
+        assert!(sources.contains(s), "no pod with source {s}");
+    }
+    // Squatters: at least one per 64 GPUs, holding 20–70 GiB while nearly idle.
+    let squatters: Vec<_> = t.by_pod.iter().filter(|p| p.squatter).collect();
+    assert!(!squatters.is_empty());
+    for s in &squatters {
+        let fb = s.peak_fb_used_mib.expect("squatter memory visible");
+        assert!((20_000.0..=72_000.0).contains(&fb), "{fb}");
+        let metered = s.figures.gpu_hours - s.figures.unmetered_gpu_hours;
+        assert!(s.figures.effective_gpu_hours <= 0.031 * metered + 1e-9);
+    }
+    assert!(t.by_pod.iter().any(|p| p.segments >= 2), "no restart");
+    assert!(t.by_pod.iter().any(|p| p.continuous_gpu_hours < 1.0 && p.segments == 1), "no short pod");
+    assert!(t.by_pod.iter().any(|p| p.kind == "whole" && p.units >= 4), "no multi-card pod");
+    assert!(t.by_pod.iter().any(|p| p.kind == "hami" && p.units == 1));
+    assert_eq!(t.unknown_resources.len(), 1);
+    assert_eq!(t.unknown_resources[0].resource, "example_com_gpu");
+    assert!(t.by_pod.iter().all(|p| p.resource != "example_com_gpu"));
+    assert!(!t.exporter_gaps.is_empty());
+    let nans = r.metrics.lines().filter(|l| l.starts_with("DCGM_FI_PROF_SM_ACTIVE{") && l.contains(" NaN ")).count();
+    assert_eq!(nans as u64, t.non_finite_samples);
+    assert!(t.non_finite_samples > 0);
+    assert_eq!(r.summary.start, end() - chrono::Duration::hours(8));
+}
+
+#[test]
+fn squatters_scale_with_gpus() {
+    let r = sim(128, 1, 300, 5);
+    assert!(r.truth.by_pod.iter().filter(|p| p.squatter).count() >= 2);
+}
+
+/// A parsed series.
+struct PSeries {
+    name: String,
+    labels: BTreeMap<String, String>,
+    samples: Vec<(i64, f64)>,
+}
+
+impl PSeries {
+    fn l(&self, k: &str) -> Option<&str> {
+        self.labels.get(k).map(String::as_str)
+    }
+}
+
+fn parse_labels(s: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut rest = s;
+    while !rest.is_empty() {
+        let (k, r) = rest.split_once("=\"").expect("label name");
+        let mut v = String::new();
+        let mut chars = r.char_indices();
+        let end = loop {
+            let (i, ch) = chars.next().expect("unterminated label value");
+            match ch {
+                '\\' => v.push(chars.next().unwrap().1),
+                '"' => break i,
+                c => v.push(c),
+            }
+        };
+        assert!(out.insert(k.to_string(), v).is_none(), "duplicate label {k}");
+        rest = r[end + 1..].strip_prefix(',').unwrap_or(&r[end + 1..]);
+    }
+    out
+}
+
+/// Parse the file, asserting it is well-formed for promtool: `# TYPE` once per family, all
+/// samples of a family contiguous, each series contiguous with strictly increasing timestamps
+/// in seconds with three decimals, `# EOF` last.
+fn parse_checked(text: &str) -> Vec<PSeries> {
+    let mut families: Vec<String> = Vec::new();
+    let mut out: Vec<PSeries> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut last_key = String::new();
+    let mut lines = text.lines().peekable();
+    let mut eof = false;
+    while let Some(line) = lines.next() {
+        if line == "# EOF" {
+            assert!(lines.peek().is_none(), "content after # EOF");
+            eof = true;
+            break;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, ty) = rest.split_once(' ').unwrap();
+            assert_eq!(ty, "gauge");
+            assert!(!families.iter().any(|f| f == name), "family {name} not contiguous");
+            families.push(name.to_string());
+            continue;
+        }
+        assert!(!line.starts_with('#'), "unexpected comment {line}");
+        let (head, ts) = line.rsplit_once(' ').unwrap();
+        let (key, value) = head.rsplit_once(' ').unwrap();
+        let (secs, ms) = ts.split_once('.').expect("timestamp with decimals");
+        assert_eq!(ms.len(), 3, "millisecond precision: {ts}");
+        let t = secs.parse::<i64>().unwrap() * 1000 + ms.parse::<i64>().unwrap();
+        let v = if value == "NaN" { f64::NAN } else { value.parse::<f64>().expect(value) };
+        if key != last_key {
+            assert!(seen.insert(key.to_string()), "series {key} not contiguous");
+            let (name, labels) = match key.split_once('{') {
+                Some((n, l)) => (n, parse_labels(l.strip_suffix('}').unwrap())),
+                None => (key, BTreeMap::new()),
+            };
+            assert_eq!(Some(name), families.last().map(String::as_str), "sample outside its family");
+            out.push(PSeries { name: name.to_string(), labels, samples: Vec::new() });
+            last_key = key.to_string();
+        }
+        let s = out.last_mut().unwrap();
+        if let Some(&(prev, _)) = s.samples.last() {
+            assert!(t > prev, "timestamps not increasing in {key}");
+        }
+        s.samples.push((t, v));
+    }
+    assert!(eof, "missing # EOF");
+    out
+}
+
+#[test]
+fn openmetrics_is_well_formed() {
+    let r = sim(56, 2, 30, 9);
+    let series = parse_checked(&r.metrics);
+    assert_eq!(series.len() as u64, r.summary.series);
+    assert_eq!(series.iter().map(|s| s.samples.len() as u64).sum::<u64>(), r.summary.samples);
+    let start = r.summary.start.timestamp_millis();
+    let step = 30_000;
+    for s in &series {
+        let dcgm = s.name.starts_with("DCGM_") || s.name.starts_with("hami_");
+        for &(t, _) in &s.samples {
+            let off = (t - start).rem_euclid(step);
+            if dcgm {
+                assert!(off > 0 && off < step / 2, "{} offset {off}", s.name);
+            } else {
+                assert_eq!(off, 0, "{} off the grid", s.name);
+            }
+        }
+        if s.name.starts_with("DCGM_") {
+            for l in ["gpu", "UUID", "modelName", "device"] {
+                assert!(s.l(l).is_some(), "{} lacks {l}", s.name);
+            }
+            assert!(s.l("Hostname").is_some() || s.l("hostname").is_some());
+            if s.l("GPU_I_ID").is_some() {
+                assert_ne!(s.name, "DCGM_FI_DEV_GPU_UTIL", "GPU_UTIL on a MIG instance");
+            }
+        }
+    }
+    let fams: HashSet<&str> = series.iter().map(|s| s.name.as_str()).collect();
+    for f in [
+        "kube_namespace_labels",
+        "kube_node_status_capacity",
+        "kube_pod_container_resource_requests",
+        "kube_pod_status_phase",
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "hami_container_device_utilization_ratio",
+    ] {
+        assert!(fams.contains(f), "missing {f}");
+    }
+    // At every DCGM timestamp a device emits one series, except time-slicing copies.
+    let mut per_instant: HashMap<(String, String, String, i64), usize> = HashMap::new();
+    for s in series.iter().filter(|s| s.name.starts_with("DCGM_") && s.l("vgpu").is_none()) {
+        let dev = format!("{}/{}", s.l("UUID").unwrap(), s.l("GPU_I_ID").unwrap_or(""));
+        let vgpu_card = series.iter().any(|o| o.l("vgpu").is_some() && o.l("UUID") == s.l("UUID"));
+        if vgpu_card {
+            continue;
+        }
+        for &(t, _) in &s.samples {
+            *per_instant.entry((s.name.clone(), dev.clone(), String::new(), t)).or_default() += 1;
+        }
+    }
+    assert!(per_instant.values().all(|&n| n == 1));
+}
+
+/// Figures of one (namespace, pod) from the reference meter, in seconds.
+#[derive(Default, Debug)]
+struct RefPod {
+    gpu: f64,
+    eff: f64,
+    unm: f64,
+    peak_fb: Option<f64>,
+}
+
+/// Independent reading of docs/metering.md over the written samples (whole window as one
+/// window; the simulator's devices use one source throughout, so per-hour source selection
+/// gives the same result).
+fn reference_meter(series: &[PSeries], start: i64, step: i64) -> BTreeMap<(String, String), RefPod> {
+    let grid_of = |s: i64| start + (s - start + step / 2).div_euclid(step) * step;
+    let mut running: HashMap<&str, HashSet<i64>> = HashMap::new();
+    for s in series.iter().filter(|s| s.name == "kube_pod_status_phase" && s.l("phase") == Some("Running")) {
+        let set = running.entry(s.l("uid").unwrap()).or_default();
+        set.extend(s.samples.iter().filter(|x| x.1 == 1.0).map(|x| x.0));
+    }
+    // Physical cards and shared capacity per node.
+    let mut uuids: HashMap<&str, HashSet<&str>> = HashMap::new();
+    for s in series.iter().filter(|s| s.name.starts_with("DCGM_")) {
+        let host = s.l("Hostname").or(s.l("hostname")).unwrap();
+        uuids.entry(host).or_default().insert(s.l("UUID").unwrap());
+    }
+    let mut shared_cap: HashMap<&str, f64> = HashMap::new();
+    for s in series.iter().filter(|s| s.name == "kube_node_status_capacity") {
+        if s.l("resource") == Some("nvidia_com_gpu_shared") {
+            shared_cap.insert(s.l("node").unwrap(), s.samples[0].1);
+        }
+    }
+    // Device samples by workload, and time-slicing copies present per (UUID, grid point).
+    // (UUID, GPU_I_ID, vgpu) → metric → grid point → value; keyed by workload (ns, pod, container).
+    type DevKey = (String, String, String);
+    type Workload = (String, String, String);
+    type BySeries<'a> = BTreeMap<DevKey, HashMap<&'a str, HashMap<i64, f64>>>;
+    let mut devs: HashMap<Workload, BySeries> = HashMap::new();
+    let mut copies: HashMap<(&str, &str, i64), usize> = HashMap::new();
+    for s in series.iter().filter(|s| s.name.starts_with("DCGM_") || s.name.starts_with("hami_")) {
+        let w = |a: &str, b: &str| s.l(a).or(s.l(b)).map(str::to_string);
+        let (ns, pod, ctr) = if s.name.starts_with("hami_") {
+            (w("namespace", "podnamespace"), w("pod", "podname"), w("container", "ctrname"))
+        } else {
+            (w("namespace", "exported_namespace"), w("pod", "exported_pod"), w("container", "exported_container"))
+        };
+        let (Some(ns), Some(pod), Some(ctr)) = (ns, pod, ctr) else { continue };
+        let uuid = s.l("UUID").or(s.l("deviceuuid")).unwrap();
+        if let Some(_v) = s.l("vgpu") {
+            for &(t, v) in &s.samples {
+                if !v.is_nan() {
+                    *copies.entry((uuid, s.name.as_str(), grid_of(t))).or_default() += 1;
+                }
+            }
+        }
+        let key = (uuid.to_string(), s.l("GPU_I_ID").unwrap_or("").to_string(), s.l("vgpu").unwrap_or("").to_string());
+        let m = devs.entry((ns, pod, ctr)).or_default().entry(key).or_default().entry(s.name.as_str()).or_default();
+        for &(t, v) in &s.samples {
+            if !v.is_nan() {
+                m.insert(grid_of(t), v);
+            }
+        }
+    }
+    // Requests by (uid, container).
+    let mut containers: BTreeMap<(&str, &str), Vec<&PSeries>> = BTreeMap::new();
+    for s in series.iter().filter(|s| s.name == "kube_pod_container_resource_requests") {
+        containers.entry((s.l("uid").unwrap(), s.l("container").unwrap())).or_default().push(s);
+    }
+    let mut out: BTreeMap<(String, String), RefPod> = BTreeMap::new();
+    let step_s = step as f64 / 1000.0;
+    for ((uid, ctr), reqs) in containers {
+        let first = reqs[0];
+        let (ns, pod, node) = (first.l("namespace").unwrap(), first.l("pod").unwrap(), first.l("node").unwrap());
+        let res = |r: &str| reqs.iter().find(|s| s.l("resource") == Some(r));
+        let (kind, f, qs): (&str, f64, &PSeries) = if let Some(cores) = res("nvidia_com_gpucores") {
+            ("hami", cores.samples[0].1 / 100.0, res("nvidia_com_gpu").unwrap())
+        } else if let Some(s) = res("nvidia_com_gpu") {
+            ("whole", 1.0, *s)
+        } else if let Some(s) = res("nvidia_com_gpu_shared") {
+            ("timeslice", 1.0 / (shared_cap[node] / uuids[node].len() as f64), *s)
+        } else if let Some(s) = reqs.iter().find(|s| s.l("resource").unwrap().starts_with("nvidia_com_mig_")) {
+            let g: f64 =
+                s.l("resource").unwrap()["nvidia_com_mig_".len()..].split('g').next().unwrap().parse().unwrap();
+            ("mig", g / 7.0, *s)
+        } else {
+            continue;
+        };
+        let no_devs = BTreeMap::new();
+        let my_devs = devs.get(&(ns.to_string(), pod.to_string(), ctr.to_string())).unwrap_or(&no_devs);
+        let acc = out.entry((ns.to_string(), pod.to_string())).or_default();
+        for &(t, q) in &qs.samples {
+            if q <= 0.0 || !running.get(uid).is_some_and(|r| r.contains(&t)) {
+                continue;
+            }
+            let qf = q * f;
+            acc.gpu += qf * step_s;
+            let (mut u, mut present, mut fb): (f64, bool, Option<f64>) = (0.0, false, None);
+            for ((uuid, _, vgpu), metrics) in my_devs {
+                if kind == "hami" {
+                    if let Some(v) = metrics.get("hami_container_device_utilization_ratio").and_then(|m| m.get(&t)) {
+                        u += v / 100.0;
+                        present = true;
+                    }
+                    continue;
+                }
+                if let Some(v) = metrics.get("DCGM_FI_DEV_FB_USED").and_then(|m| m.get(&t)) {
+                    fb = Some(if kind == "timeslice" { fb.unwrap_or(0.0).max(*v) } else { fb.unwrap_or(0.0) + v });
+                }
+                let src = ["DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"]
+                    .into_iter()
+                    .find(|m| metrics.get(m).is_some_and(|x| !x.is_empty()));
+                let Some(src) = src else { continue };
+                let Some(&raw) = metrics[src].get(&t) else { continue };
+                let v = if src == "DCGM_FI_DEV_GPU_UTIL" { raw / 100.0 } else { raw }.clamp(0.0, 1.0);
+                present = true;
+                u += match kind {
+                    "mig" => f * v,
+                    "timeslice" => {
+                        assert!(!vgpu.is_empty());
+                        v / copies[&(uuid.as_str(), src, t)] as f64
+                    }
+                    _ => v,
+                };
+            }
+            if present {
+                acc.eff += u.min(qf) * step_s;
+            } else {
+                acc.unm += qf * step_s;
+            }
+            if let Some(fb) = fb {
+                acc.peak_fb = Some(acc.peak_fb.map_or(fb, |p: f64| p.max(fb)));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn truth_matches_reference_meter_on_written_samples() {
+    for (gpus, hours, step, seed) in [(56, 3, 60, 21), (56, 2, 15, 22)] {
+        let r = sim(gpus, hours, step, seed);
+        let series = parse_checked(&r.metrics);
+        let meter = reference_meter(&series, r.summary.start.timestamp_millis(), step as i64 * 1000);
+        let truth: BTreeMap<(String, String), &truth::PodRow> =
+            r.truth.by_pod.iter().map(|p| ((p.namespace.clone(), p.pod.clone()), p)).collect();
+        for ((ns, pod), m) in &meter {
+            let Some(t) = truth.get(&(ns.clone(), pod.clone())) else {
+                assert_eq!(m.gpu, 0.0, "{ns}/{pod} metered but not in truth");
+                continue;
+            };
+            let f = Figures {
+                gpu_hours: m.gpu / 3600.0,
+                effective_gpu_hours: m.eff / 3600.0,
+                unmetered_gpu_hours: m.unm / 3600.0,
+            };
+            assert_fig(&f, &t.figures, &format!("{ns}/{pod} ({})", t.kind));
+            assert_eq!(m.peak_fb, t.peak_fb_used_mib, "{ns}/{pod} peak fb");
+        }
+        for (k, p) in &truth {
+            if p.figures.gpu_hours > 0.0 {
+                assert!(meter.contains_key(k), "{k:?} in truth but not metered");
+            }
+        }
+    }
+}

@@ -1,0 +1,435 @@
+//! Ground truth (`truth.json`), computed from the simulation's own events — the pod schedule,
+//! the holders of each device and the value functions — never from the written series.
+//!
+//! It follows `docs/metering.md` to the sample: at each grid point where a pod's container is
+//! Running it holds `q·f·Δ`; the device samples that match the point are the exporter's samples
+//! at `g + offset` unless the exporter is down, the node has none, or the value is NaN; with no
+//! matching device the time is unmetered, otherwise `min(u, q·f)·Δ` is effective.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::layout::{NAMESPACES, TEAMS, team_of};
+use super::model::{Cluster, Grid, HOUR_MS, Kind};
+use super::values::{Metric, best_metric, exclusive_value, hami_percent, shared_value};
+
+/// GPU-hours, effective GPU-hours and unmetered GPU-hours.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    pub gpu_hours: f64,
+    pub effective_gpu_hours: f64,
+    pub unmetered_gpu_hours: f64,
+}
+
+/// The simulation parameters as echoed in the truth.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ParamsOut {
+    pub gpus: u32,
+    pub hours: u32,
+    pub scrape_interval_s: u32,
+    pub seed: u64,
+    pub start: String,
+    pub end: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TeamRow {
+    pub team: String,
+    #[serde(flatten)]
+    pub figures: Figures,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NamespaceRow {
+    pub namespace: String,
+    pub team: String,
+    #[serde(flatten)]
+    pub figures: Figures,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KindRow {
+    pub kind: String,
+    #[serde(flatten)]
+    pub figures: Figures,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HourNamespaceRow {
+    pub hour: String,
+    pub namespace: String,
+    #[serde(flatten)]
+    pub figures: Figures,
+}
+
+/// One pod name in one namespace (its restarts are further segments).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PodRow {
+    pub namespace: String,
+    pub pod: String,
+    pub team: String,
+    pub kind: String,
+    /// Workload class (train, short_job, inference, dev, squatter).
+    pub workload: String,
+    /// KSM resource; HAMi pods are reported under `nvidia_com_gpu` (f from `nvidia_com_gpucores`).
+    pub resource: String,
+    /// DCGM `modelName` of its node; null on the node without DCGM.
+    pub gpu_model: Option<String>,
+    pub node: String,
+    pub units: u32,
+    pub fraction: f64,
+    #[serde(flatten)]
+    pub figures: Figures,
+    /// Σ over run segments (clipped to the window) of (t2 − t1)·q·f, in hours.
+    pub continuous_gpu_hours: f64,
+    pub segments: u32,
+    pub squatter: bool,
+    pub peak_fb_used_mib: Option<f64>,
+    /// `sm_active`, `gr_engine_active`, `gpu_util`, `hami`, or `none` without device data.
+    pub util_source: String,
+    pub uids: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CapacityRow {
+    pub node: String,
+    /// DCGM `modelName`; null on the node without DCGM.
+    pub gpu_model: Option<String>,
+    /// The physical model, also where no exporter tells it.
+    pub hardware_model: String,
+    pub cards: u32,
+    pub card_hours: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnknownRow {
+    pub namespace: String,
+    pub pod: String,
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeRow {
+    pub node: String,
+    pub node_type: String,
+    pub hardware_model: String,
+    pub dcgm: bool,
+    pub exporter_offset_ms: i64,
+    pub host_label: String,
+    pub workload_labels: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GapRow {
+    pub node: String,
+    pub from: String,
+    pub to: String,
+}
+
+/// `truth.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Truth {
+    pub params: ParamsOut,
+    pub start: String,
+    pub end: String,
+    pub scrape_interval_s: u32,
+    pub totals: Figures,
+    pub by_team: Vec<TeamRow>,
+    pub by_namespace: Vec<NamespaceRow>,
+    pub by_kind: Vec<KindRow>,
+    pub by_hour_namespace: Vec<HourNamespaceRow>,
+    pub by_pod: Vec<PodRow>,
+    pub capacity: Vec<CapacityRow>,
+    pub unknown_resources: Vec<UnknownRow>,
+    pub non_finite_samples: u64,
+    pub nodes: Vec<NodeRow>,
+    pub exporter_gaps: Vec<GapRow>,
+}
+
+/// Accumulated seconds.
+#[derive(Clone, Copy, Debug, Default)]
+struct Acc {
+    gpu: f64,
+    eff: f64,
+    unm: f64,
+}
+
+impl Acc {
+    fn add(&mut self, o: &Acc) {
+        self.gpu += o.gpu;
+        self.eff += o.eff;
+        self.unm += o.unm;
+    }
+
+    fn hours(&self) -> Figures {
+        Figures {
+            gpu_hours: self.gpu / 3600.0,
+            effective_gpu_hours: self.eff / 3600.0,
+            unmetered_gpu_hours: self.unm / 3600.0,
+        }
+    }
+}
+
+/// What a pod's devices report at one grid point.
+struct Measured {
+    present: bool,
+    u: f64,
+    fb: Option<f64>,
+}
+
+/// The device samples of pod `p` that match grid point `k`, per docs/metering.md.
+fn measure(c: &Cluster, grid: &Grid, p: usize, k: u64) -> Measured {
+    let pod = &c.pods[p];
+    let node = &c.nodes[pod.node];
+    let s = grid.at(k) + node.offset_ms;
+    let mut m = Measured { present: false, u: 0.0, fb: None };
+    if pod.kind == Kind::Hami {
+        // HAMi's own per-container series; the node's DCGM has no workload labels.
+        for r in &pod.devices {
+            let seg = c.emitters[r.emitter].seg_at(k);
+            if let Some(h) = seg.holders.iter().find(|h| h.pod == p && h.lane == r.lane) {
+                m.present = true;
+                m.u += hami_percent(c, h, s) as f64 / 100.0;
+            }
+        }
+        return m;
+    }
+    if !node.up(k) {
+        return m;
+    }
+    for r in &pod.devices {
+        let e = &c.emitters[r.emitter];
+        let seg = e.seg_at(k);
+        let Some(h) = seg.holders.iter().find(|h| h.pod == p && h.lane == r.lane) else { continue };
+        let Some(best) = best_metric(node.ty, &e.kind) else { continue };
+        match pod.kind {
+            Kind::TimeSlice => {
+                let card_mem = node.ty.card_mem_mib();
+                let fb = shared_value(c, &seg.holders, s, Metric::FbUsed, card_mem);
+                m.fb = Some(m.fb.map_or(fb, |x| x.max(fb)));
+                // Each copy carries the whole-device value: split it over the copies present.
+                let v = best.as_ratio(shared_value(c, &seg.holders, s, best, card_mem));
+                m.u += v / seg.holders.len() as f64;
+                m.present = true;
+            }
+            _ => {
+                let fb = exclusive_value(c, h, s, Metric::FbUsed);
+                m.fb = Some(m.fb.unwrap_or(0.0) + fb);
+                if best == Metric::SmActive && node.is_nan(r.emitter, k) {
+                    continue;
+                }
+                let v = best.as_ratio(exclusive_value(c, h, s, best));
+                m.u += if matches!(pod.kind, Kind::Mig(_)) { pod.f * v } else { v };
+                m.present = true;
+            }
+        }
+    }
+    m
+}
+
+fn rfc3339(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms).map(|d| d.to_rfc3339_opts(SecondsFormat::Secs, true)).unwrap_or_default()
+}
+
+/// Per pod name: accumulated figures and facts.
+struct PodAcc {
+    first: usize,
+    acc: Acc,
+    continuous_s: f64,
+    segments: u32,
+    peak_fb: Option<f64>,
+    any_device: bool,
+    uids: Vec<String>,
+}
+
+/// Compute the truth for the cluster on `grid`.
+pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
+    let step_s = grid.step_ms as f64 / 1000.0;
+    let hours = ((grid.end_ms - grid.start_ms + HOUR_MS - 1) / HOUR_MS) as usize;
+    let n_ns = NAMESPACES.len();
+    let mut by_hour = vec![Acc::default(); hours * n_ns];
+    let mut by_pod: BTreeMap<(&str, &str), PodAcc> = BTreeMap::new();
+    let mut unknown = Vec::new();
+
+    for (p, pod) in c.pods.iter().enumerate() {
+        let ns = NAMESPACES[pod.ns].0;
+        if pod.kind == Kind::Unknown {
+            let (ka, kb) = grid.range(pod.t0, pod.t3, 0);
+            if ka < kb {
+                unknown.push(UnknownRow {
+                    namespace: ns.to_string(),
+                    pod: c.pod_name(p).to_string(),
+                    resource: pod.resource.to_string(),
+                });
+            }
+            continue;
+        }
+        let run = (pod.t2.min(grid.end_ms) - pod.t1.max(grid.start_ms)).max(0);
+        if run == 0 {
+            continue;
+        }
+        let qf = pod.q as f64 * pod.f;
+        let entry = by_pod.entry((ns, c.pod_name(p))).or_insert_with(|| PodAcc {
+            first: p,
+            acc: Acc::default(),
+            continuous_s: 0.0,
+            segments: 0,
+            peak_fb: None,
+            any_device: false,
+            uids: Vec::new(),
+        });
+        entry.segments += 1;
+        entry.continuous_s += run as f64 / 1000.0 * qf;
+        entry.uids.push(pod.uid.clone());
+        let (ka, kb) = grid.range(pod.t1, pod.t2, 0);
+        for k in ka..kb {
+            let m = measure(c, grid, p, k);
+            let mut a = Acc { gpu: qf * step_s, ..Acc::default() };
+            if m.present {
+                a.eff = m.u.min(qf) * step_s;
+                entry.any_device = true;
+            } else {
+                a.unm = a.gpu;
+            }
+            if let Some(fb) = m.fb {
+                entry.peak_fb = Some(entry.peak_fb.map_or(fb, |x| x.max(fb)));
+            }
+            entry.acc.add(&a);
+            by_hour[grid.hour_of(k) * n_ns + pod.ns].add(&a);
+        }
+    }
+
+    let mut ns_acc = vec![Acc::default(); n_ns];
+    let mut kind_acc: BTreeMap<&str, Acc> = BTreeMap::new();
+    let mut totals = Acc::default();
+    let mut pod_rows = Vec::with_capacity(by_pod.len());
+    for ((ns, name), pa) in &by_pod {
+        let pod = &c.pods[pa.first];
+        let node = &c.nodes[pod.node];
+        ns_acc[pod.ns].add(&pa.acc);
+        kind_acc.entry(pod.kind.as_str()).or_default().add(&pa.acc);
+        totals.add(&pa.acc);
+        let source = match (pod.kind, pa.any_device) {
+            (_, false) => "none",
+            (Kind::Hami, true) => "hami",
+            _ => {
+                let kind = c.emitters[pod.devices[0].emitter].kind;
+                match best_metric(node.ty, &kind) {
+                    Some(Metric::SmActive) => "sm_active",
+                    Some(Metric::GrEngineActive) => "gr_engine_active",
+                    Some(Metric::GpuUtil) => "gpu_util",
+                    _ => "none",
+                }
+            }
+        };
+        pod_rows.push(PodRow {
+            namespace: ns.to_string(),
+            pod: name.to_string(),
+            team: team_of(pod.ns).to_string(),
+            kind: pod.kind.as_str().to_string(),
+            workload: pod.class.as_str().to_string(),
+            resource: pod.resource.to_string(),
+            gpu_model: node.ty.has_dcgm().then(|| node.ty.model().to_string()),
+            node: node.name.clone(),
+            units: pod.q,
+            fraction: pod.f,
+            figures: pa.acc.hours(),
+            continuous_gpu_hours: pa.continuous_s / 3600.0,
+            segments: pa.segments,
+            squatter: pod.squatter,
+            peak_fb_used_mib: pa.peak_fb,
+            util_source: source.to_string(),
+            uids: pa.uids.clone(),
+        });
+    }
+
+    let by_namespace: Vec<NamespaceRow> = NAMESPACES
+        .iter()
+        .enumerate()
+        .map(|(i, (ns, _))| NamespaceRow {
+            namespace: ns.to_string(),
+            team: team_of(i).to_string(),
+            figures: ns_acc[i].hours(),
+        })
+        .collect();
+    let by_team = TEAMS
+        .iter()
+        .map(|t| {
+            let mut a = Acc::default();
+            for (i, acc) in ns_acc.iter().enumerate() {
+                if team_of(i) == *t {
+                    a.add(acc);
+                }
+            }
+            TeamRow { team: t.to_string(), figures: a.hours() }
+        })
+        .collect();
+    let by_kind = ["whole", "mig", "timeslice", "hami"]
+        .iter()
+        .map(|k| KindRow { kind: k.to_string(), figures: kind_acc.get(k).copied().unwrap_or_default().hours() })
+        .collect();
+    let mut by_hour_namespace = Vec::new();
+    for h in 0..hours {
+        for (i, (ns, _)) in NAMESPACES.iter().enumerate() {
+            let a = &by_hour[h * n_ns + i];
+            if a.gpu > 0.0 {
+                by_hour_namespace.push(HourNamespaceRow {
+                    hour: rfc3339(grid.start_ms + h as i64 * HOUR_MS),
+                    namespace: ns.to_string(),
+                    figures: a.hours(),
+                });
+            }
+        }
+    }
+
+    let cards = super::layout::GPUS_PER_NODE;
+    let capacity = c
+        .nodes
+        .iter()
+        .map(|n| CapacityRow {
+            node: n.name.clone(),
+            gpu_model: n.ty.has_dcgm().then(|| n.ty.model().to_string()),
+            hardware_model: n.ty.model().to_string(),
+            cards,
+            card_hours: cards as f64 * grid.len as f64 * step_s / 3600.0,
+        })
+        .collect();
+    let nodes = c
+        .nodes
+        .iter()
+        .map(|n| NodeRow {
+            node: n.name.clone(),
+            node_type: n.ty.slug().to_string(),
+            hardware_model: n.ty.model().to_string(),
+            dcgm: n.ty.has_dcgm(),
+            exporter_offset_ms: n.offset_ms,
+            host_label: n.ty.host_label().to_string(),
+            workload_labels: if n.ty.workload_labels()[1] == "pod" { "plain" } else { "exported" }.to_string(),
+        })
+        .collect();
+    let exporter_gaps = c
+        .nodes
+        .iter()
+        .flat_map(|n| n.gaps_t.iter().map(|&(a, b)| GapRow { node: n.name.clone(), from: rfc3339(a), to: rfc3339(b) }))
+        .collect();
+
+    Truth {
+        start: params.start.clone(),
+        end: params.end.clone(),
+        scrape_interval_s: params.scrape_interval_s,
+        params,
+        totals: totals.hours(),
+        by_team,
+        by_namespace,
+        by_kind,
+        by_hour_namespace,
+        by_pod: pod_rows,
+        capacity,
+        unknown_resources: unknown,
+        non_finite_samples: c.nodes.iter().map(|n| n.nan_ks.len() as u64).sum(),
+        nodes,
+        exporter_gaps,
+    }
+}

@@ -1,0 +1,255 @@
+//! The metering core end to end: a simulated cluster backfilled into a real Prometheus, ingested into a real
+//! Postgres through the `cardhour` binary, and compared with the simulator's independent ground truth.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use common::{Simulation, TestDb, TestPrometheus, cardhour_bin, run_cardhour, run_cardhour_ok, simulate_run};
+use serde_json::Value;
+
+const GPUS: u32 = 56; // one node of every type
+const HOURS: u32 = 24;
+const INTERVAL: u32 = 60;
+
+fn num(v: &Value, field: &str) -> f64 {
+    v[field].as_f64().unwrap_or_else(|| panic!("{field} missing in {v}"))
+}
+
+fn assert_rel(what: &str, got: f64, want: f64) {
+    let tol = 1e-6 * want.abs().max(1e-3);
+    assert!((got - want).abs() <= tol, "{what}: stored {got} vs truth {want}");
+}
+
+fn ingest(sim: &Simulation, prom: &TestPrometheus, db: &TestDb, extra: &[&str]) -> Value {
+    let mut args = vec!["ingest", "--cluster", "sim", "--prometheus", &prom.url, "--format", "json"];
+    let (from, to) = (sim.start_arg(), sim.end_arg());
+    args.extend(["--from", &from, "--to", &to]);
+    args.extend(extra);
+    serde_json::from_str(&run_cardhour_ok(args, &db.env())).expect("ingest --format json")
+}
+
+fn usage(sim: &Simulation, db: &TestDb, group_by: &str) -> Vec<Value> {
+    let (from, to) = (sim.start_arg(), sim.end_arg());
+    let out =
+        run_cardhour_ok(["usage", "--from", &from, "--to", &to, "--group-by", group_by, "--format", "json"], &db.env());
+    serde_json::from_str::<Vec<Value>>(&out).expect("usage --format json")
+}
+
+/// A digest of every stored usage and capacity row: equal digests, identical rows.
+fn digest(db: &TestDb) -> String {
+    db.psql(
+        "SELECT md5(coalesce(string_agg(u::text, '|' ORDER BY u::text), '')) FROM gpu_usage_hourly u
+         UNION ALL SELECT md5(coalesce(string_agg(c::text, '|' ORDER BY c::text), '')) FROM node_capacity_hourly c",
+    )
+    .unwrap()
+}
+
+fn compare_groups(what: &str, stored: &[Value], truth: &Value, key: &str) {
+    let truth: BTreeMap<String, &Value> =
+        truth.as_array().unwrap().iter().map(|t| (t[key].as_str().unwrap().to_string(), t)).collect();
+    let stored: BTreeMap<String, &Value> = stored.iter().map(|s| (s[key].as_str().unwrap().to_string(), s)).collect();
+    assert_eq!(stored.keys().collect::<Vec<_>>(), truth.keys().collect::<Vec<_>>(), "{what} keys");
+    for (k, t) in &truth {
+        let s = stored[k];
+        for f in ["gpu_hours", "effective_gpu_hours", "unmetered_gpu_hours"] {
+            assert_rel(&format!("{what} {k} {f}"), num(s, f), num(t, f));
+        }
+    }
+}
+
+#[test]
+fn simulated_cluster_is_metered_exactly_and_idempotently() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = simulate_run(dir.path(), GPUS, HOURS, INTERVAL, 11);
+    let truth = sim.truth_json();
+    let prom = TestPrometheus::from_openmetrics(&sim.metrics).unwrap();
+    let db = TestDb::migrated().unwrap();
+
+    let summary = ingest(&sim, &prom, &db, &[]);
+    assert_eq!(summary["hours"], HOURS);
+    assert_eq!(summary["scrape_intervals_s"]["60"], HOURS);
+    // NaN samples are skipped and counted; the unknown GPU resource is reported, not dropped silently
+    assert_eq!(summary["non_finite_samples"].as_u64(), truth["non_finite_samples"].as_u64());
+    for u in truth["unknown_resources"].as_array().unwrap() {
+        let reported = summary["anomalies"]["unknown_resource"].as_object().expect("unknown resources reported");
+        let needle = format!("{}/{}/", u["namespace"].as_str().unwrap(), u["pod"].as_str().unwrap());
+        assert!(reported.keys().any(|k| k.starts_with(&needle) && k.ends_with(u["resource"].as_str().unwrap())));
+    }
+    assert_rel("total", num(&summary, "gpu_hours"), num(&truth["totals"], "gpu_hours"));
+
+    compare_groups("team", &usage(&sim, &db, "team"), &truth["by_team"], "team");
+    compare_groups("namespace", &usage(&sim, &db, "namespace"), &truth["by_namespace"], "namespace");
+
+    // per kind: MIG and HAMi are fractions, time-slicing copies are not double counted
+    let kinds = db
+        .psql("SELECT kind, sum(gpu_seconds)/3600, sum(effective_gpu_seconds)/3600, sum(unmetered_gpu_seconds)/3600 FROM gpu_usage_hourly GROUP BY kind")
+        .unwrap();
+    let kinds: BTreeMap<&str, Vec<f64>> = kinds
+        .lines()
+        .map(|l| {
+            let mut c = l.split('|');
+            (c.next().unwrap(), c.map(|x| x.parse().unwrap()).collect())
+        })
+        .collect();
+    for t in truth["by_kind"].as_array().unwrap() {
+        let k = t["kind"].as_str().unwrap();
+        if num(t, "gpu_hours") == 0.0 {
+            continue;
+        }
+        let s = &kinds[k];
+        assert_rel(&format!("kind {k} gpu"), s[0], num(t, "gpu_hours"));
+        assert_rel(&format!("kind {k} effective"), s[1], num(t, "effective_gpu_hours"));
+        assert_rel(&format!("kind {k} unmetered"), s[2], num(t, "unmetered_gpu_hours"));
+    }
+
+    // per pod: on the grid exactly, and within one scrape interval per run segment of the continuous truth
+    let pods = usage(&sim, &db, "pod");
+    let stored: BTreeMap<(String, String), f64> = pods
+        .iter()
+        .map(|p| ((p["namespace"].as_str().unwrap().into(), p["pod"].as_str().unwrap().into()), num(p, "gpu_hours")))
+        .collect();
+    let mut truth_pods: BTreeMap<(String, String), (f64, f64, f64)> = BTreeMap::new();
+    for p in truth["by_pod"].as_array().unwrap() {
+        let e =
+            truth_pods.entry((p["namespace"].as_str().unwrap().into(), p["pod"].as_str().unwrap().into())).or_default();
+        e.0 += num(p, "gpu_hours");
+        e.1 += num(p, "continuous_gpu_hours");
+        e.2 += num(p, "segments") * num(p, "units") * num(p, "fraction") * f64::from(INTERVAL) / 3600.0;
+    }
+    for (pod, (grid, continuous, tolerance)) in &truth_pods {
+        let got = stored.get(pod).copied().unwrap_or(0.0);
+        assert_rel(&format!("pod {pod:?}"), got, *grid);
+        assert!((got - continuous).abs() <= tolerance + 1e-9, "pod {pod:?}: {got} vs continuous {continuous}");
+    }
+    assert!(stored.keys().all(|k| truth_pods.contains_key(k)), "a pod the truth does not know was billed");
+
+    // capacity per node
+    let cap = db.psql("SELECT node, sum(card_seconds)/3600 FROM node_capacity_hourly GROUP BY node").unwrap();
+    let cap: BTreeMap<&str, f64> =
+        cap.lines().map(|l| l.split_once('|').unwrap()).map(|(n, v)| (n, v.parse().unwrap())).collect();
+    for c in truth["capacity"].as_array().unwrap() {
+        assert_rel(&format!("capacity {}", c["node"]), cap[c["node"].as_str().unwrap()], num(c, "card_hours"));
+    }
+
+    // idempotent: the same hours again leave identical rows
+    let before = digest(&db);
+    let again = ingest(&sim, &prom, &db, &["--chunk-hours", "5"]);
+    assert_eq!(again["usage_rows"], summary["usage_rows"]);
+    assert_eq!(digest(&db), before);
+
+    // the worker reaches the same numbers on its own (its span covers the simulation)
+    let worker_db = TestDb::migrated().unwrap();
+    let hours_back = ((chrono::Utc::now() - sim.start).num_hours() + 1).to_string();
+    run_cardhour_ok(
+        ["worker", "--once", "--cluster", "sim", "--prometheus", &prom.url, "--initial-hours", &hours_back],
+        &worker_db.env(),
+    );
+    compare_groups("worker team", &usage(&sim, &worker_db, "team"), &truth["by_team"], "team");
+}
+
+#[test]
+fn a_killed_backfill_resumes_to_the_same_totals() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = simulate_run(dir.path(), 16, 72, INTERVAL, 5);
+    let prom = TestPrometheus::from_openmetrics(&sim.metrics).unwrap();
+    let (from, to) = (sim.start_arg(), sim.end_arg());
+    let args =
+        ["ingest", "--cluster", "sim", "--prometheus", &prom.url, "--from", &from, "--to", &to, "--chunk-hours", "1"];
+
+    let clean = TestDb::migrated().unwrap();
+    run_cardhour_ok(args, &clean.env());
+
+    let killed = TestDb::migrated().unwrap();
+    let mut child = Command::new(cardhour_bin())
+        .args(args)
+        .env("DATABASE_URL", &killed.url)
+        .env("CARDHOUR_LOG", "cardhour=debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut stored = 0;
+    for line in stderr.lines() {
+        if line.unwrap().contains("stored hour") {
+            stored += 1;
+            if stored == 2 {
+                child.kill().unwrap();
+                break;
+            }
+        }
+    }
+    child.wait().unwrap();
+    let partial: i64 = killed.psql("SELECT count(*) FROM ingested_hours").unwrap().trim().parse().unwrap();
+    assert!((2..72).contains(&partial), "killed after {partial} of 72 hours");
+    // every stored hour is whole: the watermark says exactly how far it got
+    let mark = killed
+        .psql(
+            "SELECT complete_until = (SELECT max(hour) + interval '1 hour' FROM ingested_hours) FROM ingest_watermarks",
+        )
+        .unwrap();
+    assert_eq!(mark.trim(), "t");
+
+    run_cardhour_ok(args, &killed.env());
+    assert_eq!(digest(&killed), digest(&clean));
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_writes_nothing() {
+    let db = TestDb::migrated().unwrap();
+    let env = db.env();
+    let fail = |args: &[&str], needle: &str| {
+        let out = run_cardhour(args, &env);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(needle), "{args:?}: expected {needle:?} in {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    };
+    let base = ["ingest", "--cluster", "c1", "--prometheus", "http://127.0.0.1:9"];
+    fail(&[&base[..], &["--from", "2026-01-01T00:30:00Z", "--to", "2026-01-01T02:00:00Z"]].concat(), "whole hour");
+    fail(&[&base[..], &["--from", "2026-01-01T02:00:00Z", "--to", "2026-01-01T01:00:00Z"]].concat(), "must be after");
+    fail(&[&base[..], &["--from", "yesterday", "--to", "2026-01-01T01:00:00Z"]].concat(), "RFC 3339");
+    fail(
+        &[
+            "ingest",
+            "--cluster",
+            "c1",
+            "--prometheus",
+            "localhost:9090",
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--to",
+            "2026-01-01T01:00:00Z",
+        ],
+        "invalid Prometheus URL",
+    );
+    fail(
+        &[
+            "ingest",
+            "--cluster",
+            "bad name!",
+            "--prometheus",
+            "http://127.0.0.1:9",
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--to",
+            "2026-01-01T01:00:00Z",
+        ],
+        "cluster name",
+    );
+    fail(&[&base[..], &["--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T01:00:00Z"]].concat(), "unreachable");
+    fail(&["usage", "--from", "2026-01-02", "--to", "2026-01-01"], "must be after");
+    fail(&["usage", "--from", "2026-01-01", "--to", "2026-01-02", "--group-by", "planet"], "invalid value");
+    fail(&["simulate", "--gpus", "12", "--hours", "1", "--out", "/tmp/cardhour-never"], "multiple of 8");
+    fail(
+        &["simulate", "--gpus", "8", "--hours", "1", "--end", "2026-01-01T00:30:00Z", "--out", "/tmp/cardhour-never"],
+        "hour",
+    );
+    assert_eq!(
+        db.psql("SELECT (SELECT count(*) FROM clusters) + (SELECT count(*) FROM gpu_usage_hourly)").unwrap().trim(),
+        "0"
+    );
+}
