@@ -5,6 +5,7 @@ pub mod config;
 pub mod db;
 pub mod ingest;
 pub mod metering;
+pub mod money;
 pub mod prom;
 pub mod simulate;
 pub mod usage;
