@@ -38,6 +38,45 @@ pub enum Command {
     Worker(WorkerArgs),
     /// Print stored usage totals.
     Usage(UsageArgs),
+    /// Serve the REST API (and Swagger UI).
+    Serve(ServeArgs),
+    /// Issue or revoke API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Print the OpenAPI document (as committed in openapi/openapi.json).
+    Openapi,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Address to listen on.
+    #[arg(long, env = "CARDHOUR_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: std::net::SocketAddr,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Issue a token; it is printed once and stored only as a digest.
+    Create {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        /// Who or what holds the token.
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_enum)]
+        role: crate::auth::Role,
+        /// A team lead's team (repeat for several).
+        #[arg(long = "team")]
+        teams: Vec<String>,
+    },
+    /// Revoke a token by id.
+    Revoke {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        id: i64,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -137,6 +176,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ingest(a) => ingest_cmd(a).await?,
         Command::Worker(a) => worker_cmd(a).await?,
         Command::Usage(a) => usage_cmd(a).await?,
+        Command::Serve(a) => serve_cmd(a).await?,
+        Command::Token(t) => token_cmd(t).await?,
+        Command::Openapi => print!("{}", crate::api::openapi_json()),
     }
     Ok(())
 }
@@ -255,5 +297,58 @@ async fn usage_cmd(a: UsageArgs) -> anyhow::Result<()> {
     let totals = db::usage::totals(&pool, a.from, a.to, a.group_by, a.cluster.as_deref(), &Scope::default()).await?;
     let rows: Vec<usage::UsageRow> = totals.into_iter().map(Into::into).collect();
     print!("{}", usage::render(&rows, a.group_by, a.format)?);
+    Ok(())
+}
+
+async fn serve_cmd(a: ServeArgs) -> anyhow::Result<()> {
+    let pool = db::connect(&a.db.database_url, 16).await.context("cannot connect to the database")?;
+    let billing_tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+    let app = crate::api::app(crate::api::AppState { pool, billing_tz });
+    let listener =
+        tokio::net::TcpListener::bind(a.listen).await.with_context(|| format!("cannot listen on {}", a.listen))?;
+    tracing::info!("serving on http://{} (Swagger UI at /swagger-ui)", a.listen);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}
+
+async fn token_cmd(t: TokenCommand) -> anyhow::Result<()> {
+    match t {
+        TokenCommand::Create { db: d, name, role, teams } => {
+            if name.trim().is_empty() {
+                bail!("--name must not be empty");
+            }
+            if (role == crate::auth::Role::TeamLead) == teams.is_empty() {
+                bail!("--team is required for a team_lead token, and only for one");
+            }
+            let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
+            let mut tx = pool.begin().await?;
+            for team in &teams {
+                if db::teams::get(&mut tx, team).await?.is_none() {
+                    bail!("unknown team `{team}` (create it first: PUT /api/v1/teams/{team} or a mapping import)");
+                }
+            }
+            let token = crate::auth::new_token();
+            let id = db::tokens::insert(&mut tx, name.trim(), &token.hash, role, &teams).await?;
+            let after = serde_json::json!({ "id": id, "name": name.trim(), "role": role.as_str(), "teams": teams });
+            db::audit::record(&mut tx, "cli", "token.create", &format!("token:{id}"), None, Some(after)).await?;
+            tx.commit().await?;
+            eprintln!("token {id} for {} ({}); shown only now:", name.trim(), role.as_str());
+            println!("{}", token.secret);
+        }
+        TokenCommand::Revoke { db: d, id } => {
+            let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
+            let mut tx = pool.begin().await?;
+            if !db::tokens::revoke(&mut tx, id).await? {
+                bail!("no active token {id}");
+            }
+            db::audit::record(&mut tx, "cli", "token.revoke", &format!("token:{id}"), None, None).await?;
+            tx.commit().await?;
+            println!("token {id} revoked");
+        }
+    }
     Ok(())
 }

@@ -1,11 +1,16 @@
 //! cardhour: GPU FinOps cost accounting — exact GPU-hours and effective GPU-hours from Prometheus, stored in Postgres.
 
+pub mod api;
+pub mod auth;
+pub mod billing;
 pub mod cli;
 pub mod config;
 pub mod db;
+pub mod error;
 pub mod ingest;
 pub mod metering;
 pub mod money;
+pub mod pricing;
 pub mod prom;
 pub mod simulate;
 pub mod usage;

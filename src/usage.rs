@@ -12,7 +12,7 @@ pub enum Format {
 }
 
 /// One report row. The group key is named after the grouping; a pod row also names its namespace.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct UsageRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub team: Option<String>,
@@ -20,6 +20,8 @@ pub struct UsageRow {
     pub namespace: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_model: Option<String>,
     pub gpu_hours: f64,
     pub effective_gpu_hours: f64,
     pub unmetered_gpu_hours: f64,
@@ -34,6 +36,7 @@ impl From<UsageTotal> for UsageRow {
             team: t.team,
             namespace: t.namespace,
             pod: t.pod,
+            gpu_model: t.gpu_model,
             gpu_hours: t.gpu_seconds / 3600.0,
             effective_gpu_hours: t.effective_gpu_seconds / 3600.0,
             unmetered_gpu_hours: t.unmetered_gpu_seconds / 3600.0,
@@ -47,6 +50,7 @@ fn key_columns(group_by: GroupBy) -> &'static [&'static str] {
         GroupBy::Team => &["team"],
         GroupBy::Namespace => &["namespace"],
         GroupBy::Pod => &["namespace", "pod"],
+        GroupBy::Model => &["gpu_model"],
     }
 }
 
@@ -56,6 +60,7 @@ fn keys(row: &UsageRow, group_by: GroupBy) -> Vec<String> {
         GroupBy::Team => vec![v(&row.team)],
         GroupBy::Namespace => vec![v(&row.namespace)],
         GroupBy::Pod => vec![v(&row.namespace), v(&row.pod)],
+        GroupBy::Model => vec![v(&row.gpu_model)],
     }
 }
 
@@ -140,6 +145,7 @@ mod tests {
             team: None,
             namespace: Some("=cmd".into()),
             pod: Some("p-0".into()),
+            gpu_model: None,
             gpu_seconds: 7200.0,
             effective_gpu_seconds: 1800.0,
             unmetered_gpu_seconds: 3600.0,

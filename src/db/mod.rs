@@ -1,6 +1,10 @@
 //! All SQL lives here: connections, migrations and one module per stored thing. Callers own transactions.
 
+pub mod audit;
 pub mod clusters;
+pub mod settings;
+pub mod teams;
+pub mod tokens;
 pub mod usage;
 pub mod watermark;
 

@@ -23,6 +23,9 @@ pub async fn replace_hour(
     sqlx::query!("DELETE FROM gpu_usage_hourly WHERE cluster = $1 AND hour = $2", cluster, hour)
         .execute(&mut *conn)
         .await?;
+    sqlx::query!("DELETE FROM usage_namespace_hourly WHERE cluster = $1 AND hour = $2", cluster, hour)
+        .execute(&mut *conn)
+        .await?;
     sqlx::query!("DELETE FROM node_capacity_hourly WHERE cluster = $1 AND hour = $2", cluster, hour)
         .execute(&mut *conn)
         .await?;
@@ -36,10 +39,13 @@ pub async fn replace_hour(
     sqlx::query!(
         "INSERT INTO gpu_usage_hourly (cluster, hour, namespace, pod, container, resource, gpu_model, kind, mig_profile,
              node, units, fraction, gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source,
-             peak_fb_used_mib, label_team)
-         SELECT $1, $2, * FROM UNNEST($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+             peak_fb_used_mib, label_team, team)
+         SELECT $1, $2, u.*, team_of($1, u.namespace, $2, u.label_team) FROM UNNEST($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
              $9::text[], $10::text[], $11::float8[], $12::float8[], $13::float8[], $14::float8[], $15::float8[],
-             $16::text[], $17::float8[], $18::text[])",
+             $16::text[], $17::float8[], $18::text[])
+             AS u (namespace, pod, container, resource, gpu_model, kind, mig_profile, node, units, fraction,
+                   gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source, peak_fb_used_mib,
+                   label_team)",
         cluster,
         hour,
         &col(|x| x.key.namespace.clone()),
@@ -58,6 +64,19 @@ pub async fn replace_hour(
         &col(|x| x.util_source.as_str().to_string()),
         &r.iter().map(|x| x.peak_fb_used_mib).collect::<Vec<Option<f64>>>() as &[Option<f64>],
         &r.iter().map(|x| x.label_team.clone()).collect::<Vec<Option<String>>>() as &[Option<String>],
+    )
+    .execute(&mut *conn)
+    .await?;
+
+    sqlx::query!(
+        "INSERT INTO usage_namespace_hourly (cluster, hour, namespace, team, gpu_model, kind, gpu_seconds,
+             effective_gpu_seconds, unmetered_gpu_seconds)
+         SELECT cluster, hour, namespace, max(team), gpu_model, kind, sum(gpu_seconds), sum(effective_gpu_seconds),
+             sum(unmetered_gpu_seconds)
+         FROM gpu_usage_hourly WHERE cluster = $1 AND hour = $2
+         GROUP BY cluster, hour, namespace, gpu_model, kind",
+        cluster,
+        hour
     )
     .execute(&mut *conn)
     .await?;
@@ -104,12 +123,13 @@ pub async fn replace_hour(
 }
 
 /// How stored usage is grouped for a report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum GroupBy {
     Team,
     Namespace,
     Pod,
+    Model,
 }
 
 impl GroupBy {
@@ -118,22 +138,38 @@ impl GroupBy {
             Self::Team => "team",
             Self::Namespace => "namespace",
             Self::Pod => "pod",
+            Self::Model => "model",
         }
     }
 }
 
-/// Who may see what: `None` is everything (finance, admin); `Some(teams)` only those teams' usage.
+/// Who may see what: `None` is everything (finance, admin, viewer); `Some(teams)` only those teams' usage.
 #[derive(Debug, Clone, Default)]
 pub struct Scope {
     pub teams: Option<Vec<String>>,
 }
 
-/// Summed stored usage of one group.
+impl Scope {
+    pub fn all() -> Self {
+        Self { teams: None }
+    }
+
+    pub fn teams(teams: Vec<String>) -> Self {
+        Self { teams: Some(teams) }
+    }
+
+    pub fn allows(&self, team: &str) -> bool {
+        self.teams.as_ref().is_none_or(|t| t.iter().any(|x| x == team))
+    }
+}
+
+/// Summed stored usage of one group; the keys not grouped by are `None`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UsageTotal {
     pub team: Option<String>,
     pub namespace: Option<String>,
     pub pod: Option<String>,
+    pub gpu_model: Option<String>,
     pub gpu_seconds: f64,
     pub effective_gpu_seconds: f64,
     pub unmetered_gpu_seconds: f64,
@@ -148,28 +184,47 @@ pub async fn totals(
     cluster: Option<&str>,
     scope: &Scope,
 ) -> Result<Vec<UsageTotal>, sqlx::Error> {
+    let teams = scope.teams.as_deref() as Option<&[String]>;
+    if group_by == GroupBy::Pod {
+        return sqlx::query_as!(
+            UsageTotal,
+            r#"SELECT NULL::text AS team, namespace AS "namespace?", pod AS "pod?", NULL::text AS gpu_model,
+                      sum(gpu_seconds) AS "gpu_seconds!",
+                      sum(effective_gpu_seconds) AS "effective_gpu_seconds!",
+                      sum(unmetered_gpu_seconds) AS "unmetered_gpu_seconds!"
+               FROM gpu_usage_hourly
+               WHERE hour >= $1 AND hour < $2 AND ($3::text IS NULL OR cluster = $3)
+                 AND ($4::text[] IS NULL OR team = ANY($4))
+               GROUP BY namespace, pod
+               ORDER BY namespace, pod"#,
+            from,
+            to,
+            cluster,
+            teams,
+        )
+        .fetch_all(pool)
+        .await;
+    }
+    // team, namespace and model read the per-namespace rollup
     sqlx::query_as!(
         UsageTotal,
-        r#"WITH u AS (
-               SELECT COALESCE(label_team, 'unassigned') AS team, namespace, pod,
-                      gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds
-               FROM gpu_usage_hourly
-               WHERE hour >= $1 AND hour < $2 AND ($4::text IS NULL OR cluster = $4))
-           SELECT CASE WHEN $3 = 'team' THEN team END AS team,
-                  CASE WHEN $3 IN ('namespace', 'pod') THEN namespace END AS namespace,
-                  CASE WHEN $3 = 'pod' THEN pod END AS pod,
+        r#"SELECT CASE WHEN $3 = 'team' THEN team END AS team,
+                  CASE WHEN $3 = 'namespace' THEN namespace END AS namespace,
+                  NULL::text AS pod,
+                  CASE WHEN $3 = 'model' THEN gpu_model END AS gpu_model,
                   sum(gpu_seconds) AS "gpu_seconds!",
                   sum(effective_gpu_seconds) AS "effective_gpu_seconds!",
                   sum(unmetered_gpu_seconds) AS "unmetered_gpu_seconds!"
-           FROM u
-           WHERE $5::text[] IS NULL OR team = ANY($5)
-           GROUP BY 1, 2, 3
-           ORDER BY 1, 2, 3"#,
+           FROM usage_namespace_hourly
+           WHERE hour >= $1 AND hour < $2 AND ($4::text IS NULL OR cluster = $4)
+             AND ($5::text[] IS NULL OR team = ANY($5))
+           GROUP BY 1, 2, 3, 4
+           ORDER BY 1, 2, 3, 4"#,
         from,
         to,
         group_by.as_str(),
         cluster,
-        scope.teams.as_deref() as Option<&[String]>,
+        teams,
     )
     .fetch_all(pool)
     .await

@@ -9,6 +9,8 @@
 //! Everything here is blocking std code (no async runtime needed). Not every test file uses every helper.
 #![allow(dead_code)]
 
+pub mod api;
+
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{Read, Write};

@@ -1,0 +1,75 @@
+//! The versioned REST API `/api/v1` for billing systems and the portal: JSON in and out, OpenAPI documented,
+//! bearer tokens with roles; Swagger UI served from the binary.
+
+mod audit;
+mod extract;
+mod teams;
+mod usage;
+
+use axum::Router;
+use axum::extract::FromRef;
+use sqlx::PgPool;
+use utoipa::openapi::OpenApi as OpenApiSpec;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_swagger_ui::SwaggerUi;
+
+pub use extract::{ApiJson, ApiQuery};
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+    /// The billing time zone (months and rate dates are in it).
+    pub billing_tz: chrono_tz::Tz,
+}
+
+impl FromRef<AppState> for PgPool {
+    fn from_ref(s: &AppState) -> PgPool {
+        s.pool.clone()
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "cardhour", description = "GPU FinOps cost accounting: GPU-hours, rates, bills."),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "usage", description = "Stored GPU-hours"),
+        (name = "teams", description = "Teams and namespace mappings"),
+        (name = "audit", description = "Who changed what"),
+    )
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut OpenApiSpec) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+    }
+}
+
+/// The `/api/v1` routes and the OpenAPI document describing exactly them.
+pub fn api() -> (Router<AppState>, OpenApiSpec) {
+    let v1 = OpenApiRouter::new().merge(teams::router()).merge(usage::router()).merge(audit::router());
+    OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts()
+}
+
+/// The OpenAPI document as committed in `openapi/openapi.json`.
+pub fn openapi_json() -> String {
+    let (_, spec) = api();
+    spec.to_pretty_json().unwrap_or_default() + "\n"
+}
+
+/// The whole HTTP application: API, its spec, Swagger UI.
+pub fn app(state: AppState) -> Router {
+    let (api, spec) = api();
+    api.merge(SwaggerUi::new("/swagger-ui").url("/api/v1/openapi.json", spec))
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(8 * 1024 * 1024))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}

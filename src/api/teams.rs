@@ -1,0 +1,287 @@
+//! `/teams` and `/mappings`: who owns which namespace, with a CSV import from a CMDB (all rows or none).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::NaiveDate;
+use serde::{Deserialize, Serialize};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::extract::ApiJson;
+use crate::auth::Caller;
+use crate::db::{self, audit, teams::Mapping, teams::Team};
+use crate::error::{ApiError, ErrorBody, FieldError};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_teams))
+        .routes(routes!(get_team, put_team))
+        .routes(routes!(list_mappings, create_mapping))
+        .routes(routes!(import_mappings))
+}
+
+fn valid_team_id(id: &str) -> bool {
+    let mut chars = id.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && id.len() <= 63
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'))
+}
+
+/// The teams the caller may see (a team lead: its own).
+#[utoipa::path(get, path = "/teams", tag = "teams", security(("bearer" = [])),
+    responses((status = 200, body = Vec<Team>), (status = 401, body = ErrorBody)))]
+async fn list_teams(State(s): State<AppState>, Caller(p): Caller) -> Result<Json<Vec<Team>>, ApiError> {
+    Ok(Json(db::teams::list(&s.pool, &p.scope()).await?))
+}
+
+#[utoipa::path(get, path = "/teams/{id}", tag = "teams", security(("bearer" = [])),
+    params(("id" = String, Path, description = "team id")),
+    responses((status = 200, body = Team), (status = 404, body = ErrorBody)))]
+async fn get_team(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Team>, ApiError> {
+    let not_found = || ApiError::NotFound(format!("team {id}"));
+    if !p.scope().allows(&id) {
+        return Err(not_found());
+    }
+    let mut conn = s.pool.acquire().await?;
+    db::teams::get(&mut conn, &id).await?.map(Json).ok_or_else(not_found)
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct TeamInput {
+    pub name: String,
+    pub owner: Option<String>,
+}
+
+/// Creates or renames a team (finance, admin). Audited.
+#[utoipa::path(put, path = "/teams/{id}", tag = "teams", security(("bearer" = [])),
+    params(("id" = String, Path, description = "team id")), request_body = TeamInput,
+    responses((status = 200, body = Team), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn put_team(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    ApiJson(input): ApiJson<TeamInput>,
+) -> Result<Json<Team>, ApiError> {
+    p.require_finance()?;
+    let team = validate_team(&id, &input.name, input.owner.as_deref()).map_err(ApiError::Invalid)?;
+    let mut tx = s.pool.begin().await?;
+    let before = db::teams::upsert(&mut tx, &team).await?;
+    audit::record(&mut tx, &p.actor(), "team.put", &format!("team:{id}"), json(&before), json(&team)).await?;
+    tx.commit().await?;
+    Ok(Json(team))
+}
+
+fn json<T: Serialize>(v: &T) -> Option<serde_json::Value> {
+    serde_json::to_value(v).ok().filter(|v| !v.is_null())
+}
+
+fn validate_team(id: &str, name: &str, owner: Option<&str>) -> Result<Team, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    if !valid_team_id(id) {
+        errors.push(FieldError { field: "id".into(), message: "use a-z, 0-9, `.`, `_`, `-` (at most 63)".into() });
+    }
+    if name.trim().is_empty() || name.chars().count() > 200 {
+        errors.push(FieldError { field: "name".into(), message: "must be 1 to 200 characters".into() });
+    }
+    if errors.is_empty() {
+        Ok(Team {
+            id: id.to_string(),
+            name: name.trim().to_string(),
+            owner: owner.map(str::trim).filter(|o| !o.is_empty()).map(str::to_string),
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+#[utoipa::path(get, path = "/mappings", tag = "teams", security(("bearer" = [])),
+    responses((status = 200, body = Vec<Mapping>), (status = 401, body = ErrorBody)))]
+async fn list_mappings(State(s): State<AppState>, Caller(p): Caller) -> Result<Json<Vec<Mapping>>, ApiError> {
+    Ok(Json(db::teams::list_mappings(&s.pool, &p.scope()).await?))
+}
+
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+pub struct MappingInput {
+    /// Omit for every cluster.
+    pub cluster: Option<String>,
+    pub namespace: String,
+    pub team_id: String,
+    pub valid_from: NaiveDate,
+}
+
+/// Maps a namespace to a team from a date (finance, admin); stored usage is re-attributed. Audited.
+#[utoipa::path(post, path = "/mappings", tag = "teams", security(("bearer" = [])), request_body = MappingInput,
+    responses((status = 201, body = Mapping), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+async fn create_mapping(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    ApiJson(input): ApiJson<MappingInput>,
+) -> Result<(StatusCode, Json<Mapping>), ApiError> {
+    p.require_finance()?;
+    let mut tx = s.pool.begin().await?;
+    let m = insert_checked(&mut tx, &input, &p.actor(), "").await?;
+    tx.commit().await?;
+    Ok((StatusCode::CREATED, Json(m)))
+}
+
+/// Checks and inserts one mapping inside the caller's transaction; `at` prefixes field names (CSV rows).
+async fn insert_checked(
+    tx: &mut sqlx::PgConnection,
+    input: &MappingInput,
+    actor: &str,
+    at: &str,
+) -> Result<Mapping, ApiError> {
+    let ns = input.namespace.trim();
+    if ns.is_empty() || ns.len() > 253 {
+        return Err(ApiError::invalid(format!("{at}namespace"), "must be a Kubernetes namespace name"));
+    }
+    if db::teams::get(&mut *tx, &input.team_id).await?.is_none() {
+        return Err(ApiError::invalid(format!("{at}team_id"), format!("unknown team `{}`", input.team_id)));
+    }
+    let cluster = input.cluster.as_deref().map(str::trim).filter(|c| !c.is_empty());
+    if db::teams::mapping_exists(&mut *tx, cluster, ns, input.valid_from).await? {
+        return Err(ApiError::Conflict {
+            field: Some(format!("{at}valid_from")),
+            message: format!("namespace {ns} already has a mapping valid from {}", input.valid_from),
+        });
+    }
+    let m = db::teams::insert_mapping(&mut *tx, cluster, ns, &input.team_id, input.valid_from, actor).await?;
+    audit::record(&mut *tx, actor, "mapping.create", &format!("namespace:{ns}"), None, json(&m)).await?;
+    Ok(m)
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ImportResult {
+    pub teams_created: usize,
+    pub mappings: Vec<Mapping>,
+}
+
+/// Imports a CMDB export as CSV — header `namespace,team,valid_from` and optional `team_name`, `owner`,
+/// `cluster` columns. All rows or none: any bad row is a 422 naming `row N: field`.
+#[utoipa::path(post, path = "/mappings/import", tag = "teams", security(("bearer" = [])),
+    request_body(content = String, content_type = "text/csv"),
+    responses((status = 201, body = ImportResult), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn import_mappings(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    body: String,
+) -> Result<(StatusCode, Json<ImportResult>), ApiError> {
+    p.require_finance()?;
+    let rows = parse_mapping_csv(&body).map_err(ApiError::Invalid)?;
+    let mut tx = s.pool.begin().await?;
+    let mut teams_created = 0;
+    let mut mappings = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        let at = format!("row {}: ", i + 2);
+        if db::teams::get(&mut tx, &row.team).await?.is_none() {
+            let team = validate_team(&row.team, row.team_name.as_deref().unwrap_or(&row.team), row.owner.as_deref())
+                .map_err(|e| {
+                    ApiError::Invalid(
+                        e.into_iter().map(|f| FieldError { field: format!("{at}{}", f.field), ..f }).collect(),
+                    )
+                })?;
+            db::teams::upsert(&mut tx, &team).await?;
+            audit::record(&mut tx, &p.actor(), "team.put", &format!("team:{}", team.id), None, json(&team)).await?;
+            teams_created += 1;
+        }
+        let input = MappingInput {
+            cluster: row.cluster.clone(),
+            namespace: row.namespace.clone(),
+            team_id: row.team.clone(),
+            valid_from: row.valid_from,
+        };
+        mappings.push(insert_checked(&mut tx, &input, &p.actor(), &at).await?);
+    }
+    tx.commit().await?;
+    Ok((StatusCode::CREATED, Json(ImportResult { teams_created, mappings })))
+}
+
+#[derive(Debug, Deserialize)]
+struct CsvRow {
+    namespace: String,
+    team: String,
+    valid_from: String,
+    team_name: Option<String>,
+    owner: Option<String>,
+    cluster: Option<String>,
+}
+
+#[derive(Debug)]
+struct MappingRow {
+    namespace: String,
+    team: String,
+    valid_from: NaiveDate,
+    team_name: Option<String>,
+    owner: Option<String>,
+    cluster: Option<String>,
+}
+
+/// Every row checked before anything is written; all errors reported at once.
+fn parse_mapping_csv(body: &str) -> Result<Vec<MappingRow>, Vec<FieldError>> {
+    let body = body.strip_prefix('\u{feff}').unwrap_or(body);
+    let mut reader = csv::ReaderBuilder::new().trim(csv::Trim::All).from_reader(body.as_bytes());
+    let mut errors = Vec::new();
+    let mut rows = Vec::new();
+    for (i, rec) in reader.deserialize::<CsvRow>().enumerate() {
+        let at = format!("row {}", i + 2);
+        let row = match rec {
+            Ok(r) => r,
+            Err(e) => {
+                errors.push(FieldError { field: at, message: e.to_string() });
+                continue;
+            }
+        };
+        let mut bad =
+            |field: &str, message: String| errors.push(FieldError { field: format!("{at}: {field}"), message });
+        if row.namespace.is_empty() {
+            bad("namespace", "is empty".into());
+        }
+        if !valid_team_id(&row.team) {
+            bad("team", format!("`{}` is not a team id (a-z, 0-9, `.`, `_`, `-`)", row.team));
+        }
+        match NaiveDate::parse_from_str(&row.valid_from, "%Y-%m-%d") {
+            Ok(valid_from) => rows.push(MappingRow {
+                namespace: row.namespace,
+                team: row.team,
+                valid_from,
+                team_name: row.team_name.filter(|s| !s.is_empty()),
+                owner: row.owner.filter(|s| !s.is_empty()),
+                cluster: row.cluster.filter(|s| !s.is_empty()),
+            }),
+            Err(_) => bad("valid_from", format!("`{}` is not a date (YYYY-MM-DD)", row.valid_from)),
+        }
+    }
+    if rows.is_empty() && errors.is_empty() {
+        errors.push(FieldError {
+            field: "body".into(),
+            message: "no rows (expected a header and at least one row)".into(),
+        });
+    }
+    if errors.is_empty() { Ok(rows) } else { Err(errors) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_rows_are_all_checked() {
+        let ok = "\u{feff}namespace,team,team_name,owner,valid_from\nrecsys,rec,推荐算法组,张三,2026-11-01\n";
+        let rows = parse_mapping_csv(ok).unwrap();
+        assert_eq!(rows[0].team_name.as_deref(), Some("推荐算法组"));
+        assert_eq!(rows[0].valid_from, NaiveDate::from_ymd_opt(2026, 11, 1).unwrap());
+        let bad = "namespace,team,valid_from\na,Bad Team,2026-11-01\nb,ok,2026-13-01\n";
+        let errs = parse_mapping_csv(bad).unwrap_err();
+        let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["row 2: team", "row 3: valid_from"]);
+        assert!(parse_mapping_csv("namespace,team,valid_from\n").is_err());
+        assert!(parse_mapping_csv("namespace,team\na,b\n").is_err());
+    }
+}

@@ -1,0 +1,45 @@
+//! `/usage`: stored GPU-hours over any range, grouped by team, namespace, pod or GPU model, within the caller's
+//! scope.
+
+use axum::Json;
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{ApiQuery, AppState};
+use crate::auth::Caller;
+use crate::db::{self, usage::GroupBy};
+use crate::error::{ApiError, ErrorBody};
+use crate::usage::UsageRow;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_usage))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct UsageQuery {
+    /// Start, RFC 3339 (inclusive).
+    pub from: DateTime<Utc>,
+    /// End, RFC 3339 (exclusive).
+    pub to: DateTime<Utc>,
+    /// team, namespace, pod or model.
+    pub group_by: Option<GroupBy>,
+    pub cluster: Option<String>,
+}
+
+#[utoipa::path(get, path = "/usage", tag = "usage", security(("bearer" = [])), params(UsageQuery),
+    responses((status = 200, body = Vec<UsageRow>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn get_usage(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    ApiQuery(q): ApiQuery<UsageQuery>,
+) -> Result<Json<Vec<UsageRow>>, ApiError> {
+    if q.to <= q.from {
+        return Err(ApiError::bad_request("to", "must be after `from`"));
+    }
+    let group_by = q.group_by.unwrap_or(GroupBy::Team);
+    let totals = db::usage::totals(&s.pool, q.from, q.to, group_by, q.cluster.as_deref(), &p.scope()).await?;
+    Ok(Json(totals.into_iter().map(Into::into).collect()))
+}

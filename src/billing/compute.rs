@@ -1,0 +1,290 @@
+//! A month's bills: team bills from usage lines, the capacity cost, and what happens to the difference.
+//!
+//! The unallocated cost is the capacity cost (capacity card-hours × rate) minus the allocated cost (Σ team
+//! line amounts). It is negative when time-slicing sells more card-hours than the cluster has; the sign is
+//! kept, so spreading a negative amount credits the teams. Per the bill's policy it is either kept by the
+//! platform or spread over teams in proportion to their allocated amounts (largest remainder, ties by team
+//! name). Either way, to the fen: Σ team totals + platform_kept = capacity_cost.
+//!
+//! Showback (cost shown) and chargeback (cost billed) compute the *same* numbers: the mode only says what
+//! finance does with them, so it is carried to the output and nothing else.
+
+use std::collections::BTreeMap;
+
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use super::lines::{BillLine, CapacityBillLine, CapacityLine, UsageLine, bill_lines, capacity_lines};
+use super::spread::largest_remainder;
+use crate::money::Money;
+
+/// Showback shows cost to teams; chargeback bills it to them. The numbers are identical.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BillMode {
+    #[default]
+    Showback,
+    Chargeback,
+}
+
+/// Who carries the cost of capacity no team used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnallocatedPolicy {
+    /// The platform team keeps it (teams pay for what they used).
+    #[default]
+    KeptByPlatform,
+    /// Split over teams in proportion to their allocated amounts (teams pay for the whole cluster).
+    SpreadProportionally,
+}
+
+/// The per-bill policy, shown on the bill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct BillPolicy {
+    pub mode: BillMode,
+    pub unallocated: UnallocatedPolicy,
+}
+
+/// One team's bill for the month.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TeamBill {
+    pub team: String,
+    /// Sorted by namespace, GPU model, kind, rate (unpriced first).
+    pub lines: Vec<BillLine>,
+    /// Σ line amounts.
+    pub allocated: Money,
+    /// The team's part of the unallocated cost (0 unless the policy spreads it; negative = a credit).
+    pub unallocated_share: Money,
+    /// `allocated + unallocated_share`.
+    pub total: Money,
+    pub card_hours: Decimal,
+    pub effective_card_hours: Decimal,
+    pub unmetered_card_hours: Decimal,
+}
+
+impl TeamBill {
+    /// A bill with no lines, e.g. for a team that appears in only one of two months being compared.
+    pub fn empty(team: impl Into<String>) -> TeamBill {
+        TeamBill::from_lines(team.into(), Vec::new())
+    }
+
+    /// A team bill whose totals are the sums of `lines` (unallocated share 0).
+    pub fn from_lines(team: String, lines: Vec<BillLine>) -> TeamBill {
+        let allocated = lines.iter().map(|l| l.amount).sum();
+        TeamBill {
+            team,
+            allocated,
+            unallocated_share: Money::ZERO,
+            total: allocated,
+            card_hours: lines.iter().map(|l| l.card_hours).sum(),
+            effective_card_hours: lines.iter().map(|l| l.effective_card_hours).sum(),
+            unmetered_card_hours: lines.iter().map(|l| l.unmetered_card_hours).sum(),
+            lines,
+        }
+    }
+
+    fn with_share(mut self, share: Money) -> TeamBill {
+        self.unallocated_share = share;
+        self.total = self.allocated + share;
+        self
+    }
+}
+
+/// All teams' bills for one month of one cluster (or of whatever scope the caller summed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MonthBills {
+    /// Sorted by team name.
+    pub teams: Vec<TeamBill>,
+    /// The priced capacity lines, sorted by model then rate.
+    pub capacity: Vec<CapacityBillLine>,
+    /// Σ capacity line amounts (each rounded to the fen).
+    pub capacity_cost: Money,
+    /// Σ teams' allocated amounts.
+    pub allocated: Money,
+    /// `capacity_cost − allocated`; negative when time-slicing oversells the cards.
+    pub unallocated: Money,
+    /// The part of `unallocated` no team carries: all of it when kept by the platform, or when spreading
+    /// finds no team with a positive allocated amount; otherwise 0.
+    pub platform_kept: Money,
+    pub policy: BillPolicy,
+}
+
+/// Builds the month's bills. Usage lines are grouped by team, merged per (namespace, model, kind, rate) and
+/// priced at line level; capacity lines likewise per (model, rate). Input order does not matter.
+pub fn compute_month(usage: &[UsageLine], capacity: &[CapacityLine], policy: BillPolicy) -> MonthBills {
+    let mut by_team: BTreeMap<&str, Vec<&UsageLine>> = BTreeMap::new();
+    for u in usage {
+        by_team.entry(u.team.as_str()).or_default().push(u);
+    }
+    let teams: Vec<TeamBill> =
+        by_team.into_iter().map(|(team, lines)| TeamBill::from_lines(team.to_owned(), bill_lines(lines))).collect();
+
+    let capacity = capacity_lines(capacity);
+    let capacity_cost: Money = capacity.iter().map(|c| c.amount).sum();
+    let allocated: Money = teams.iter().map(|t| t.allocated).sum();
+    let unallocated = capacity_cost - allocated;
+
+    // Teams are sorted by name, so largest_remainder's positional tie-break is the name order.
+    let shares = match policy.unallocated {
+        UnallocatedPolicy::KeptByPlatform => None,
+        UnallocatedPolicy::SpreadProportionally => {
+            largest_remainder(unallocated, &teams.iter().map(|t| t.allocated).collect::<Vec<_>>())
+        }
+    };
+    let (teams, platform_kept) = match shares {
+        Some(shares) => (teams.into_iter().zip(shares).map(|(t, s)| t.with_share(s)).collect(), Money::ZERO),
+        None => (teams, unallocated),
+    };
+
+    MonthBills { teams, capacity, capacity_cost, allocated, unallocated, platform_kept, policy }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::money::RatePerCardHour;
+    use rust_decimal_macros::dec;
+
+    const SPREAD: BillPolicy =
+        BillPolicy { mode: BillMode::Chargeback, unallocated: UnallocatedPolicy::SpreadProportionally };
+    const KEPT: BillPolicy = BillPolicy { mode: BillMode::Showback, unallocated: UnallocatedPolicy::KeptByPlatform };
+
+    fn rate(d: Decimal) -> Option<RatePerCardHour> {
+        RatePerCardHour::new(d)
+    }
+
+    fn usage(team: &str, ns: &str, model: &str, hours: Decimal, r: Option<RatePerCardHour>) -> UsageLine {
+        UsageLine {
+            team: team.into(),
+            namespace: ns.into(),
+            gpu_model: model.into(),
+            kind: "whole".into(),
+            card_hours: hours,
+            effective_card_hours: hours * dec!(0.4),
+            unmetered_card_hours: dec!(1),
+            rate: r,
+        }
+    }
+
+    fn cap(model: &str, hours: Decimal, r: Option<RatePerCardHour>) -> CapacityLine {
+        CapacityLine { gpu_model: model.into(), card_hours: hours, rate: r }
+    }
+
+    #[test]
+    fn a_month_kept_by_the_platform() {
+        // Capacity: 1 node × 8 H100 × 720 h = 5760 card-hours × 12.3457 = 71111.232 → 71111.23.
+        // alg:  96 card-hours × 12.3457 = 1185.1872 → 1185.19, plus 10 unpriced L40S card-hours (0.00).
+        // rec: 200 card-hours × 12.3457 = 2469.14 exactly.
+        // Allocated 3654.33, unallocated 71111.23 − 3654.33 = 67456.90, all kept by the platform.
+        let bills = compute_month(
+            &[
+                usage("rec", "rec-train", "H100", dec!(200), rate(dec!(12.3457))),
+                usage("alg", "alg-train", "H100", dec!(96), rate(dec!(12.3457))),
+                usage("alg", "alg-train", "L40S", dec!(10), None),
+            ],
+            &[cap("H100", dec!(5760), rate(dec!(12.3457)))],
+            KEPT,
+        );
+        assert_eq!(bills.capacity_cost.to_string(), "71111.23");
+        assert_eq!(bills.teams.iter().map(|t| t.team.as_str()).collect::<Vec<_>>(), ["alg", "rec"]);
+        let alg = &bills.teams[0];
+        assert_eq!(alg.lines.len(), 2);
+        assert_eq!(alg.lines[0].amount.to_string(), "1185.19");
+        assert!(alg.lines[1].unpriced);
+        assert_eq!(alg.allocated.to_string(), "1185.19");
+        assert_eq!(alg.card_hours, dec!(106));
+        assert_eq!(alg.effective_card_hours, dec!(42.4));
+        assert_eq!(alg.unmetered_card_hours, dec!(2));
+        assert_eq!((alg.unallocated_share, alg.total.to_string()), (Money::ZERO, "1185.19".into()));
+        assert_eq!(bills.teams[1].total.to_string(), "2469.14");
+        assert_eq!(bills.allocated.to_string(), "3654.33");
+        assert_eq!(bills.unallocated.to_string(), "67456.90");
+        assert_eq!(bills.platform_kept, bills.unallocated);
+    }
+
+    #[test]
+    fn spread_over_three_teams_keeps_every_fen() {
+        // Capacity 100 card-hours × 10.0000 = 1000.00; teams a, b, c each use 20 card-hours → 200.00.
+        // Unallocated 1000.00 − 600.00 = 400.00; naively 133.33 × 3 = 399.99 (a fen lost).
+        // Largest remainder: 40000 fen / 3 = 13333 r 1 each, the missing fen goes to "a" (name order).
+        let r = rate(dec!(10));
+        let bills = compute_month(
+            &[
+                usage("c", "c", "H100", dec!(20), r),
+                usage("a", "a", "H100", dec!(20), r),
+                usage("b", "b", "H100", dec!(20), r),
+            ],
+            &[cap("H100", dec!(100), r)],
+            SPREAD,
+        );
+        let shares: Vec<String> = bills.teams.iter().map(|t| t.unallocated_share.to_string()).collect();
+        assert_eq!(shares, ["133.34", "133.33", "133.33"]);
+        let totals: Vec<String> = bills.teams.iter().map(|t| t.total.to_string()).collect();
+        assert_eq!(totals, ["333.34", "333.33", "333.33"]);
+        assert_eq!(bills.platform_kept, Money::ZERO);
+        assert_eq!(bills.teams.iter().map(|t| t.total).sum::<Money>(), bills.capacity_cost);
+        assert_eq!(bills.policy.mode, BillMode::Chargeback);
+    }
+
+    #[test]
+    fn oversold_time_slicing_spreads_a_credit() {
+        // Capacity 10 card-hours × 10.0000 = 100.00; allocated 100.00 + 50.00 = 150.00 (time-slicing sold more
+        // card-hours than exist). Unallocated −50.00: 5000 fen × 100/150 = 3333 r 50, × 50/150 = 1666 r 100
+        // → the missing fen to "b": −33.33 and −16.67; totals 66.67 + 33.33 = 100.00 = capacity cost.
+        let r = rate(dec!(10));
+        let bills = compute_month(
+            &[usage("a", "a", "T4", dec!(10), r), usage("b", "b", "T4", dec!(5), r)],
+            &[cap("T4", dec!(10), r)],
+            SPREAD,
+        );
+        assert_eq!(bills.unallocated.to_string(), "-50.00");
+        let totals: Vec<String> = bills.teams.iter().map(|t| t.total.to_string()).collect();
+        assert_eq!(totals, ["66.67", "33.33"]);
+        assert_eq!(bills.teams[1].unallocated_share.to_string(), "-16.67");
+    }
+
+    #[test]
+    fn spreading_with_no_allocation_leaves_it_to_the_platform() {
+        // Only unpriced usage: nobody has a positive allocated amount to weigh by.
+        let bills = compute_month(
+            &[usage("a", "a", "L40S", dec!(10), None), usage("b", "b", "L40S", dec!(3), rate(dec!(0)))],
+            &[cap("H100", dec!(720), rate(dec!(1.5)))],
+            SPREAD,
+        );
+        assert_eq!(bills.capacity_cost.to_string(), "1080.00");
+        assert_eq!(bills.platform_kept.to_string(), "1080.00");
+        assert!(bills.teams.iter().all(|t| t.unallocated_share.is_zero() && t.total.is_zero()));
+    }
+
+    #[test]
+    fn zero_allocation_teams_get_no_share() {
+        // a: 10 × 2.0000 = 20.00; z: unpriced → 0.00. Capacity 50 × 2 = 100.00 → a carries all 80.00.
+        let bills = compute_month(
+            &[usage("a", "a", "H100", dec!(10), rate(dec!(2))), usage("z", "z", "A30", dec!(10), None)],
+            &[cap("H100", dec!(50), rate(dec!(2)))],
+            SPREAD,
+        );
+        assert_eq!(bills.teams[0].unallocated_share.to_string(), "80.00");
+        assert_eq!(bills.teams[1].unallocated_share, Money::ZERO);
+    }
+
+    #[test]
+    fn a_month_with_nothing_in_it() {
+        let bills = compute_month(&[], &[], BillPolicy::default());
+        assert!(bills.teams.is_empty() && bills.capacity.is_empty());
+        assert_eq!(
+            (bills.capacity_cost, bills.unallocated, bills.platform_kept),
+            (Money::ZERO, Money::ZERO, Money::ZERO)
+        );
+    }
+
+    #[test]
+    fn serialises_with_policy_names() {
+        let bills = compute_month(&[], &[], SPREAD);
+        let json = serde_json::to_value(&bills).unwrap();
+        assert_eq!(json["policy"]["mode"], "chargeback");
+        assert_eq!(json["policy"]["unallocated"], "spread_proportionally");
+        let back: MonthBills = serde_json::from_value(json).unwrap();
+        assert_eq!(back, bills);
+    }
+}

@@ -1,0 +1,27 @@
+//! Monthly bills (月度账单) per team, from GPU-hours already priced per rate period — pure domain code, no I/O.
+//!
+//! - [`month`]: the billing month `YYYY-MM` and its bounds in the billing time zone.
+//! - [`lines`]: usage and capacity lines in, priced bill lines out (rounded half up to the fen per line).
+//! - [`compute`]: [`compute_month`] — team bills, capacity cost, the unallocated cost and its policy.
+//! - [`spread`]: largest-remainder split, so spread shares sum exactly to the amount split.
+//! - [`restate`]: restatement lines for a closed month recomputed later.
+//!
+//! Rates arrive resolved (a `RatePerCardHour` per period, or `None` when unknown): this module knows nothing
+//! of how they are derived. Invariants, each tested by property: every total is the sum of its lines;
+//! Σ team totals + platform_kept = capacity_cost, to the fen, under either unallocated policy; showback and
+//! chargeback produce identical numbers.
+
+pub mod compute;
+pub mod lines;
+pub mod month;
+pub mod restate;
+pub mod spread;
+
+#[cfg(test)]
+mod proptests;
+
+pub use compute::{BillMode, BillPolicy, MonthBills, TeamBill, UnallocatedPolicy, compute_month};
+pub use lines::{BillLine, CapacityBillLine, CapacityLine, LineKey, UsageLine};
+pub use month::{DEFAULT_BILLING_TZ, Month, MonthParseError};
+pub use restate::{RestatementLine, UNALLOCATED_SHARE_NAMESPACE, restate_month, restatement};
+pub use spread::largest_remainder;

@@ -1,0 +1,138 @@
+//! Teams and the namespace → team mappings; every mapping change re-resolves the stored usage of its namespace.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::{PgConnection, PgPool};
+
+use super::usage::Scope;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Team {
+    /// Stable id: lower-case letters, digits, `.`, `_`, `-`.
+    pub id: String,
+    /// Display name, any script (e.g. 推荐算法组).
+    pub name: String,
+    /// 负责人.
+    pub owner: Option<String>,
+}
+
+pub async fn list(pool: &PgPool, scope: &Scope) -> Result<Vec<Team>, sqlx::Error> {
+    let teams = scope.teams.as_deref() as Option<&[String]>;
+    sqlx::query_as!(
+        Team,
+        "SELECT id, name, owner FROM teams WHERE $1::text[] IS NULL OR id = ANY($1) ORDER BY id",
+        teams
+    )
+    .fetch_all(pool)
+    .await
+}
+
+pub async fn get(conn: &mut PgConnection, id: &str) -> Result<Option<Team>, sqlx::Error> {
+    sqlx::query_as!(Team, "SELECT id, name, owner FROM teams WHERE id = $1", id).fetch_optional(conn).await
+}
+
+/// Creates the team or updates its name and owner; returns the team as it was before.
+pub async fn upsert(conn: &mut PgConnection, team: &Team) -> Result<Option<Team>, sqlx::Error> {
+    let before = get(&mut *conn, &team.id).await?;
+    sqlx::query!(
+        "INSERT INTO teams (id, name, owner) VALUES ($1, $2, $3)
+         ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, owner = EXCLUDED.owner",
+        team.id,
+        team.name,
+        team.owner
+    )
+    .execute(conn)
+    .await?;
+    Ok(before)
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Mapping {
+    pub id: i64,
+    /// `null`: every cluster.
+    pub cluster: Option<String>,
+    pub namespace: String,
+    pub team_id: String,
+    /// First day (billing time zone) the mapping applies.
+    pub valid_from: NaiveDate,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+}
+
+pub async fn list_mappings(pool: &PgPool, scope: &Scope) -> Result<Vec<Mapping>, sqlx::Error> {
+    let teams = scope.teams.as_deref() as Option<&[String]>;
+    sqlx::query_as!(
+        Mapping,
+        "SELECT id, cluster, namespace, team_id, valid_from, created_by, created_at FROM namespace_mappings
+         WHERE $1::text[] IS NULL OR team_id = ANY($1)
+         ORDER BY namespace, cluster NULLS FIRST, valid_from",
+        teams
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Whether a mapping for that cluster, namespace and day exists already.
+pub async fn mapping_exists(
+    conn: &mut PgConnection,
+    cluster: Option<&str>,
+    namespace: &str,
+    valid_from: NaiveDate,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM namespace_mappings WHERE coalesce(cluster, '') = coalesce($1, '')
+                  AND namespace = $2 AND valid_from = $3) AS "exists!""#,
+        cluster,
+        namespace,
+        valid_from
+    )
+    .fetch_one(conn)
+    .await
+}
+
+pub async fn insert_mapping(
+    conn: &mut PgConnection,
+    cluster: Option<&str>,
+    namespace: &str,
+    team_id: &str,
+    valid_from: NaiveDate,
+    actor: &str,
+) -> Result<Mapping, sqlx::Error> {
+    let m = sqlx::query_as!(
+        Mapping,
+        "INSERT INTO namespace_mappings (cluster, namespace, team_id, valid_from, created_by)
+         VALUES ($1, $2, $3, $4, $5)
+         RETURNING id, cluster, namespace, team_id, valid_from, created_by, created_at",
+        cluster,
+        namespace,
+        team_id,
+        valid_from,
+        actor
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    retag_namespace(conn, namespace).await?;
+    Ok(m)
+}
+
+/// Re-resolves the team of every stored usage row of `namespace` (SPEC §4 priority, as of each row's day).
+pub async fn retag_namespace(conn: &mut PgConnection, namespace: &str) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE gpu_usage_hourly SET team = team_of(cluster, namespace, hour, label_team)
+         WHERE namespace = $1 AND team IS DISTINCT FROM team_of(cluster, namespace, hour, label_team)",
+        namespace
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!(
+        "UPDATE usage_namespace_hourly u SET team = g.team
+         FROM (SELECT cluster, hour, namespace, gpu_model, kind, max(team) AS team FROM gpu_usage_hourly
+               WHERE namespace = $1 GROUP BY cluster, hour, namespace, gpu_model, kind) g
+         WHERE u.cluster = g.cluster AND u.hour = g.hour AND u.namespace = g.namespace
+           AND u.gpu_model = g.gpu_model AND u.kind = g.kind AND u.team IS DISTINCT FROM g.team",
+        namespace
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
