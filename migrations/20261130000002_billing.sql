@@ -73,6 +73,55 @@ SELECT cluster, hour, namespace, max(team), gpu_model, kind,
        sum(gpu_seconds), sum(effective_gpu_seconds), sum(unmetered_gpu_seconds)
 FROM gpu_usage_hourly GROUP BY cluster, hour, namespace, gpu_model, kind;
 
+-- The same per billing day (settings.billing_timezone): month bills and month summaries read ~30 rows per
+-- namespace instead of ~720.
+CREATE TABLE usage_namespace_daily (
+    cluster                 text NOT NULL REFERENCES clusters (name),
+    day                     date NOT NULL,
+    namespace               text NOT NULL,
+    team                    text NOT NULL,
+    gpu_model               text NOT NULL,
+    kind                    text NOT NULL,
+    gpu_seconds             double precision NOT NULL,
+    effective_gpu_seconds   double precision NOT NULL,
+    unmetered_gpu_seconds   double precision NOT NULL,
+    PRIMARY KEY (cluster, day, namespace, team, gpu_model, kind)
+);
+CREATE INDEX usage_namespace_daily_day ON usage_namespace_daily (day);
+
+CREATE TABLE capacity_daily (
+    cluster         text NOT NULL REFERENCES clusters (name),
+    day             date NOT NULL,
+    gpu_model       text NOT NULL,
+    card_seconds    double precision NOT NULL,
+    PRIMARY KEY (cluster, day, gpu_model)
+);
+
+-- Rebuilds the daily rows of one cluster and billing day from the hourly ones.
+CREATE FUNCTION refresh_daily(p_cluster text, p_day date) RETURNS void VOLATILE LANGUAGE sql AS $$
+    DELETE FROM usage_namespace_daily WHERE cluster = p_cluster AND day = p_day;
+    INSERT INTO usage_namespace_daily
+    SELECT cluster, p_day, namespace, team, gpu_model, kind,
+           sum(gpu_seconds), sum(effective_gpu_seconds), sum(unmetered_gpu_seconds)
+    FROM usage_namespace_hourly
+    WHERE cluster = p_cluster AND billing_date(hour) = p_day
+      AND hour >= (p_day - 1)::timestamptz AND hour < (p_day + 2)::timestamptz
+    GROUP BY cluster, namespace, team, gpu_model, kind;
+    DELETE FROM capacity_daily WHERE cluster = p_cluster AND day = p_day;
+    INSERT INTO capacity_daily
+    SELECT cluster, p_day, gpu_model, sum(card_seconds)
+    FROM node_capacity_hourly
+    WHERE cluster = p_cluster AND billing_date(hour) = p_day
+      AND hour >= (p_day - 1)::timestamptz AND hour < (p_day + 2)::timestamptz
+    GROUP BY cluster, gpu_model;
+$$;
+
+SELECT refresh_daily(c, d) FROM (SELECT DISTINCT cluster AS c, billing_date(hour) AS d FROM node_capacity_hourly
+                                 UNION SELECT DISTINCT cluster, billing_date(hour) FROM usage_namespace_hourly) x;
+
+-- Bill defaults (a bill may override them).
+INSERT INTO settings (key, value) VALUES ('bill_mode', 'showback'), ('unallocated_policy', 'kept_by_platform');
+
 -- DCGM modelName → pricing model, where the built-in catalogue is not enough.
 CREATE TABLE gpu_model_aliases (
     model_name      text PRIMARY KEY,

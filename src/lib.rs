@@ -8,6 +8,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod ingest;
+pub mod ledger;
 pub mod metering;
 pub mod money;
 pub mod pricing;

@@ -8,8 +8,11 @@ use rust_decimal::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
 
 /// An amount of yuan, always a whole number of fen (0.01).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(transparent)]
+#[schema(value_type = String, example = "1185.19")]
 pub struct Money(Decimal);
 
 impl Money {
@@ -17,7 +20,10 @@ impl Money {
 
     /// Rounds any exact amount to the fen, half up (四舍五入: 0.005 → 0.01, −0.005 → −0.01).
     pub fn round_fen(exact: Decimal) -> Money {
-        Money(exact.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero))
+        let mut d = exact.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero);
+        // always two decimals, so JSON, CSV and PDF all print "24000.00"
+        d.rescale(2);
+        Money(d)
     }
 
     /// An amount already in fen, e.g. parsed from a stored bill; more than two decimals are rounded half up.
@@ -68,8 +74,9 @@ impl Sum for Money {
 }
 
 /// A rate in yuan per card-hour, kept to 4 decimals (the rate printed on a bill is the rate used).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(transparent)]
+#[schema(value_type = String, example = "12.3457")]
 pub struct RatePerCardHour(Decimal);
 
 impl RatePerCardHour {
@@ -77,8 +84,11 @@ impl RatePerCardHour {
 
     /// Rounds an exact rate half up to 4 decimals; a negative rate is refused.
     pub fn new(exact: Decimal) -> Option<Self> {
-        (exact >= Decimal::ZERO)
-            .then(|| Self(exact.round_dp_with_strategy(Self::DECIMALS, RoundingStrategy::MidpointAwayFromZero)))
+        (exact >= Decimal::ZERO).then(|| {
+            let mut d = exact.round_dp_with_strategy(Self::DECIMALS, RoundingStrategy::MidpointAwayFromZero);
+            d.rescale(Self::DECIMALS);
+            Self(d)
+        })
     }
 
     pub fn as_decimal(self) -> Decimal {

@@ -17,14 +17,19 @@ pub struct ApiQuery<T>(pub T);
 
 /// serde names the culprit in backticks: "missing field `pue`", "unknown variant `x`, expected …".
 fn field_of(message: &str) -> Option<String> {
-    if let Some(rest) = message.split("field `").nth(1) {
-        return rest.split('`').next().map(str::to_string);
+    // axum prefixes the JSON path of the value that failed: "tco: missing field `pue`" → "tco.pue"
+    let (path, rest) = match message.split_once(": ") {
+        Some((p, r)) if is_path(p) => (Some(p.trim()), r),
+        _ => (None, message),
+    };
+    if let Some(name) = rest.split("field `").nth(1).and_then(|r| r.split('`').next()) {
+        return Some(path.map_or_else(|| name.to_string(), |p| format!("{p}.{name}")));
     }
-    // "invalid type: …" from serde_json carries no name; axum prefixes the JSON path: "pue: invalid type"
-    message
-        .split_once(": ")
-        .map(|(path, _)| path.trim().to_string())
-        .filter(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']')))
+    path.map(str::to_string)
+}
+
+fn is_path(p: &str) -> bool {
+    !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'))
 }
 
 impl From<JsonRejection> for ApiError {
@@ -60,5 +65,6 @@ mod tests {
             Some("card_price")
         );
         assert_eq!(field_of("expected value at line 1 column 1"), None);
+        assert_eq!(field_of("tco: missing field `pue` at line 1 column 9").as_deref(), Some("tco.pue"));
     }
 }

@@ -2,7 +2,9 @@
 //! bearer tokens with roles; Swagger UI served from the binary.
 
 mod audit;
+mod bills;
 mod extract;
+mod rates;
 mod teams;
 mod usage;
 
@@ -38,6 +40,8 @@ impl FromRef<AppState> for PgPool {
     tags(
         (name = "usage", description = "Stored GPU-hours"),
         (name = "teams", description = "Teams and namespace mappings"),
+        (name = "bills", description = "Month statements, closing months"),
+        (name = "rates", description = "Rates per card-hour: TCO, history, cloud references"),
         (name = "audit", description = "Who changed what"),
     )
 )]
@@ -54,7 +58,12 @@ impl Modify for BearerAuth {
 
 /// The `/api/v1` routes and the OpenAPI document describing exactly them.
 pub fn api() -> (Router<AppState>, OpenApiSpec) {
-    let v1 = OpenApiRouter::new().merge(teams::router()).merge(usage::router()).merge(audit::router());
+    let v1 = OpenApiRouter::new()
+        .merge(teams::router())
+        .merge(rates::router())
+        .merge(bills::router())
+        .merge(usage::router())
+        .merge(audit::router());
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts()
 }
 

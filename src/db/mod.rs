@@ -1,7 +1,9 @@
 //! All SQL lives here: connections, migrations and one module per stored thing. Callers own transactions.
 
 pub mod audit;
+pub mod bills;
 pub mod clusters;
+pub mod rates;
 pub mod settings;
 pub mod teams;
 pub mod tokens;

@@ -132,6 +132,13 @@ pub async fn retag_namespace(conn: &mut PgConnection, namespace: &str) -> Result
            AND u.gpu_model = g.gpu_model AND u.kind = g.kind AND u.team IS DISTINCT FROM g.team",
         namespace
     )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!(
+        "SELECT refresh_daily(cluster, day) FROM (SELECT DISTINCT cluster, billing_date(hour) AS day
+             FROM usage_namespace_hourly WHERE namespace = $1) d",
+        namespace
+    )
     .execute(conn)
     .await?;
     Ok(())

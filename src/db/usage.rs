@@ -108,6 +108,8 @@ pub async fn replace_hour(
     .execute(&mut *conn)
     .await?;
 
+    sqlx::query!("SELECT refresh_daily($1, billing_date($2))", cluster, hour).execute(&mut *conn).await?;
+
     sqlx::query!(
         "INSERT INTO ingested_hours (cluster, hour, scrape_interval_ms, usage_rows) VALUES ($1, $2, $3, $4)
          ON CONFLICT (cluster, hour) DO UPDATE SET scrape_interval_ms = EXCLUDED.scrape_interval_ms,
@@ -225,6 +227,40 @@ pub async fn totals(
         group_by.as_str(),
         cluster,
         teams,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Allocated and capacity card-seconds of one GPU model (DCGM name) over a range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelAllocation {
+    pub gpu_model: String,
+    pub gpu_seconds: f64,
+    pub effective_gpu_seconds: f64,
+    pub unmetered_gpu_seconds: f64,
+    pub capacity_seconds: f64,
+}
+
+pub async fn model_allocation(
+    pool: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<ModelAllocation>, sqlx::Error> {
+    sqlx::query_as!(
+        ModelAllocation,
+        r#"WITH u AS (SELECT gpu_model, sum(gpu_seconds) AS g, sum(effective_gpu_seconds) AS e,
+                             sum(unmetered_gpu_seconds) AS m
+                      FROM usage_namespace_hourly WHERE hour >= $1 AND hour < $2 GROUP BY gpu_model),
+                c AS (SELECT gpu_model, sum(card_seconds) AS s
+                      FROM node_capacity_hourly WHERE hour >= $1 AND hour < $2 GROUP BY gpu_model)
+           SELECT coalesce(u.gpu_model, c.gpu_model) AS "gpu_model!",
+                  coalesce(u.g, 0) AS "gpu_seconds!", coalesce(u.e, 0) AS "effective_gpu_seconds!",
+                  coalesce(u.m, 0) AS "unmetered_gpu_seconds!", coalesce(c.s, 0) AS "capacity_seconds!"
+           FROM u FULL JOIN c ON u.gpu_model = c.gpu_model
+           ORDER BY 1"#,
+        from,
+        to
     )
     .fetch_all(pool)
     .await

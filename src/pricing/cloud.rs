@@ -19,7 +19,7 @@ use super::{FieldError, HOURS_PER_YEAR, PricingError, Tco};
 const MAX_CLOUD_RATE: Decimal = dec!(1_000_000);
 
 /// Cloud prices of the same card model in yuan per card-hour; any may be unknown.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CloudRates {
     pub on_demand: Option<Decimal>,
@@ -28,7 +28,7 @@ pub struct CloudRates {
 }
 
 /// Own cost against one cloud rate.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CloudComparison {
     pub cloud_rate: Decimal,
     /// Cloud rate − own cost per allocated card-hour: positive when building is cheaper.
@@ -41,7 +41,7 @@ pub struct CloudComparison {
 }
 
 /// Self-build vs rent at a measured allocation rate.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct RentVsBuild {
     pub allocation_rate: Decimal,
     /// `annual TCO / (8760 × allocation)`.

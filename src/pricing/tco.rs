@@ -34,7 +34,7 @@ const MAX_YEARS: Decimal = dec!(10);
 
 /// TCO inputs of one GPU model, per card, as sent by a client and stored (SPEC §5: all inputs stored and shown).
 /// Amounts in yuan; `avg_power_kw` in kW per card; `electricity_price` in yuan per kWh.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TcoInputs {
     pub card_price: Decimal,
@@ -125,7 +125,7 @@ impl TcoInputs {
 
 /// The yearly cost lines behind a rate, per card. The `Money` fields are for display (rounded half up to the fen);
 /// [`RateBreakdown::exact`] holds the unrounded figures the rate is computed from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct RateBreakdown {
     pub hardware_per_year: Money,
     /// Power before the system factor (the SPEC's worked example: 0.5 kW × 8760 × 1.4 × 0.8 = 4,905.60).

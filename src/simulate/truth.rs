@@ -64,6 +64,19 @@ pub struct HourNamespaceRow {
     pub figures: Figures,
 }
 
+/// One hour × namespace × GPU model × resource kind: what a bill line is summed from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HourLineRow {
+    pub hour: String,
+    pub namespace: String,
+    pub team: String,
+    /// DCGM `modelName` as metered; null on the node without DCGM (stored as `unknown`).
+    pub gpu_model: Option<String>,
+    pub kind: String,
+    #[serde(flatten)]
+    pub figures: Figures,
+}
+
 /// One pod name in one namespace (its restarts are further segments).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PodRow {
@@ -140,6 +153,7 @@ pub struct Truth {
     pub by_namespace: Vec<NamespaceRow>,
     pub by_kind: Vec<KindRow>,
     pub by_hour_namespace: Vec<HourNamespaceRow>,
+    pub by_hour_line: Vec<HourLineRow>,
     pub by_pod: Vec<PodRow>,
     pub capacity: Vec<CapacityRow>,
     pub unknown_resources: Vec<UnknownRow>,
@@ -251,6 +265,7 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
     let n_ns = NAMESPACES.len();
     let mut by_hour = vec![Acc::default(); hours * n_ns];
     let mut by_pod: BTreeMap<(&str, &str), PodAcc> = BTreeMap::new();
+    let mut by_line: BTreeMap<(usize, usize, Option<&str>, &str), Acc> = BTreeMap::new();
     let mut unknown = Vec::new();
 
     for (p, pod) in c.pods.iter().enumerate() {
@@ -298,6 +313,11 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
             }
             entry.acc.add(&a);
             by_hour[grid.hour_of(k) * n_ns + pod.ns].add(&a);
+            let ty = c.nodes[pod.node].ty;
+            by_line
+                .entry((grid.hour_of(k), pod.ns, ty.has_dcgm().then(|| ty.model()), pod.kind.as_str()))
+                .or_default()
+                .add(&a);
         }
     }
 
@@ -384,6 +404,18 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
         }
     }
 
+    let by_hour_line = by_line
+        .into_iter()
+        .map(|((h, ns, model, kind), a)| HourLineRow {
+            hour: rfc3339(grid.start_ms + h as i64 * HOUR_MS),
+            namespace: NAMESPACES[ns].0.to_string(),
+            team: team_of(ns).to_string(),
+            gpu_model: model.map(str::to_string),
+            kind: kind.to_string(),
+            figures: a.hours(),
+        })
+        .collect();
+
     let cards = super::layout::GPUS_PER_NODE;
     let capacity = c
         .nodes
@@ -425,6 +457,7 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
         by_namespace,
         by_kind,
         by_hour_namespace,
+        by_hour_line,
         by_pod: pod_rows,
         capacity,
         unknown_resources: unknown,

@@ -1,0 +1,362 @@
+//! `/bills`: month statements per team (lines, rates, restatements, totals), the month summary, and closing a
+//! month (finance). A team lead sees its own teams' statements only; others are 404.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{ApiQuery, AppState};
+use crate::auth::{Caller, Principal};
+use crate::billing::{BillMode, BillPolicy, Month, UnallocatedPolicy};
+use crate::error::{ApiError, ErrorBody};
+use crate::ledger::{self, LedgerError, MonthStatus, Statement};
+use crate::money::{Money, RatePerCardHour};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_month)).routes(routes!(get_team_statement)).routes(routes!(close_month))
+}
+
+impl From<LedgerError> for ApiError {
+    fn from(e: LedgerError) -> Self {
+        match e {
+            LedgerError::AlreadyClosed(m) => {
+                ApiError::Conflict { field: Some("month".into()), message: format!("month {m} is closed already") }
+            }
+            LedgerError::NotEnded(m) => {
+                ApiError::Conflict { field: Some("month".into()), message: format!("month {m} has not ended yet") }
+            }
+            other => ApiError::Internal(other.into()),
+        }
+    }
+}
+
+fn parse_month(s: &str) -> Result<Month, ApiError> {
+    Month::parse(s).map_err(|e| ApiError::bad_request("month", e.to_string()))
+}
+
+/// Optional per-bill policy (open months only; a closed month shows the policy it was closed with).
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyInput {
+    /// `showback` or `chargeback`.
+    pub mode: Option<String>,
+    /// `kept_by_platform` or `spread_proportionally`.
+    pub unallocated: Option<String>,
+}
+
+impl PolicyInput {
+    fn resolve(&self) -> Result<Option<BillPolicy>, ApiError> {
+        if self.mode.is_none() && self.unallocated.is_none() {
+            return Ok(None);
+        }
+        let mode = match self.mode.as_deref() {
+            None | Some("showback") => BillMode::Showback,
+            Some("chargeback") => BillMode::Chargeback,
+            Some(other) => return Err(ApiError::invalid("mode", format!("`{other}`: use showback or chargeback"))),
+        };
+        let unallocated = match self.unallocated.as_deref() {
+            None | Some("kept_by_platform") => UnallocatedPolicy::KeptByPlatform,
+            Some("spread_proportionally") => UnallocatedPolicy::SpreadProportionally,
+            Some(other) => {
+                return Err(ApiError::invalid(
+                    "unallocated",
+                    format!("`{other}`: use kept_by_platform or spread_proportionally"),
+                ));
+            }
+        };
+        Ok(Some(BillPolicy { mode, unallocated }))
+    }
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PolicyView {
+    pub mode: BillModeView,
+    pub unallocated: UnallocatedView,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BillModeView {
+    Showback,
+    Chargeback,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UnallocatedView {
+    KeptByPlatform,
+    SpreadProportionally,
+}
+
+impl From<BillPolicy> for PolicyView {
+    fn from(p: BillPolicy) -> Self {
+        PolicyView {
+            mode: match p.mode {
+                BillMode::Showback => BillModeView::Showback,
+                BillMode::Chargeback => BillModeView::Chargeback,
+            },
+            unallocated: match p.unallocated {
+                UnallocatedPolicy::KeptByPlatform => UnallocatedView::KeptByPlatform,
+                UnallocatedPolicy::SpreadProportionally => UnallocatedView::SpreadProportionally,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TeamSummary {
+    pub team: String,
+    pub name: String,
+    pub owner: Option<String>,
+    #[schema(value_type = String)]
+    pub card_hours: Decimal,
+    #[schema(value_type = String)]
+    pub effective_card_hours: Decimal,
+    #[schema(value_type = String)]
+    pub unmetered_card_hours: Decimal,
+    /// Σ line amounts.
+    pub allocated: Money,
+    pub unallocated_share: Money,
+    /// Σ restatement amounts of earlier closed months shown on this statement.
+    pub restated: Money,
+    /// allocated + unallocated_share + restated.
+    pub total: Money,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct CapacityView {
+    pub gpu_model: String,
+    #[schema(value_type = String)]
+    pub card_hours: Decimal,
+    pub rate: Option<RatePerCardHour>,
+    pub amount: Money,
+    pub unpriced: bool,
+}
+
+/// The month at a glance. Cluster-wide figures are absent for a team lead.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct MonthView {
+    pub month: String,
+    pub status: MonthStatus,
+    pub closed_at: Option<DateTime<Utc>>,
+    pub closed_by: Option<String>,
+    pub policy: PolicyView,
+    pub teams: Vec<TeamSummary>,
+    pub capacity: Option<Vec<CapacityView>>,
+    pub capacity_cost: Option<Money>,
+    pub allocated: Option<Money>,
+    /// capacity_cost − allocated (negative when time-slicing oversells).
+    pub unallocated: Option<Money>,
+    pub platform_kept: Option<Money>,
+}
+
+fn team_summary(st: &Statement, team: &str) -> TeamSummary {
+    let bill = st.bills.teams.iter().find(|t| t.team == team);
+    let info = st.teams.get(team);
+    let restated: Money = st.restatements_of(team).map(|r| r.amount_delta).sum();
+    TeamSummary {
+        team: team.to_string(),
+        name: info.map_or_else(|| team.to_string(), |i| i.name.clone()),
+        owner: info.and_then(|i| i.owner.clone()),
+        card_hours: bill.map_or(Decimal::ZERO, |b| b.card_hours),
+        effective_card_hours: bill.map_or(Decimal::ZERO, |b| b.effective_card_hours),
+        unmetered_card_hours: bill.map_or(Decimal::ZERO, |b| b.unmetered_card_hours),
+        allocated: bill.map_or(Money::ZERO, |b| b.allocated),
+        unallocated_share: bill.map_or(Money::ZERO, |b| b.unallocated_share),
+        restated,
+        total: st.team_total(team),
+    }
+}
+
+/// Every team on a statement: with a bill or with restatements.
+fn statement_teams(st: &Statement) -> Vec<String> {
+    let mut teams: Vec<String> =
+        st.bills.teams.iter().map(|t| t.team.clone()).chain(st.restatements.iter().map(|r| r.team.clone())).collect();
+    teams.sort();
+    teams.dedup();
+    teams
+}
+
+fn month_view(st: &Statement, p: &Principal) -> MonthView {
+    let scope = p.scope();
+    let global = scope.teams.is_none();
+    let b = &st.bills;
+    MonthView {
+        month: st.month.to_string(),
+        status: st.status,
+        closed_at: st.closed_at,
+        closed_by: st.closed_by.clone(),
+        policy: b.policy.into(),
+        teams: statement_teams(st).iter().filter(|t| scope.allows(t)).map(|t| team_summary(st, t)).collect(),
+        capacity: global.then(|| {
+            b.capacity
+                .iter()
+                .map(|c| CapacityView {
+                    gpu_model: c.gpu_model.clone(),
+                    card_hours: c.card_hours,
+                    rate: c.rate,
+                    amount: c.amount,
+                    unpriced: c.unpriced,
+                })
+                .collect()
+        }),
+        capacity_cost: global.then_some(b.capacity_cost),
+        allocated: global.then_some(b.allocated),
+        unallocated: global.then_some(b.unallocated),
+        platform_kept: global.then_some(b.platform_kept),
+    }
+}
+
+/// The month summary: every team's totals (a team lead: its own), capacity cost and the unallocated part.
+#[utoipa::path(get, path = "/bills/{month}", tag = "bills", security(("bearer" = [])),
+    params(("month" = String, Path, description = "YYYY-MM in the billing time zone"), PolicyInput),
+    responses((status = 200, body = MonthView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn get_month(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(month): Path<String>,
+    ApiQuery(policy): ApiQuery<PolicyInput>,
+) -> Result<Json<MonthView>, ApiError> {
+    let month = parse_month(&month)?;
+    let st = ledger::statement(&s.pool, month, policy.resolve()?).await?;
+    Ok(Json(month_view(&st, &p)))
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct LineView {
+    pub namespace: String,
+    pub gpu_model: String,
+    /// whole, mig, timeslice or hami.
+    pub kind: String,
+    #[schema(value_type = String)]
+    pub card_hours: Decimal,
+    #[schema(value_type = String)]
+    pub effective_card_hours: Decimal,
+    #[schema(value_type = String)]
+    pub unmetered_card_hours: Decimal,
+    /// The rate used (yuan per card-hour); `null` when the model has no rate (then `unpriced`).
+    pub rate: Option<RatePerCardHour>,
+    pub amount: Money,
+    pub unpriced: bool,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RestatementView {
+    /// The closed month restated.
+    pub original_month: Option<String>,
+    pub namespace: String,
+    pub gpu_model: String,
+    pub kind: String,
+    pub rate: Option<RatePerCardHour>,
+    #[schema(value_type = String)]
+    pub card_hours_delta: Decimal,
+    #[schema(value_type = String)]
+    pub effective_card_hours_delta: Decimal,
+    pub amount_delta: Money,
+}
+
+/// One team's statement for a month.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TeamStatementView {
+    pub month: String,
+    pub status: MonthStatus,
+    pub closed_at: Option<DateTime<Utc>>,
+    pub policy: PolicyView,
+    #[serde(flatten)]
+    pub summary: TeamSummary,
+    pub lines: Vec<LineView>,
+    pub restatements: Vec<RestatementView>,
+}
+
+pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
+    let bill = st.bills.teams.iter().find(|t| t.team == team);
+    TeamStatementView {
+        month: st.month.to_string(),
+        status: st.status,
+        closed_at: st.closed_at,
+        policy: st.bills.policy.into(),
+        summary: team_summary(st, team),
+        lines: bill
+            .map(|b| {
+                b.lines
+                    .iter()
+                    .map(|l| LineView {
+                        namespace: l.namespace.clone(),
+                        gpu_model: l.gpu_model.clone(),
+                        kind: l.kind.clone(),
+                        card_hours: l.card_hours,
+                        effective_card_hours: l.effective_card_hours,
+                        unmetered_card_hours: l.unmetered_card_hours,
+                        rate: l.rate,
+                        amount: l.amount,
+                        unpriced: l.unpriced,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        restatements: st
+            .restatements_of(team)
+            .map(|r| RestatementView {
+                original_month: r.original_month.map(|m| m.to_string()),
+                namespace: r.namespace.clone(),
+                gpu_model: r.gpu_model.clone(),
+                kind: r.kind.clone(),
+                rate: r.rate,
+                card_hours_delta: r.card_hours_delta,
+                effective_card_hours_delta: r.effective_card_hours_delta,
+                amount_delta: r.amount_delta,
+            })
+            .collect(),
+    }
+}
+
+/// A team's statement: every line with its rate and amount, restatements, totals.
+#[utoipa::path(get, path = "/bills/{month}/teams/{team}", tag = "bills", security(("bearer" = [])),
+    params(("month" = String, Path, description = "YYYY-MM"), ("team" = String, Path, description = "team id"), PolicyInput),
+    responses((status = 200, body = TeamStatementView), (status = 404, body = ErrorBody)))]
+async fn get_team_statement(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path((month, team)): Path<(String, String)>,
+    ApiQuery(policy): ApiQuery<PolicyInput>,
+) -> Result<Json<TeamStatementView>, ApiError> {
+    let month = parse_month(&month)?;
+    let not_found = || ApiError::NotFound(format!("a statement of team {team} for {month}"));
+    if !p.scope().allows(&team) {
+        return Err(not_found());
+    }
+    let st = ledger::statement(&s.pool, month, policy.resolve()?).await?;
+    if !statement_teams(&st).contains(&team) {
+        return Err(not_found());
+    }
+    Ok(Json(team_statement_view(&st, &team)))
+}
+
+/// Closes an ended month (finance, admin): its statements become immutable; later changes to its usage or
+/// rates appear as restatement lines on the next open month. Audited.
+#[utoipa::path(post, path = "/bills/{month}/close", tag = "bills", security(("bearer" = [])),
+    params(("month" = String, Path, description = "YYYY-MM")), request_body = PolicyInput,
+    responses((status = 201, body = MonthView), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn close_month(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(month): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<MonthView>), ApiError> {
+    p.require_finance()?;
+    let month = parse_month(&month)?;
+    // the body is optional: no body closes with the default policy
+    let input: PolicyInput = if body.iter().all(u8::is_ascii_whitespace) {
+        PolicyInput::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("body", e.to_string()))?
+    };
+    let policy = input.resolve()?;
+    let st = ledger::close(&s.pool, month, policy, s.billing_tz, &p.actor()).await?;
+    Ok((StatusCode::CREATED, Json(month_view(&st, &p))))
+}

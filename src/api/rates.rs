@@ -1,0 +1,246 @@
+//! `/rates`: the dated rate history per GPU model (from a TCO model or set by hand), TCO previews, cloud reference
+//! rates and the self-build vs rent view.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, NaiveDate, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{ApiJson, ApiQuery, AppState};
+use crate::auth::Caller;
+use crate::db::{self, audit, rates::StoredCloudRates, rates::StoredRate};
+use crate::error::{ApiError, ErrorBody, FieldError};
+use crate::money::RatePerCardHour;
+use crate::pricing::{CloudRates, ModelCatalog, RateBreakdown, RentVsBuild, TcoInputs, rent_vs_build};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_rates, create_rate))
+        .routes(routes!(delete_rate))
+        .routes(routes!(preview_rate))
+        .routes(routes!(list_cloud_rates))
+        .routes(routes!(put_cloud_rates))
+        .routes(routes!(get_rent_vs_build))
+}
+
+fn pricing_errors(errors: Vec<crate::pricing::FieldError>, prefix: &str) -> ApiError {
+    ApiError::Invalid(
+        errors.into_iter().map(|e| FieldError { field: format!("{prefix}{}", e.field), message: e.reason }).collect(),
+    )
+}
+
+#[utoipa::path(get, path = "/rates", tag = "rates", security(("bearer" = [])),
+    responses((status = 200, body = Vec<StoredRate>), (status = 401, body = ErrorBody)))]
+async fn list_rates(State(s): State<AppState>, Caller(_caller): Caller) -> Result<Json<Vec<StoredRate>>, ApiError> {
+    Ok(Json(db::rates::list(&s.pool).await?))
+}
+
+/// A new rate version: either `tco` (the rate is derived) or `rate` (set by hand), not both.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateInput {
+    /// Pricing model key, e.g. `A100-80GB` (DCGM names such as `NVIDIA A100-SXM4-80GB` are mapped to it).
+    pub gpu_model: String,
+    pub effective_from: NaiveDate,
+    pub tco: Option<TcoInputs>,
+    #[schema(value_type = Option<String>)]
+    pub rate: Option<Decimal>,
+}
+
+/// Adds a rate version (finance, admin). Two versions of one model on the same date are refused. Audited.
+#[utoipa::path(post, path = "/rates", tag = "rates", security(("bearer" = [])), request_body = RateInput,
+    responses((status = 201, body = StoredRate), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+async fn create_rate(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    ApiJson(input): ApiJson<RateInput>,
+) -> Result<(StatusCode, Json<StoredRate>), ApiError> {
+    p.require_finance()?;
+    let model = input.gpu_model.trim();
+    if model.is_empty() || model.len() > 100 {
+        return Err(ApiError::invalid("gpu_model", "must be 1 to 100 characters"));
+    }
+    let (rate, tco) = match (input.tco, input.rate) {
+        (Some(tco), None) => {
+            let tco = tco.validate().map_err(|e| pricing_errors(e, "tco."))?;
+            (tco.rate(), Some(serde_json::to_value(tco.inputs()).map_err(anyhow::Error::from)?))
+        }
+        (None, Some(rate)) => {
+            let rate = RatePerCardHour::new(rate)
+                .filter(|r| r.as_decimal() <= Decimal::from(1_000_000))
+                .ok_or_else(|| ApiError::invalid("rate", "must be between 0 and 1,000,000 yuan per card-hour"))?;
+            (rate, None)
+        }
+        _ => return Err(ApiError::invalid("tco", "give either `tco` or `rate`, exactly one")),
+    };
+    let model = ModelCatalog::new().key_for(model);
+    let mut tx = s.pool.begin().await?;
+    if db::rates::exists(&mut tx, &model, input.effective_from).await? {
+        return Err(ApiError::Conflict {
+            field: Some("effective_from".into()),
+            message: format!("{model} already has a rate effective from {}", input.effective_from),
+        });
+    }
+    let stored = db::rates::insert(&mut tx, &model, input.effective_from, rate, tco, &p.actor()).await?;
+    let after = serde_json::to_value(&stored).ok();
+    audit::record(&mut tx, &p.actor(), "rate.create", &format!("rate:{}", stored.id), None, after).await?;
+    tx.commit().await?;
+    Ok((StatusCode::CREATED, Json(stored)))
+}
+
+/// Removes a rate version (finance, admin). Closed months keep their bills; open months are recomputed. Audited.
+#[utoipa::path(delete, path = "/rates/{id}", tag = "rates", security(("bearer" = [])),
+    params(("id" = i64, Path, description = "rate version id")),
+    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn delete_rate(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<i64>,
+) -> Result<StatusCode, ApiError> {
+    p.require_finance()?;
+    let mut tx = s.pool.begin().await?;
+    let before = db::rates::get(&mut tx, id).await?.ok_or_else(|| ApiError::NotFound(format!("rate {id}")))?;
+    db::rates::delete(&mut tx, id).await?;
+    audit::record(&mut tx, &p.actor(), "rate.delete", &format!("rate:{id}"), serde_json::to_value(&before).ok(), None)
+        .await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The rate a TCO model gives, with its yearly breakdown; nothing is stored.
+#[utoipa::path(post, path = "/rates/preview", tag = "rates", security(("bearer" = [])), request_body = TcoInputs,
+    responses((status = 200, body = RateBreakdown), (status = 422, body = ErrorBody)))]
+async fn preview_rate(
+    Caller(_caller): Caller,
+    ApiJson(input): ApiJson<TcoInputs>,
+) -> Result<Json<RateBreakdown>, ApiError> {
+    let tco = input.validate().map_err(|e| pricing_errors(e, ""))?;
+    Ok(Json(tco.breakdown()))
+}
+
+#[utoipa::path(get, path = "/cloud-rates", tag = "rates", security(("bearer" = [])),
+    responses((status = 200, body = Vec<StoredCloudRates>), (status = 401, body = ErrorBody)))]
+async fn list_cloud_rates(
+    State(s): State<AppState>,
+    Caller(_caller): Caller,
+) -> Result<Json<Vec<StoredCloudRates>>, ApiError> {
+    let mut conn = s.pool.acquire().await?;
+    Ok(Json(db::rates::cloud_rates(&mut conn).await?))
+}
+
+/// Sets the cloud reference rates (yuan per card-hour) of a model (finance, admin). Audited.
+#[utoipa::path(put, path = "/cloud-rates/{model}", tag = "rates", security(("bearer" = [])),
+    params(("model" = String, Path, description = "pricing model key")), request_body = CloudRates,
+    responses((status = 200, body = CloudRates), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn put_cloud_rates(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(model): Path<String>,
+    ApiJson(rates): ApiJson<CloudRates>,
+) -> Result<Json<CloudRates>, ApiError> {
+    p.require_finance()?;
+    let mut errors = Vec::new();
+    for (field, v) in [("on_demand", rates.on_demand), ("spot", rates.spot), ("reserved", rates.reserved)] {
+        if v.is_some_and(|v| v < Decimal::ZERO || v > Decimal::from(1_000_000)) {
+            errors.push(FieldError { field: field.into(), message: "must be between 0 and 1,000,000".into() });
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Invalid(errors));
+    }
+    let model = ModelCatalog::new().key_for(&model);
+    let mut tx = s.pool.begin().await?;
+    db::rates::put_cloud_rates(&mut tx, &model, &rates).await?;
+    audit::record(
+        &mut tx,
+        &p.actor(),
+        "cloud_rates.put",
+        &format!("model:{model}"),
+        None,
+        serde_json::to_value(rates).ok(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Json(rates))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct RentQuery {
+    /// Pricing model key.
+    pub model: String,
+    /// Measurement range start (RFC 3339).
+    pub from: DateTime<Utc>,
+    /// Measurement range end (RFC 3339, exclusive).
+    pub to: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RentVsBuildView {
+    pub gpu_model: String,
+    /// Allocated card-hours ÷ capacity card-hours of the model in the range.
+    #[schema(value_type = String)]
+    pub allocation_rate: Decimal,
+    /// Effective ÷ allocated card-hours (metered time only).
+    #[schema(value_type = String)]
+    pub utilization: Option<Decimal>,
+    pub comparison: RentVsBuild,
+}
+
+/// Self-build vs rent at the measured allocation: own cost per allocated card-hour against each cloud rate, and
+/// the break-even allocation (global readers only).
+#[utoipa::path(get, path = "/rent-vs-build", tag = "rates", security(("bearer" = [])), params(RentQuery),
+    responses((status = 200, body = RentVsBuildView), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn get_rent_vs_build(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    ApiQuery(q): ApiQuery<RentQuery>,
+) -> Result<Json<RentVsBuildView>, ApiError> {
+    p.require_global_read()?;
+    if q.to <= q.from {
+        return Err(ApiError::bad_request("to", "must be after `from`"));
+    }
+    let mut conn = s.pool.acquire().await?;
+    let catalog = ModelCatalog::with_overrides(db::rates::aliases(&mut conn).await?);
+    let model = catalog.key_for(&q.model);
+    let versions = db::rates::versions(&mut conn).await?;
+    let tco = versions
+        .iter()
+        .rev()
+        .find_map(|v| match &v.source {
+            crate::pricing::RateSource::Tco(t) if v.gpu_model == model => Some(t.as_ref().clone()),
+            _ => None,
+        })
+        .ok_or_else(|| ApiError::NotFound(format!("a TCO-derived rate for {model}")))?;
+    let cloud = db::rates::cloud_rates(&mut conn)
+        .await?
+        .into_iter()
+        .find(|c| c.gpu_model == model)
+        .map(|c| c.rates)
+        .unwrap_or(CloudRates { on_demand: None, spot: None, reserved: None });
+    let m = db::usage::model_allocation(&s.pool, q.from, q.to).await?;
+    let (mut alloc, mut cap, mut eff, mut metered) = (0.0, 0.0, 0.0, 0.0);
+    for r in m.iter().filter(|r| catalog.key_for(&r.gpu_model) == model) {
+        alloc += r.gpu_seconds;
+        cap += r.capacity_seconds;
+        eff += r.effective_gpu_seconds;
+        metered += r.gpu_seconds - r.unmetered_gpu_seconds;
+    }
+    if cap <= 0.0 || alloc <= 0.0 {
+        return Err(ApiError::NotFound(format!("measured usage and capacity of {model} in that range")));
+    }
+    let ratio = |a: f64, b: f64| Decimal::from_f64_retain(a / b).unwrap_or_default().round_dp(4);
+    let allocation_rate = ratio(alloc, cap).min(Decimal::ONE);
+    let comparison =
+        rent_vs_build(&tco, allocation_rate, &cloud).map_err(|e| pricing_errors(e.fields().to_vec(), ""))?;
+    Ok(Json(RentVsBuildView {
+        gpu_model: model,
+        allocation_rate,
+        utilization: (metered > 0.0).then(|| ratio(eff, metered)),
+        comparison: comparison.rounded(),
+    }))
+}

@@ -1,0 +1,123 @@
+//! What bills are made of: daily usage and capacity per billing day, and closed months' snapshots.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use sqlx::{PgConnection, PgPool};
+
+use super::usage::Scope;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DayUsage {
+    pub team: String,
+    pub namespace: String,
+    pub gpu_model: String,
+    pub kind: String,
+    pub day: NaiveDate,
+    pub gpu_seconds: f64,
+    pub effective_gpu_seconds: f64,
+    pub unmetered_gpu_seconds: f64,
+}
+
+/// Usage of billing days `[from, to)`, all clusters, within `scope`.
+pub async fn usage_by_day(
+    pool: &PgPool,
+    from: NaiveDate,
+    to: NaiveDate,
+    scope: &Scope,
+) -> Result<Vec<DayUsage>, sqlx::Error> {
+    sqlx::query_as!(
+        DayUsage,
+        r#"SELECT team, namespace, gpu_model, kind, day, sum(gpu_seconds) AS "gpu_seconds!",
+                  sum(effective_gpu_seconds) AS "effective_gpu_seconds!",
+                  sum(unmetered_gpu_seconds) AS "unmetered_gpu_seconds!"
+           FROM usage_namespace_daily
+           WHERE day >= $1 AND day < $2 AND ($3::text[] IS NULL OR team = ANY($3))
+           GROUP BY team, namespace, gpu_model, kind, day"#,
+        from,
+        to,
+        scope.teams.as_deref() as Option<&[String]>
+    )
+    .fetch_all(pool)
+    .await
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DayCapacity {
+    pub gpu_model: String,
+    pub day: NaiveDate,
+    pub card_seconds: f64,
+}
+
+pub async fn capacity_by_day(pool: &PgPool, from: NaiveDate, to: NaiveDate) -> Result<Vec<DayCapacity>, sqlx::Error> {
+    sqlx::query_as!(
+        DayCapacity,
+        r#"SELECT gpu_model, day, sum(card_seconds) AS "card_seconds!" FROM capacity_daily
+           WHERE day >= $1 AND day < $2 GROUP BY gpu_model, day"#,
+        from,
+        to
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// A closed month as stored.
+#[derive(Debug, Clone)]
+pub struct ClosedMonth {
+    pub month: String,
+    pub closed_at: DateTime<Utc>,
+    pub closed_by: String,
+    pub snapshot: serde_json::Value,
+}
+
+pub async fn closed(conn: &mut PgConnection, month: &str) -> Result<Option<ClosedMonth>, sqlx::Error> {
+    sqlx::query_as!(
+        ClosedMonth,
+        "SELECT month, closed_at, closed_by, snapshot FROM closed_months WHERE month = $1",
+        month
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Closed months strictly before `month`, newest first.
+pub async fn closed_before(conn: &mut PgConnection, month: &str) -> Result<Vec<ClosedMonth>, sqlx::Error> {
+    sqlx::query_as!(
+        ClosedMonth,
+        "SELECT month, closed_at, closed_by, snapshot FROM closed_months WHERE month < $1 ORDER BY month DESC",
+        month
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Months strictly after `month` that are closed, oldest first.
+pub async fn closed_after(conn: &mut PgConnection, month: &str) -> Result<Vec<ClosedMonth>, sqlx::Error> {
+    sqlx::query_as!(
+        ClosedMonth,
+        "SELECT month, closed_at, closed_by, snapshot FROM closed_months WHERE month > $1 ORDER BY month",
+        month
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Stores a close; `false` when the month was closed already (nothing written).
+pub async fn insert_closed(
+    conn: &mut PgConnection,
+    month: &str,
+    actor: &str,
+    snapshot: &serde_json::Value,
+) -> Result<bool, sqlx::Error> {
+    let r = sqlx::query!(
+        "INSERT INTO closed_months (month, closed_by, snapshot) VALUES ($1, $2, $3) ON CONFLICT (month) DO NOTHING",
+        month,
+        actor,
+        snapshot
+    )
+    .execute(conn)
+    .await?;
+    Ok(r.rows_affected() == 1)
+}
+
+pub async fn setting(conn: &mut PgConnection, key: &str) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar!("SELECT value FROM settings WHERE key = $1", key).fetch_optional(conn).await
+}

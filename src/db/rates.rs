@@ -1,0 +1,177 @@
+//! Rate versions (a dated history per GPU model), cloud reference rates and model-name aliases.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use rust_decimal::Decimal;
+use serde::Serialize;
+use sqlx::{PgConnection, PgPool};
+
+use crate::money::RatePerCardHour;
+use crate::pricing::{CloudRates, RateVersion, Tco};
+
+/// A stored rate version as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct StoredRate {
+    pub id: i64,
+    /// Pricing model key, e.g. `A100-80GB`.
+    pub gpu_model: String,
+    /// First day (billing time zone) the rate applies.
+    pub effective_from: NaiveDate,
+    pub rate: RatePerCardHour,
+    /// The TCO inputs it was derived from; `null` for a rate set by hand.
+    #[schema(value_type = Option<crate::pricing::TcoInputs>)]
+    pub tco: Option<serde_json::Value>,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+}
+
+struct Row {
+    id: i64,
+    gpu_model: String,
+    effective_from: NaiveDate,
+    rate: Decimal,
+    tco: Option<serde_json::Value>,
+    created_by: String,
+    created_at: DateTime<Utc>,
+}
+
+impl From<Row> for StoredRate {
+    fn from(r: Row) -> Self {
+        StoredRate {
+            id: r.id,
+            gpu_model: r.gpu_model,
+            effective_from: r.effective_from,
+            rate: RatePerCardHour::new(r.rate).unwrap_or_else(|| RatePerCardHour::new(Decimal::ZERO).expect("zero")),
+            tco: r.tco,
+            created_by: r.created_by,
+            created_at: r.created_at,
+        }
+    }
+}
+
+pub async fn list(pool: &PgPool) -> Result<Vec<StoredRate>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        Row,
+        "SELECT id, gpu_model, effective_from, rate, tco, created_by, created_at FROM rate_versions
+         ORDER BY gpu_model, effective_from"
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(Into::into).collect())
+}
+
+/// Every version as pricing's [`RateVersion`] (the TCO re-validated; a stored TCO that no longer validates is
+/// carried as a manual rate, its figure unchanged).
+pub async fn versions(conn: &mut PgConnection) -> Result<Vec<RateVersion>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        Row,
+        "SELECT id, gpu_model, effective_from, rate, tco, created_by, created_at FROM rate_versions
+         ORDER BY gpu_model, effective_from"
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let stored = StoredRate::from(r);
+            let tco = stored.tco.and_then(|v| serde_json::from_value::<Tco>(v).ok());
+            match tco {
+                Some(tco) if tco.rate() == stored.rate => {
+                    RateVersion::from_tco(stored.gpu_model, stored.effective_from, tco)
+                }
+                _ => RateVersion::manual(stored.gpu_model, stored.effective_from, stored.rate),
+            }
+        })
+        .collect())
+}
+
+pub async fn get(conn: &mut PgConnection, id: i64) -> Result<Option<StoredRate>, sqlx::Error> {
+    let row = sqlx::query_as!(
+        Row,
+        "SELECT id, gpu_model, effective_from, rate, tco, created_by, created_at FROM rate_versions WHERE id = $1",
+        id
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(Into::into))
+}
+
+pub async fn exists(conn: &mut PgConnection, gpu_model: &str, effective_from: NaiveDate) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM rate_versions WHERE gpu_model = $1 AND effective_from = $2) AS "e!""#,
+        gpu_model,
+        effective_from
+    )
+    .fetch_one(conn)
+    .await
+}
+
+pub async fn insert(
+    conn: &mut PgConnection,
+    gpu_model: &str,
+    effective_from: NaiveDate,
+    rate: RatePerCardHour,
+    tco: Option<serde_json::Value>,
+    actor: &str,
+) -> Result<StoredRate, sqlx::Error> {
+    let row = sqlx::query_as!(
+        Row,
+        "INSERT INTO rate_versions (gpu_model, effective_from, rate, tco, created_by) VALUES ($1, $2, $3, $4, $5)
+         RETURNING id, gpu_model, effective_from, rate, tco, created_by, created_at",
+        gpu_model,
+        effective_from,
+        rate.as_decimal(),
+        tco,
+        actor
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(row.into())
+}
+
+pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query!("DELETE FROM rate_versions WHERE id = $1", id).execute(conn).await?.rows_affected() == 1)
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct StoredCloudRates {
+    pub gpu_model: String,
+    #[serde(flatten)]
+    pub rates: CloudRates,
+    pub updated_at: DateTime<Utc>,
+}
+
+pub async fn cloud_rates(conn: &mut PgConnection) -> Result<Vec<StoredCloudRates>, sqlx::Error> {
+    let rows =
+        sqlx::query!("SELECT gpu_model, on_demand, spot, reserved, updated_at FROM cloud_rates ORDER BY gpu_model")
+            .fetch_all(conn)
+            .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| StoredCloudRates {
+            gpu_model: r.gpu_model,
+            rates: CloudRates { on_demand: r.on_demand, spot: r.spot, reserved: r.reserved },
+            updated_at: r.updated_at,
+        })
+        .collect())
+}
+
+pub async fn put_cloud_rates(conn: &mut PgConnection, gpu_model: &str, r: &CloudRates) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO cloud_rates (gpu_model, on_demand, spot, reserved) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (gpu_model) DO UPDATE SET on_demand = EXCLUDED.on_demand, spot = EXCLUDED.spot,
+             reserved = EXCLUDED.reserved, updated_at = now()",
+        gpu_model,
+        r.on_demand,
+        r.spot,
+        r.reserved
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// DCGM model name → pricing key overrides.
+pub async fn aliases(conn: &mut PgConnection) -> Result<Vec<(String, String)>, sqlx::Error> {
+    let rows = sqlx::query!("SELECT model_name, pricing_model FROM gpu_model_aliases").fetch_all(conn).await?;
+    Ok(rows.into_iter().map(|r| (r.model_name, r.pricing_model)).collect())
+}

@@ -1,0 +1,272 @@
+//! The ledger: a month's bills from stored usage, the rate history and capacity; closing a month into an
+//! immutable snapshot; restatement lines for changes to closed months on the first open month after them.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+
+use crate::billing::{
+    BillMode, BillPolicy, CapacityLine, Month, MonthBills, RestatementLine, UnallocatedPolicy, UsageLine,
+    compute_month, restate_month,
+};
+use crate::db::{self, usage::Scope};
+use crate::money::{Money, card_hours_from_seconds};
+use crate::pricing::{ModelCatalog, RateHistory};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("the stored rate history is inconsistent: {0}")]
+    Rates(String),
+    #[error("month {0} is closed already")]
+    AlreadyClosed(Month),
+    #[error("month {0} has not ended yet")]
+    NotEnded(Month),
+    #[error("the snapshot of {0} cannot be read: {1}")]
+    Snapshot(String, serde_json::Error),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MonthStatus {
+    Open,
+    Closed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TeamInfo {
+    pub name: String,
+    pub owner: Option<String>,
+}
+
+/// A month's statement: the bills, and the restatements of earlier closed months shown on it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Statement {
+    pub month: Month,
+    pub status: MonthStatus,
+    pub closed_at: Option<DateTime<Utc>>,
+    pub closed_by: Option<String>,
+    pub bills: MonthBills,
+    pub restatements: Vec<RestatementLine>,
+    pub teams: BTreeMap<String, TeamInfo>,
+}
+
+impl Statement {
+    /// A team's restatement lines on this statement.
+    pub fn restatements_of<'a>(&'a self, team: &'a str) -> impl Iterator<Item = &'a RestatementLine> + 'a {
+        self.restatements.iter().filter(move |r| r.team == team)
+    }
+
+    /// What the team owes on this statement: its bill plus its restatements.
+    pub fn team_total(&self, team: &str) -> Money {
+        let bill = self.bills.teams.iter().find(|t| t.team == team).map_or(Money::ZERO, |t| t.total);
+        bill + self.restatements_of(team).map(|r| r.amount_delta).sum()
+    }
+}
+
+/// The stored form of a closed month (versioned so that old snapshots stay readable).
+#[derive(Debug, Serialize, Deserialize)]
+struct Snapshot {
+    version: u32,
+    bills: MonthBills,
+    restatements: Vec<RestatementLine>,
+    teams: BTreeMap<String, TeamInfo>,
+}
+
+/// The bill policy configured as the default (settings `bill_mode`, `unallocated_policy`).
+pub async fn default_policy(pool: &PgPool) -> Result<BillPolicy, LedgerError> {
+    let mut conn = pool.acquire().await?;
+    let mode = db::bills::setting(&mut conn, "bill_mode").await?;
+    let unallocated = db::bills::setting(&mut conn, "unallocated_policy").await?;
+    Ok(BillPolicy {
+        mode: if mode.as_deref() == Some("chargeback") { BillMode::Chargeback } else { BillMode::Showback },
+        unallocated: if unallocated.as_deref() == Some("spread_proportionally") {
+            UnallocatedPolicy::SpreadProportionally
+        } else {
+            UnallocatedPolicy::KeptByPlatform
+        },
+    })
+}
+
+/// Computes a month's bills from what is stored now (closed or not).
+pub async fn compute(pool: &PgPool, month: Month, policy: BillPolicy) -> Result<MonthBills, LedgerError> {
+    let (from, to) = (month.first_day(), month.next().first_day());
+    let usage = db::bills::usage_by_day(pool, from, to, &Scope::all()).await?;
+    let capacity = db::bills::capacity_by_day(pool, from, to).await?;
+    let mut conn = pool.acquire().await?;
+    let history =
+        RateHistory::new(db::rates::versions(&mut conn).await?).map_err(|e| LedgerError::Rates(e.to_string()))?;
+    let catalog = ModelCatalog::with_overrides(db::rates::aliases(&mut conn).await?);
+    let mut keys: BTreeMap<String, String> = BTreeMap::new();
+    let mut key = |m: &str| keys.entry(m.to_string()).or_insert_with(|| catalog.key_for(m)).clone();
+    // Seconds are summed per bill line and rate period first and turned into card-hours once, so a line's hours
+    // are exactly its stored seconds / 3600 (to 6 decimals), whatever the number of days behind it.
+    type Key = (String, String, String, String, Option<crate::money::RatePerCardHour>);
+    let mut lines: BTreeMap<Key, [f64; 3]> = BTreeMap::new();
+    for u in usage {
+        let model = key(&u.gpu_model);
+        let rate = history.rate_at(&model, u.day);
+        let e = lines.entry((u.team, u.namespace, model, u.kind, rate)).or_default();
+        e[0] += u.gpu_seconds;
+        e[1] += u.effective_gpu_seconds;
+        e[2] += u.unmetered_gpu_seconds;
+    }
+    let usage: Vec<UsageLine> = lines
+        .into_iter()
+        .map(|((team, namespace, gpu_model, kind, rate), s)| UsageLine {
+            team,
+            namespace,
+            gpu_model,
+            kind,
+            card_hours: card_hours_from_seconds(s[0]),
+            effective_card_hours: card_hours_from_seconds(s[1]),
+            unmetered_card_hours: card_hours_from_seconds(s[2]),
+            rate,
+        })
+        .collect();
+    let mut cap: BTreeMap<(String, Option<crate::money::RatePerCardHour>), f64> = BTreeMap::new();
+    for c in capacity {
+        let model = key(&c.gpu_model);
+        *cap.entry((model.clone(), history.rate_at(&model, c.day))).or_default() += c.card_seconds;
+    }
+    let capacity: Vec<CapacityLine> = cap
+        .into_iter()
+        .map(|((gpu_model, rate), s)| CapacityLine { gpu_model, card_hours: card_hours_from_seconds(s), rate })
+        .collect();
+    Ok(compute_month(&usage, &capacity, policy))
+}
+
+fn read_snapshot(c: &db::bills::ClosedMonth) -> Result<Snapshot, LedgerError> {
+    serde_json::from_value(c.snapshot.clone()).map_err(|e| LedgerError::Snapshot(c.month.clone(), e))
+}
+
+fn from_closed(month: Month, c: &db::bills::ClosedMonth) -> Result<Statement, LedgerError> {
+    let s = read_snapshot(c)?;
+    Ok(Statement {
+        month,
+        status: MonthStatus::Closed,
+        closed_at: Some(c.closed_at),
+        closed_by: Some(c.closed_by.clone()),
+        bills: s.bills,
+        restatements: s.restatements,
+        teams: s.teams,
+    })
+}
+
+/// The statement of a month: a closed month exactly as closed; an open one computed now with `policy` (or the
+/// default), with the restatements of the closed months right before it.
+pub async fn statement(pool: &PgPool, month: Month, policy: Option<BillPolicy>) -> Result<Statement, LedgerError> {
+    let mut conn = pool.acquire().await?;
+    if let Some(c) = db::bills::closed(&mut conn, &month.to_string()).await? {
+        return from_closed(month, &c);
+    }
+    drop(conn);
+    let policy = match policy {
+        Some(p) => p,
+        None => default_policy(pool).await?,
+    };
+    let bills = compute(pool, month, policy).await?;
+    let restatements = pending_restatements(pool, month).await?;
+    let all = db::teams::list(pool, &Scope::all()).await?;
+    let teams = all
+        .into_iter()
+        .filter(|t| bills.teams.iter().any(|b| b.team == t.id) || restatements.iter().any(|r| r.team == t.id))
+        .map(|t| (t.id, TeamInfo { name: t.name, owner: t.owner }))
+        .collect();
+    Ok(Statement { month, status: MonthStatus::Open, closed_at: None, closed_by: None, bills, restatements, teams })
+}
+
+type RestateKey = (String, String, String, String, Option<crate::money::RatePerCardHour>);
+
+fn restate_key(r: &RestatementLine) -> RestateKey {
+    (r.team.clone(), r.namespace.clone(), r.gpu_model.clone(), r.kind.clone(), r.rate)
+}
+
+/// Restatements on open month `month`: for each closed month in the unbroken run of closed months right before
+/// it, what it would bill now minus what it billed when closed, minus what later closed statements already
+/// carried.
+async fn pending_restatements(pool: &PgPool, month: Month) -> Result<Vec<RestatementLine>, LedgerError> {
+    let mut conn = pool.acquire().await?;
+    let closed = db::bills::closed_before(&mut conn, &month.to_string()).await?;
+    let mut chain = Vec::new();
+    let mut expect = month.prev();
+    for c in &closed {
+        if c.month != expect.to_string() {
+            break;
+        }
+        chain.push((expect, read_snapshot(c)?));
+        expect = expect.prev();
+    }
+    let mut out = Vec::new();
+    for (i, (c_month, snap)) in chain.iter().enumerate() {
+        let recomputed = compute(pool, *c_month, snap.bills.policy).await?;
+        let mut delta: BTreeMap<RestateKey, RestatementLine> =
+            restate_month(&snap.bills, &recomputed).into_iter().map(|r| (restate_key(&r), r)).collect();
+        // statements closed after c_month (earlier in `chain`) froze part of the difference already
+        for (_, later) in &chain[..i] {
+            for frozen in later.restatements.iter().filter(|r| r.original_month == Some(*c_month)) {
+                let e = delta.entry(restate_key(frozen)).or_insert_with(|| RestatementLine {
+                    card_hours_delta: Default::default(),
+                    effective_card_hours_delta: Default::default(),
+                    unmetered_card_hours_delta: Default::default(),
+                    amount_delta: Money::ZERO,
+                    ..frozen.clone()
+                });
+                e.card_hours_delta -= frozen.card_hours_delta;
+                e.effective_card_hours_delta -= frozen.effective_card_hours_delta;
+                e.unmetered_card_hours_delta -= frozen.unmetered_card_hours_delta;
+                e.amount_delta = e.amount_delta - frozen.amount_delta;
+            }
+        }
+        out.extend(delta.into_values().filter(|r| !(r.amount_delta.is_zero() && r.card_hours_delta.is_zero())).map(
+            |mut r| {
+                r.original_month = Some(*c_month);
+                r
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// Closes an ended month: its statement (with the restatements it carries) becomes immutable.
+pub async fn close(
+    pool: &PgPool,
+    month: Month,
+    policy: Option<BillPolicy>,
+    tz: chrono_tz::Tz,
+    actor: &str,
+) -> Result<Statement, LedgerError> {
+    if month.bounds(tz).1 > Utc::now() {
+        return Err(LedgerError::NotEnded(month));
+    }
+    let mut tx = pool.begin().await?;
+    sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('close:' || $1))", month.to_string()).execute(&mut *tx).await?;
+    if db::bills::closed(&mut tx, &month.to_string()).await?.is_some() {
+        return Err(LedgerError::AlreadyClosed(month));
+    }
+    let st = statement(pool, month, policy).await?;
+    let snapshot = Snapshot {
+        version: 1,
+        bills: st.bills.clone(),
+        restatements: st.restatements.clone(),
+        teams: st.teams.clone(),
+    };
+    let value = serde_json::to_value(&snapshot).map_err(|e| LedgerError::Snapshot(month.to_string(), e))?;
+    if !db::bills::insert_closed(&mut tx, &month.to_string(), actor, &value).await? {
+        return Err(LedgerError::AlreadyClosed(month));
+    }
+    let summary = serde_json::json!({
+        "policy": st.bills.policy, "capacity_cost": st.bills.capacity_cost, "allocated": st.bills.allocated,
+        "teams": st.bills.teams.iter().map(|t| (t.team.clone(), t.total)).collect::<BTreeMap<_, _>>(),
+    });
+    db::audit::record(&mut tx, actor, "month.close", &format!("month:{month}"), None, Some(summary)).await?;
+    let closed = db::bills::closed(&mut tx, &month.to_string()).await?;
+    tx.commit().await?;
+    match closed {
+        Some(c) => from_closed(month, &c),
+        None => Err(LedgerError::AlreadyClosed(month)),
+    }
+}

@@ -1,0 +1,290 @@
+//! Bills end to end: a simulated cluster across a month boundary, ingested from a real Prometheus, priced with a
+//! TCO-derived rate and rate changes (one mid-month), billed through the API, and compared line by line with
+//! amounts computed independently from truth.json. Then a month is closed, its hours re-ingested with changed
+//! data: the closed statement stays byte-identical and the difference appears on the next month.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Asia::Shanghai;
+use common::api::TestApi;
+use common::{TestDb, TestPrometheus, run_cardhour_ok};
+use reqwest::Method;
+use rust_decimal::{Decimal, RoundingStrategy};
+use rust_decimal_macros::dec;
+use serde_json::{Value, json};
+
+const START: &str = "2026-09-30T04:00:00Z"; // 12:00 in Shanghai
+const END: &str = "2026-10-02T04:00:00Z";
+const SEPT_END: &str = "2026-09-30T16:00:00Z"; // 2026-10-01 00:00 in Shanghai
+
+/// (pricing model, effective from, rate)
+const RATES: [(&str, &str, Decimal); 4] = [
+    ("H100-80GB", "2026-09-01", dec!(18.5)),
+    ("H100-80GB", "2026-10-01", dec!(21.0)),
+    ("L40S", "2026-09-01", dec!(6.0)),
+    ("L40S", "2026-10-02", dec!(7.25)),
+];
+
+fn pricing_key(model: Option<&str>) -> &'static str {
+    match model {
+        Some("NVIDIA A100-SXM4-80GB") => "A100-80GB",
+        Some("NVIDIA H100 80GB HBM3") => "H100-80GB",
+        Some("NVIDIA L40S") => "L40S",
+        _ => "unknown",
+    }
+}
+
+type Line = (String, String, String, String, Option<Decimal>); // team, namespace, model, kind, rate
+
+/// The expected lines of a month from truth.json: seconds summed per line and rate period, hours to 6
+/// decimals, amounts rounded half up to the fen. `scale` multiplies the seconds of hours before `scaled_until`.
+fn expected(
+    truth: &Value,
+    month: &str,
+    a100: Decimal,
+    scale: f64,
+    scaled_until: DateTime<Utc>,
+) -> BTreeMap<Line, (Decimal, Decimal)> {
+    let rate_at = |model: &str, day: chrono::NaiveDate| -> Option<Decimal> {
+        if model == "A100-80GB" {
+            return Some(a100);
+        }
+        RATES.iter().rfind(|(m, from, _)| *m == model && from.parse::<chrono::NaiveDate>().unwrap() <= day).map(|r| r.2)
+    };
+    let mut seconds: BTreeMap<Line, f64> = BTreeMap::new();
+    for r in truth["by_hour_line"].as_array().unwrap() {
+        let hour: DateTime<Utc> = r["hour"].as_str().unwrap().parse().unwrap();
+        let local = hour.with_timezone(&Shanghai);
+        if local.format("%Y-%m").to_string() != month {
+            continue;
+        }
+        let ns = r["namespace"].as_str().unwrap();
+        // the mapping made in the test: speech belongs to team `speech` from 2026-10-01
+        let team = if ns == "speech" && local.date_naive() >= "2026-10-01".parse().unwrap() {
+            "speech"
+        } else {
+            r["team"].as_str().unwrap()
+        };
+        let model = pricing_key(r["gpu_model"].as_str());
+        let factor = if hour < scaled_until { scale } else { 1.0 };
+        let key = (
+            team.into(),
+            ns.into(),
+            model.into(),
+            r["kind"].as_str().unwrap().into(),
+            rate_at(model, local.date_naive()),
+        );
+        *seconds.entry(key).or_default() += r["gpu_hours"].as_f64().unwrap() * 3600.0 * factor;
+    }
+    seconds
+        .into_iter()
+        .map(|(k, s)| {
+            let hours = cardhour::money::card_hours_from_seconds(s);
+            let amount = k.4.map_or(Decimal::ZERO, |r| {
+                (r * hours).round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero)
+            });
+            (k, (hours, amount))
+        })
+        .collect()
+}
+
+fn dec(v: &Value) -> Decimal {
+    v.as_str().unwrap_or_else(|| panic!("not a decimal string: {v}")).parse().unwrap()
+}
+
+async fn statement_lines(api: &TestApi, month: &str) -> BTreeMap<Line, (Decimal, Decimal)> {
+    let (status, summary) = api.call(Method::GET, &format!("/api/v1/bills/{month}"), Some(&api.finance), None).await;
+    assert_eq!(status, 200, "{summary}");
+    let mut out = BTreeMap::new();
+    for t in summary["teams"].as_array().unwrap() {
+        let team = t["team"].as_str().unwrap();
+        let (status, st) =
+            api.call(Method::GET, &format!("/api/v1/bills/{month}/teams/{team}"), Some(&api.finance), None).await;
+        assert_eq!(status, 200, "{st}");
+        let mut sum = Decimal::ZERO;
+        for l in st["lines"].as_array().unwrap() {
+            let key = (
+                team.into(),
+                l["namespace"].as_str().unwrap().into(),
+                l["gpu_model"].as_str().unwrap().into(),
+                l["kind"].as_str().unwrap().into(),
+                l["rate"].as_str().map(|r| r.parse().unwrap()),
+            );
+            sum += dec(&l["amount"]);
+            out.insert(key, (dec(&l["card_hours"]), dec(&l["amount"])));
+        }
+        // totals are sums of lines
+        assert_eq!(dec(&st["allocated"]), sum, "{team}");
+        let restated: Decimal = st["restatements"].as_array().unwrap().iter().map(|r| dec(&r["amount_delta"])).sum();
+        assert_eq!(dec(&st["total"]), sum + dec(&st["unallocated_share"]) + restated, "{team}");
+    }
+    // every team plus what the platform keeps is the cluster's capacity cost
+    let teams: Decimal =
+        summary["teams"].as_array().unwrap().iter().map(|t| dec(&t["total"]) - dec(&t["restated"])).sum();
+    assert_eq!(teams + dec(&summary["platform_kept"]), dec(&summary["capacity_cost"]), "{summary}");
+    out
+}
+
+fn compare(month: &str, got: &BTreeMap<Line, (Decimal, Decimal)>, want: &BTreeMap<Line, (Decimal, Decimal)>) {
+    assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "{month}: bill lines");
+    for (k, (hours, amount)) in want {
+        let (h, a) = got[k];
+        assert!((h - hours).abs() <= dec!(0.000002), "{month} {k:?}: {h} card-hours vs truth {hours}");
+        assert_eq!(a, *amount, "{month} {k:?}: amount");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
+    let dir = tempfile::tempdir().unwrap();
+    run_cardhour_ok(
+        [
+            "simulate",
+            "--gpus",
+            "56",
+            "--hours",
+            "48",
+            "--scrape-interval",
+            "60",
+            "--seed",
+            "3",
+            "--end",
+            END,
+            "--out",
+            dir.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    let truth: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap()).unwrap();
+    let prom = TestPrometheus::from_openmetrics(&dir.path().join("metrics.om")).unwrap();
+    let db = TestDb::migrated().unwrap();
+    let ingest = |from: &str, to: &str, extra: &[&str]| {
+        let mut args = vec!["ingest", "--cluster", "sim", "--prometheus", &prom.url, "--from", from, "--to", to];
+        args.extend(extra);
+        run_cardhour_ok(args, &db.env());
+    };
+    ingest(START, END, &[]);
+
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let api = TestApi::start(pool).await;
+    let fin = Some(api.finance.as_str());
+    // an A100 rate from its TCO, the others by hand (H100 changes at the month boundary, L40S mid-month)
+    let tco = json!({"card_price": "80000", "server_share_per_card": "40000", "depreciation_years": "5",
+        "avg_power_kw": "0.5", "pue": "1.4", "electricity_price": "0.8", "system_factor": "1.2",
+        "datacenter_per_card_year": "3000", "staff_per_card_year": "2000", "recovery_utilization": "0.7"});
+    let (status, a100) = api
+        .call(
+            Method::POST,
+            "/api/v1/rates",
+            fin,
+            Some(json!({"gpu_model": "NVIDIA A100-SXM4-80GB", "effective_from": "2026-09-01", "tco": tco})),
+        )
+        .await;
+    assert_eq!(status, 201, "{a100}");
+    assert_eq!(a100["gpu_model"], "A100-80GB");
+    let a100_rate = dec(&a100["rate"]);
+    for (model, from, rate) in RATES {
+        let (status, out) = api
+            .call(
+                Method::POST,
+                "/api/v1/rates",
+                fin,
+                Some(json!({"gpu_model": model, "effective_from": from, "rate": rate.to_string()})),
+            )
+            .await;
+        assert_eq!(status, 201, "{out}");
+    }
+    let (status, _) =
+        api.call(Method::PUT, "/api/v1/teams/speech", fin, Some(json!({"name": "语音组", "owner": "李四"}))).await;
+    assert_eq!(status, 200);
+    let (status, _) = api
+        .call(
+            Method::POST,
+            "/api/v1/mappings",
+            fin,
+            Some(json!({"namespace": "speech", "team_id": "speech", "valid_from": "2026-10-01"})),
+        )
+        .await;
+    assert_eq!(status, 201);
+
+    let never = "2000-01-01T00:00:00Z".parse().unwrap();
+    let sept = expected(&truth, "2026-09", a100_rate, 1.0, never);
+    let oct = expected(&truth, "2026-10", a100_rate, 1.0, never);
+    assert!(
+        oct.keys().any(|k| k.2 == "L40S" && k.4 == Some(dec!(6.0)))
+            && oct.keys().any(|k| k.2 == "L40S" && k.4 == Some(dec!(7.25))),
+        "October is split at the L40S rate change"
+    );
+    assert!(oct.keys().any(|k| k.0 == "speech") && sept.keys().any(|k| k.0 == "unassigned" && k.1 == "speech"));
+    compare("2026-09", &statement_lines(&api, "2026-09").await, &sept);
+    compare("2026-10", &statement_lines(&api, "2026-10").await, &oct);
+
+    // close September; its statements are frozen byte for byte
+    let (status, closed) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, None).await;
+    assert_eq!(status, 201, "{closed}");
+    assert_eq!(closed["status"], "closed");
+    let raw = |path: String| {
+        let (client, base, token) = (api.client.clone(), api.base.clone(), api.finance.clone());
+        async move { client.get(format!("{base}{path}")).bearer_auth(token).send().await.unwrap().text().await.unwrap() }
+    };
+    let frozen_team = raw("/api/v1/bills/2026-09/teams/vision".into()).await;
+    let frozen_month = raw("/api/v1/bills/2026-09".into()).await;
+    let (status, again) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, None).await;
+    assert_eq!((status, again["field"].as_str()), (409, Some("month")));
+
+    // re-ingest September's hours with changed data (a 30 s interval: every sample counts half)
+    ingest(START, SEPT_END, &["--scrape-interval", "30s"]);
+    assert_eq!(raw("/api/v1/bills/2026-09/teams/vision".into()).await, frozen_team);
+    assert_eq!(raw("/api/v1/bills/2026-09".into()).await, frozen_month);
+
+    // … and October carries the difference as restatement lines, line by line
+    let halved = expected(&truth, "2026-09", a100_rate, 0.5, SEPT_END.parse().unwrap());
+    let mut want: BTreeMap<Line, Decimal> = BTreeMap::new();
+    for (k, (_, amount)) in &halved {
+        *want.entry(k.clone()).or_default() += *amount;
+    }
+    for (k, (_, amount)) in &sept {
+        *want.entry(k.clone()).or_default() -= *amount;
+    }
+    want.retain(|_, v| !v.is_zero());
+    let (_, oct_summary) = api.call(Method::GET, "/api/v1/bills/2026-10", fin, None).await;
+    let mut got: BTreeMap<Line, Decimal> = BTreeMap::new();
+    for t in oct_summary["teams"].as_array().unwrap() {
+        let team = t["team"].as_str().unwrap();
+        let (_, st) = api.call(Method::GET, &format!("/api/v1/bills/2026-10/teams/{team}"), fin, None).await;
+        for r in st["restatements"].as_array().unwrap() {
+            assert_eq!(r["original_month"], "2026-09");
+            let key = (
+                team.into(),
+                r["namespace"].as_str().unwrap().into(),
+                r["gpu_model"].as_str().unwrap().into(),
+                r["kind"].as_str().unwrap().into(),
+                r["rate"].as_str().map(|x| x.parse().unwrap()),
+            );
+            got.insert(key, dec(&r["amount_delta"]));
+        }
+    }
+    assert!(!want.is_empty());
+    // unpriced lines (the node without DCGM has no model, so no rate) restate hours at 0 yuan
+    got.retain(|k, v| !(v.is_zero() && k.4.is_none()));
+    assert_eq!(got, want, "October's restatement lines");
+    // October's own lines did not change
+    compare("2026-10", &statement_lines(&api, "2026-10").await, &oct);
+
+    // a month that has not ended cannot be closed; a team lead sees only its own statements
+    let (status, err) = api.call(Method::POST, "/api/v1/bills/2099-01/close", fin, None).await;
+    assert_eq!((status, err["field"].as_str()), (409, Some("month")));
+    let (status, _) = api.call(Method::GET, "/api/v1/bills/2026-10/teams/nlp", Some(&api.lead), None).await;
+    assert_eq!(status, 404);
+    let (status, mine) = api.call(Method::GET, "/api/v1/bills/2026-10", Some(&api.lead), None).await;
+    assert_eq!(status, 200);
+    assert!(mine["teams"].as_array().unwrap().iter().all(|t| t["team"] == "vision"), "{mine}");
+    assert!(mine["capacity_cost"].is_null());
+    let (status, _) = api.call(Method::POST, "/api/v1/bills/2026-10/close", Some(&api.viewer), None).await;
+    assert_eq!(status, 403);
+    let (status, err) = api.call(Method::GET, "/api/v1/bills/2026-13", fin, None).await;
+    assert_eq!((status, err["field"].as_str()), (400, Some("month")));
+}
