@@ -21,6 +21,9 @@ CREATE TABLE namespace_mappings (
 );
 CREATE UNIQUE INDEX namespace_mappings_unique ON namespace_mappings (coalesce(cluster, ''), namespace, valid_from);
 
+-- The newest ingest is part of what cached statements are checked against.
+CREATE INDEX ingested_hours_ingested_at ON ingested_hours (ingested_at);
+
 -- Settings shared by SQL and the application.
 CREATE TABLE settings (
     key     text PRIMARY KEY,

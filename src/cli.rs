@@ -294,7 +294,9 @@ async fn usage_cmd(a: UsageArgs) -> anyhow::Result<()> {
         bail!("--to {} must be after --from {}", a.to.to_rfc3339(), a.from.to_rfc3339());
     }
     let pool = db::connect(&a.db.database_url, 2).await.context("cannot connect to the database")?;
-    let totals = db::usage::totals(&pool, a.from, a.to, a.group_by, a.cluster.as_deref(), &Scope::default()).await?;
+    let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+    let totals =
+        db::usage::totals(&pool, a.from, a.to, a.group_by, a.cluster.as_deref(), &Scope::default(), tz).await?;
     let rows: Vec<usage::UsageRow> = totals.into_iter().map(Into::into).collect();
     print!("{}", usage::render(&rows, a.group_by, a.format)?);
     Ok(())
@@ -303,7 +305,7 @@ async fn usage_cmd(a: UsageArgs) -> anyhow::Result<()> {
 async fn serve_cmd(a: ServeArgs) -> anyhow::Result<()> {
     let pool = db::connect(&a.db.database_url, 16).await.context("cannot connect to the database")?;
     let billing_tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
-    let app = crate::api::app(crate::api::AppState { pool, billing_tz });
+    let app = crate::api::app(crate::api::AppState::new(pool, billing_tz));
     let listener =
         tokio::net::TcpListener::bind(a.listen).await.with_context(|| format!("cannot listen on {}", a.listen))?;
     tracing::info!("serving on http://{} (Swagger UI at /swagger-ui)", a.listen);

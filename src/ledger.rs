@@ -270,3 +270,58 @@ pub async fn close(
         None => Err(LedgerError::AlreadyClosed(month)),
     }
 }
+
+/// What a statement depends on has changed since `Stamp` was read when any hour was (re-)ingested, anything
+/// audited happened (rates, aliases, teams, mappings, closes) or a setting changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    last_ingest: Option<DateTime<Utc>>,
+    last_audit: Option<i64>,
+    settings: Option<String>,
+}
+
+pub async fn stamp(pool: &PgPool) -> Result<Stamp, sqlx::Error> {
+    let r = sqlx::query!(
+        "SELECT (SELECT max(ingested_at) FROM ingested_hours) AS last_ingest,
+                (SELECT max(id) FROM audit_log) AS last_audit,
+                (SELECT string_agg(key || '=' || value, ',' ORDER BY key) FROM settings) AS settings"
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(Stamp { last_ingest: r.last_ingest, last_audit: r.last_audit, settings: r.settings })
+}
+
+type CacheKey = (Month, Option<BillPolicy>);
+
+/// Statements computed once and served until the data behind them changes (checked on every call with one
+/// cheap query, so several API processes stay correct without talking to each other).
+#[derive(Default)]
+pub struct StatementCache {
+    entries: std::sync::Mutex<std::collections::HashMap<CacheKey, (Stamp, std::sync::Arc<Statement>)>>,
+}
+
+impl StatementCache {
+    const MAX_ENTRIES: usize = 64;
+
+    pub async fn statement(
+        &self,
+        pool: &PgPool,
+        month: Month,
+        policy: Option<BillPolicy>,
+    ) -> Result<std::sync::Arc<Statement>, LedgerError> {
+        let now = stamp(pool).await?;
+        let key = (month, policy);
+        if let Some((s, st)) = self.entries.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            if *s == now {
+                return Ok(st.clone());
+            }
+        }
+        let st = std::sync::Arc::new(statement(pool, month, policy).await?);
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= Self::MAX_ENTRIES {
+            entries.clear();
+        }
+        entries.insert(key, (now, st.clone()));
+        Ok(st)
+    }
+}

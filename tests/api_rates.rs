@@ -129,6 +129,13 @@ async fn rate_endpoints_enforce_their_access_rules(pool: PgPool) {
             [401, 404, 404, 404, 403],
         ),
         (Method::GET, "/api/v1/bills/2026-10".into(), None, [401, 200, 200, 200, 200]),
+        (Method::GET, "/api/v1/model-aliases".into(), None, [401, 200, 200, 200, 200]),
+        (
+            Method::PUT,
+            "/api/v1/model-aliases/Tesla%20X".into(),
+            Some(json!({"pricing_model": "A100-80GB"})),
+            [401, 200, 200, 403, 403],
+        ),
         (Method::GET, "/api/v1/bills/2026-10/teams/vision".into(), None, [401, 404, 404, 404, 404]),
         (Method::POST, "/api/v1/bills/2099-10/close".into(), None, [401, 409, 409, 403, 403]),
     ];

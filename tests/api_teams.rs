@@ -100,6 +100,10 @@ async fn a_team_lead_sees_only_its_teams_usage(pool: PgPool) {
         .map(|r| (r["team"].as_str().unwrap(), r["gpu_hours"].as_f64().unwrap()))
         .collect();
     assert_eq!(teams, [("nlp", 2.0), ("unassigned", 0.5), ("vision", 1.0)]);
+    // a range of whole billing days (Shanghai midnights) reads the daily rollup: same figures
+    let day = "from=2026-10-31T16:00:00Z&to=2026-11-01T16:00:00Z&group_by=team";
+    let (_, daily) = api.call(Method::GET, &format!("/api/v1/usage?{day}"), Some(&api.finance), None).await;
+    assert_eq!(daily, all);
     let (_, mine) =
         api.call(Method::GET, &format!("/api/v1/usage?{RANGE}&group_by=namespace"), Some(&api.lead), None).await;
     assert_eq!(

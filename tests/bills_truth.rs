@@ -210,6 +210,50 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
         .await;
     assert_eq!(status, 201);
 
+    // self-build vs rent for the A100s at their measured allocation (truth: A100 card-hours held ÷ A100 capacity)
+    let (status, _) = api
+        .call(Method::PUT, "/api/v1/cloud-rates/A100-80GB", fin, Some(json!({"on_demand": "12", "spot": "3.5"})))
+        .await;
+    assert_eq!(status, 200);
+    let (status, rv) = api
+        .call(
+            Method::GET,
+            &format!("/api/v1/rent-vs-build?model=NVIDIA%20A100-SXM4-80GB&from={START}&to={END}"),
+            fin,
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{rv}");
+    let a100 = Some("NVIDIA A100-SXM4-80GB");
+    let held: f64 = truth["by_hour_line"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["gpu_model"].as_str() == a100)
+        .map(|r| r["gpu_hours"].as_f64().unwrap())
+        .sum();
+    let capacity: f64 = truth["capacity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["gpu_model"].as_str() == a100)
+        .map(|c| c["card_hours"].as_f64().unwrap())
+        .sum();
+    let allocation = dec(&rv["allocation_rate"]);
+    assert!(
+        (allocation - Decimal::from_f64_retain(held / capacity).unwrap()).abs() <= dec!(0.0001),
+        "{allocation} vs {}",
+        held / capacity
+    );
+    // break-even allocation = annual TCO / (8760 × cloud rate) = 34,886.72 / (8760 × 12) = 0.33187…
+    assert_eq!(rv["comparison"]["on_demand"]["break_even_allocation"], "0.3319");
+    let own = dec(&rv["comparison"]["own_cost_per_allocated_card_hour"]);
+    assert_eq!(rv["comparison"]["on_demand"]["build_wins"], own < dec!(12), "{rv}");
+    assert!(
+        rv["comparison"]["spot"]["break_even_allocation"].is_null(),
+        "below the own cost at full allocation (3.98) renting always wins: {rv}"
+    );
+
     let never = "2000-01-01T00:00:00Z".parse().unwrap();
     let sept = expected(&truth, "2026-09", a100_rate, 1.0, never);
     let oct = expected(&truth, "2026-10", a100_rate, 1.0, never);

@@ -140,6 +140,34 @@ fn simulated_cluster_is_metered_exactly_and_idempotently() {
     assert_eq!(again["usage_rows"], summary["usage_rows"]);
     assert_eq!(digest(&db), before);
 
+    // a second cluster in the same database: each is reported on its own, and together they add up
+    let mut args = vec!["ingest", "--cluster", "sim-b", "--prometheus", &prom.url, "--format", "json"];
+    let (from, to) = (sim.start_arg(), sim.end_arg());
+    args.extend(["--from", from.as_str(), "--to", to.as_str()]);
+    run_cardhour_ok(args, &db.env());
+    let only_b = run_cardhour_ok(
+        ["usage", "--from", &from, "--to", &to, "--group-by", "team", "--format", "json", "--cluster", "sim-b"],
+        &db.env(),
+    );
+    compare_groups("cluster sim-b", &serde_json::from_str::<Vec<Value>>(&only_b).unwrap(), &truth["by_team"], "team");
+    let both: f64 = usage(&sim, &db, "team").iter().map(|t| num(t, "gpu_hours")).sum();
+    assert_rel("two clusters", both, 2.0 * num(&truth["totals"], "gpu_hours"));
+
+    // a query_range past Prometheus' 11,000-point limit is split, not refused
+    let (start_ms, end_ms) = (sim.start.timestamp_millis(), sim.start.timestamp_millis() + 4 * 3_600_000);
+    let refused = prom.get(&format!(
+        "/api/v1/query_range?query=count(kube_node_status_capacity)&start={}&end={}&step=1",
+        start_ms / 1000,
+        end_ms / 1000
+    ));
+    assert!(refused.unwrap().1.contains("11,000"), "Prometheus itself refuses 14,401 points");
+    let client = cardhour::prom::PromClient::new(&prom.url, std::time::Duration::from_secs(60)).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let series = rt.block_on(client.query_range("count(kube_node_status_capacity)", start_ms, end_ms, 1000)).unwrap();
+    assert_eq!(series.len(), 1);
+    assert_eq!(series[0].samples.len(), 4 * 3600 + 1);
+    assert!(series[0].samples.windows(2).all(|w| w[1].t_ms - w[0].t_ms == 1000));
+
     // the worker reaches the same numbers on its own (its span covers the simulation)
     let worker_db = TestDb::migrated().unwrap();
     let hours_back = ((chrono::Utc::now() - sim.start).num_hours() + 1).to_string();

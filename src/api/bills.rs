@@ -223,7 +223,7 @@ async fn get_month(
     ApiQuery(policy): ApiQuery<PolicyInput>,
 ) -> Result<Json<MonthView>, ApiError> {
     let month = parse_month(&month)?;
-    let st = ledger::statement(&s.pool, month, policy.resolve()?).await?;
+    let st = s.statements.statement(&s.pool, month, policy.resolve()?).await?;
     Ok(Json(month_view(&st, &p)))
 }
 
@@ -330,7 +330,7 @@ async fn get_team_statement(
     if !p.scope().allows(&team) {
         return Err(not_found());
     }
-    let st = ledger::statement(&s.pool, month, policy.resolve()?).await?;
+    let st = s.statements.statement(&s.pool, month, policy.resolve()?).await?;
     if !statement_teams(&st).contains(&team) {
         return Err(not_found());
     }

@@ -25,6 +25,13 @@ pub struct AppState {
     pub pool: PgPool,
     /// The billing time zone (months and rate dates are in it).
     pub billing_tz: chrono_tz::Tz,
+    pub statements: std::sync::Arc<crate::ledger::StatementCache>,
+}
+
+impl AppState {
+    pub fn new(pool: PgPool, billing_tz: chrono_tz::Tz) -> Self {
+        Self { pool, billing_tz, statements: Default::default() }
+    }
 }
 
 impl FromRef<AppState> for PgPool {

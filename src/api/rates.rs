@@ -25,6 +25,67 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_cloud_rates))
         .routes(routes!(put_cloud_rates))
         .routes(routes!(get_rent_vs_build))
+        .routes(routes!(list_model_aliases))
+        .routes(routes!(put_model_alias))
+}
+
+/// How a DCGM `modelName` is priced: the built-in catalogue's key, unless an alias says otherwise.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ModelAlias {
+    /// The DCGM `modelName`, e.g. `NVIDIA A100-SXM4-80GB`.
+    pub model_name: String,
+    /// The pricing model key its rates are stored under, e.g. `A100-80GB`.
+    pub pricing_model: String,
+}
+
+#[utoipa::path(get, path = "/model-aliases", tag = "rates", security(("bearer" = [])),
+    responses((status = 200, body = Vec<ModelAlias>), (status = 401, body = ErrorBody)))]
+async fn list_model_aliases(
+    State(s): State<AppState>,
+    Caller(_caller): Caller,
+) -> Result<Json<Vec<ModelAlias>>, ApiError> {
+    let mut conn = s.pool.acquire().await?;
+    let aliases = db::rates::aliases(&mut conn).await?;
+    Ok(Json(aliases.into_iter().map(|(model_name, pricing_model)| ModelAlias { model_name, pricing_model }).collect()))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AliasInput {
+    pub pricing_model: String,
+}
+
+/// Prices a DCGM model name under another key (finance, admin); open months follow at once. Audited.
+#[utoipa::path(put, path = "/model-aliases/{model_name}", tag = "rates", security(("bearer" = [])),
+    params(("model_name" = String, Path, description = "DCGM modelName")), request_body = AliasInput,
+    responses((status = 200, body = ModelAlias), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn put_model_alias(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(model_name): Path<String>,
+    ApiJson(input): ApiJson<AliasInput>,
+) -> Result<Json<ModelAlias>, ApiError> {
+    p.require_finance()?;
+    let key = input.pricing_model.trim();
+    if key.is_empty() || key.len() > 100 {
+        return Err(ApiError::invalid("pricing_model", "must be 1 to 100 characters"));
+    }
+    if model_name.trim().is_empty() {
+        return Err(ApiError::invalid("model_name", "must not be empty"));
+    }
+    let mut tx = s.pool.begin().await?;
+    let before = db::rates::put_alias(&mut tx, model_name.trim(), key).await?;
+    audit::record(
+        &mut tx,
+        &p.actor(),
+        "model_alias.put",
+        &format!("model:{}", model_name.trim()),
+        before.map(serde_json::Value::from),
+        Some(serde_json::Value::from(key)),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Json(ModelAlias { model_name: model_name.trim().to_string(), pricing_model: key.to_string() }))
 }
 
 fn pricing_errors(errors: Vec<crate::pricing::FieldError>, prefix: &str) -> ApiError {

@@ -40,6 +40,7 @@ async fn get_usage(
         return Err(ApiError::bad_request("to", "must be after `from`"));
     }
     let group_by = q.group_by.unwrap_or(GroupBy::Team);
-    let totals = db::usage::totals(&s.pool, q.from, q.to, group_by, q.cluster.as_deref(), &p.scope()).await?;
+    let totals =
+        db::usage::totals(&s.pool, q.from, q.to, group_by, q.cluster.as_deref(), &p.scope(), s.billing_tz).await?;
     Ok(Json(totals.into_iter().map(Into::into).collect()))
 }

@@ -20,6 +20,7 @@ pub enum Role {
     /// Everything finance needs: rates, mappings, bills, closing months.
     Finance,
     /// Reads its own teams' usage and bills; other teams do not exist for it.
+    #[value(name = "team_lead")]
     TeamLead,
     /// Reads everything, changes nothing.
     Viewer,

@@ -175,3 +175,23 @@ pub async fn aliases(conn: &mut PgConnection) -> Result<Vec<(String, String)>, s
     let rows = sqlx::query!("SELECT model_name, pricing_model FROM gpu_model_aliases").fetch_all(conn).await?;
     Ok(rows.into_iter().map(|r| (r.model_name, r.pricing_model)).collect())
 }
+
+/// Sets (or replaces) the pricing key of a DCGM model name; returns the key it had.
+pub async fn put_alias(
+    conn: &mut PgConnection,
+    model_name: &str,
+    pricing_model: &str,
+) -> Result<Option<String>, sqlx::Error> {
+    let before = sqlx::query_scalar!("SELECT pricing_model FROM gpu_model_aliases WHERE model_name = $1", model_name)
+        .fetch_optional(&mut *conn)
+        .await?;
+    sqlx::query!(
+        "INSERT INTO gpu_model_aliases (model_name, pricing_model) VALUES ($1, $2)
+         ON CONFLICT (model_name) DO UPDATE SET pricing_model = EXCLUDED.pricing_model",
+        model_name,
+        pricing_model
+    )
+    .execute(conn)
+    .await?;
+    Ok(before)
+}

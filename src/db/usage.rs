@@ -177,7 +177,8 @@ pub struct UsageTotal {
     pub unmetered_gpu_seconds: f64,
 }
 
-/// Sums of stored usage over `[from, to)`, grouped, optionally for one cluster, within `scope`.
+/// Sums of stored usage over `[from, to)`, grouped, optionally for one cluster, within `scope`. `billing_tz`
+/// lets a range of whole billing days read the daily rollup.
 pub async fn totals(
     pool: &PgPool,
     from: DateTime<Utc>,
@@ -185,7 +186,13 @@ pub async fn totals(
     group_by: GroupBy,
     cluster: Option<&str>,
     scope: &Scope,
+    billing_tz: chrono_tz::Tz,
 ) -> Result<Vec<UsageTotal>, sqlx::Error> {
+    let midnight = |t: DateTime<Utc>| {
+        let local = t.with_timezone(&billing_tz);
+        (local.time() == chrono::NaiveTime::MIN).then(|| local.date_naive())
+    };
+    let days = midnight(from).zip(midnight(to));
     let teams = scope.teams.as_deref() as Option<&[String]>;
     if group_by == GroupBy::Pod {
         return sqlx::query_as!(
@@ -201,6 +208,31 @@ pub async fn totals(
                ORDER BY namespace, pod"#,
             from,
             to,
+            cluster,
+            teams,
+        )
+        .fetch_all(pool)
+        .await;
+    }
+    if let Some((from_day, to_day)) = days {
+        // whole billing days: the daily rollup (~24× fewer rows)
+        return sqlx::query_as!(
+            UsageTotal,
+            r#"SELECT CASE WHEN $3 = 'team' THEN team END AS team,
+                      CASE WHEN $3 = 'namespace' THEN namespace END AS namespace,
+                      NULL::text AS pod,
+                      CASE WHEN $3 = 'model' THEN gpu_model END AS gpu_model,
+                      sum(gpu_seconds) AS "gpu_seconds!",
+                      sum(effective_gpu_seconds) AS "effective_gpu_seconds!",
+                      sum(unmetered_gpu_seconds) AS "unmetered_gpu_seconds!"
+               FROM usage_namespace_daily
+               WHERE day >= $1 AND day < $2 AND ($4::text IS NULL OR cluster = $4)
+                 AND ($5::text[] IS NULL OR team = ANY($5))
+               GROUP BY 1, 2, 3, 4
+               ORDER BY 1, 2, 3, 4"#,
+            from_day,
+            to_day,
+            group_by.as_str(),
             cluster,
             teams,
         )

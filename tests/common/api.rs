@@ -40,7 +40,7 @@ impl TestApi {
             cardhour::db::tokens::insert(&mut conn, role.as_str(), &t.hash, role, &teams).await.unwrap();
             tokens.push(t.secret);
         }
-        let state = AppState { pool: pool.clone(), billing_tz: chrono_tz::Asia::Shanghai };
+        let state = AppState::new(pool.clone(), chrono_tz::Asia::Shanghai);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app(state)).await.unwrap() });

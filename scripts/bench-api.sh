@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# API read-path benchmark (issue 3): with a year of hourly usage of a 2,000-GPU cluster stored, how fast do a
+# team's month bill and the all-teams usage summary answer over HTTP? Measured with wrk (p50/p90/p99).
+#
+#   bash scripts/bench-api.sh            # seeds .cardhour/bench-api (database cardhour_bench_api) once, reuses it
+#   BENCH_RESEED=1 bash scripts/bench-api.sh
+#
+# The year is written straight into the tables the ingest writes (per pod and hour, per namespace and hour, per
+# day, capacity), with the shapes a real 2,000-GPU cluster gives: 660 pods holding ~1,650 cards at any hour,
+# 40 namespaces of 12 teams, 3 GPU models, 250 nodes. Only the read path is measured here; the ingest has its own
+# benchmark (scripts/bench-ingest.sh).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+
+ensure_postgres
+ensure_apt_packages wrk
+export SQLX_OFFLINE=true
+cargo build --release --quiet
+bin=target/release/cardhour
+
+db=cardhour_bench_api
+admin_url="$(_url_with_db "$DATABASE_URL" postgres)"
+url="$(_url_with_db "$DATABASE_URL" "$db")"
+port=${BENCH_PORT:-18080}
+duration=${BENCH_SECONDS:-20}
+
+seeded() { psql "$url" -XqAt -c "select count(*) from rate_versions" 2>/dev/null || echo 0; }
+if [[ -n "${BENCH_RESEED:-}" || "$(seeded)" -lt 4 ]]; then
+    log "seeding a year of a 2,000-GPU cluster into $db (a few minutes)"
+    psql "$admin_url" -XqAt -c "drop database if exists $db with (force)" -c "create database $db" >/dev/null
+    DATABASE_URL="$url" "$bin" migrate >/dev/null
+    t0=$SECONDS
+    psql "$url" -Xq -v ON_ERROR_STOP=1 <<'SQL'
+SET client_min_messages = warning;
+INSERT INTO clusters (name, prometheus_url) VALUES ('bench', 'http://127.0.0.1:9');
+INSERT INTO teams (id, name, owner)
+SELECT 'team' || lpad(t::text, 2, '0'), '团队' || t, 'owner' || t FROM generate_series(0, 11) t;
+-- a year in Shanghai months: 2025-12 .. 2026-11
+CREATE TEMP TABLE hours AS
+SELECT h FROM generate_series('2025-11-30T16:00:00Z'::timestamptz, '2026-11-30T15:00:00Z', interval '1 hour') h;
+CREATE TEMP TABLE pods AS
+SELECT p, 'ns' || lpad((p % 40)::text, 2, '0') AS namespace,
+       'team' || lpad((p % 40 % 12)::text, 2, '0') AS team,
+       (ARRAY['NVIDIA A100-SXM4-80GB', 'NVIDIA H100 80GB HBM3', 'NVIDIA L40S'])[1 + p % 3] AS model,
+       CASE WHEN p % 10 = 0 THEN 'mig' ELSE 'whole' END AS kind,
+       CASE WHEN p % 10 = 0 THEN 3.0 / 7 ELSE 1 END AS fraction,
+       1 + p % 4 AS units, (p * 37 % 100) / 100.0 AS util
+FROM generate_series(0, 659) p;
+INSERT INTO gpu_usage_hourly (cluster, hour, namespace, pod, container, resource, gpu_model, kind, mig_profile, node,
+    units, fraction, gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source, peak_fb_used_mib,
+    label_team, team)
+SELECT 'bench', h, namespace, 'pod-' || p || '-' || (extract(epoch FROM h)::bigint / 86400 % 7), 'main',
+       CASE WHEN kind = 'mig' THEN 'nvidia_com_mig_3g_40gb' ELSE 'nvidia_com_gpu' END, model, kind,
+       CASE WHEN kind = 'mig' THEN '3g.40gb' END, 'node-' || (p % 250), units, fraction,
+       units * fraction * 3600, units * fraction * 3600 * util, 0, 'sm_active', 20000, team, team
+FROM hours CROSS JOIN pods;
+INSERT INTO usage_namespace_hourly
+SELECT cluster, hour, namespace, max(team), gpu_model, kind, sum(gpu_seconds), sum(effective_gpu_seconds),
+       sum(unmetered_gpu_seconds)
+FROM gpu_usage_hourly GROUP BY cluster, hour, namespace, gpu_model, kind;
+INSERT INTO node_capacity_hourly (cluster, hour, node, gpu_model, cards, card_seconds)
+SELECT 'bench', h, 'node-' || n, (ARRAY['NVIDIA A100-SXM4-80GB', 'NVIDIA H100 80GB HBM3', 'NVIDIA L40S'])[1 + n % 3],
+       8, 8 * 3600
+FROM hours CROSS JOIN generate_series(0, 249) n;
+INSERT INTO ingested_hours (cluster, hour, scrape_interval_ms, usage_rows) SELECT 'bench', h, 60000, 660 FROM hours;
+SELECT count(*) FROM (SELECT refresh_daily('bench', d::date)
+                      FROM generate_series('2025-12-01'::date, '2026-11-30', interval '1 day') d) x;
+INSERT INTO rate_versions (gpu_model, effective_from, rate, created_by) VALUES
+    ('A100-80GB', '2025-12-01', 5.6893, 'bench'), ('H100-80GB', '2025-12-01', 18.5, 'bench'),
+    ('H100-80GB', '2026-10-15', 21, 'bench'), ('L40S', '2025-12-01', 6.25, 'bench');
+ANALYZE;
+SQL
+    log "seeded in $((SECONDS - t0)) s"
+fi
+rows=$(psql "$url" -XqAt -c "select count(*) from gpu_usage_hourly")
+finance=$(DATABASE_URL="$url" "$bin" token create --name bench --role finance 2>/dev/null)
+lead=$(DATABASE_URL="$url" "$bin" token create --name bench-lead --role team_lead --team team03 2>/dev/null)
+
+DATABASE_URL="$url" CARDHOUR_LOG=warn "$bin" serve --listen "127.0.0.1:$port" &
+server=$!
+trap 'kill $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
+until curl -fsS -o /dev/null "http://127.0.0.1:$port/healthz"; do sleep 0.2; done
+
+lua=$(mktemp --suffix .lua)
+cat >"$lua" <<'LUA'
+wrk.headers["Authorization"] = "Bearer " .. os.getenv("TOKEN")
+LUA
+run() {
+    local name="$1" token="$2" path="$3"
+    curl -fsS -o /dev/null -H "Authorization: Bearer $token" "http://127.0.0.1:$port$path" ||
+        die "$path does not answer 200"
+    local out
+    out=$(TOKEN="$token" wrk -t2 -c8 -d"${duration}s" --latency -s "$lua" "http://127.0.0.1:$port$path")
+    local rps p50 p90 p99
+    rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+    p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
+    p90=$(awk '$1 == "90%" {print $2}' <<<"$out")
+    p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
+    printf '| %s | %s | %s | %s | %s |\n' "$name" "$p50" "$p90" "$p99" "$rps"
+}
+echo
+echo "stored: $rows pod-hours of usage (a year, 2,000 GPUs); wrk -t2 -c8 -d${duration}s on $(nproc) cores"
+echo
+echo "| request | p50 | p90 | p99 | requests/s |"
+echo "|---|---|---|---|---|"
+run "team month bill (finance), GET /api/v1/bills/2026-10/teams/team03" "$finance" "/api/v1/bills/2026-10/teams/team03"
+run "team month bill (team lead)" "$lead" "/api/v1/bills/2026-10/teams/team03"
+run "all-teams usage summary of the month, GET /api/v1/usage?group_by=team" "$finance" \
+    "/api/v1/usage?from=2026-09-30T16:00:00Z&to=2026-10-31T16:00:00Z&group_by=team"
+run "month summary, GET /api/v1/bills/2026-10" "$finance" "/api/v1/bills/2026-10"
+rm -f "$lua"
