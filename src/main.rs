@@ -2,6 +2,11 @@
 
 use clap::Parser;
 
+// The ingest allocates many small strings and sample vectors per hour; mimalloc spends a fraction of glibc's time on
+// them (BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()

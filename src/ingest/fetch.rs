@@ -6,6 +6,9 @@ use crate::metering::{
     CapacitySeries, ContainerKey, DeviceSeries, HamiSeries, HourInput, NamespaceSeries, RequestSeries, RunningSeries,
     Sample, UtilMetric,
 };
+use futures_util::TryStreamExt;
+use futures_util::stream::FuturesUnordered;
+
 use crate::prom::{PromClient, PromError, RawSeries, RetryPolicy, with_retry};
 
 use super::window::{HOUR_MS, slice};
@@ -70,13 +73,22 @@ pub async fn fetch(
                 .await
         }
     };
-    let [a, b, c, d, e, f] = selectors(spec);
-    let answers = tokio::try_join!(q(a), q(b), q(c), q(d), q(e), q(f))?;
-    Ok(Fetched::from_answers(spec, answers))
+    // Each answer is normalised as soon as it arrives and its JSON and label maps dropped: peak memory is one
+    // window's compact series plus the answers in flight, not all six raw answers at once.
+    let mut pending: FuturesUnordered<_> = selectors(spec)
+        .into_iter()
+        .enumerate()
+        .map(|(i, sel)| {
+            let answer = q(sel);
+            async move { answer.await.map(|series| (i, series)) }
+        })
+        .collect();
+    let mut out = Fetched::default();
+    while let Some((i, series)) = pending.try_next().await? {
+        out.absorb(spec, i, series);
+    }
+    Ok(out)
 }
-
-/// The answers to [`selectors`], in that order.
-pub type Answers = (Vec<RawSeries>, Vec<RawSeries>, Vec<RawSeries>, Vec<RawSeries>, Vec<RawSeries>, Vec<RawSeries>);
 
 fn workload(s: &RawSeries, ns: &[&str], pod: &[&str], container: &[&str]) -> Option<ContainerKey> {
     Some(ContainerKey {
@@ -93,10 +105,20 @@ fn pod_uid(s: &RawSeries) -> String {
 }
 
 impl Fetched {
-    /// Normalises the answers to [`selectors`] (the Prometheus label variants) into metering input.
-    pub fn from_answers(spec: &FetchSpec, answers: Answers) -> Fetched {
-        let (requests, running, namespaces, capacity, dcgm, hami) = answers;
-        let mut out = Fetched::default();
+    /// Normalises the answer to selector number `which` of [`selectors`] (the Prometheus label variants) into
+    /// this window's metering input.
+    pub fn absorb(&mut self, spec: &FetchSpec, which: usize, answer: Vec<RawSeries>) {
+        let (mut requests, mut running, mut namespaces, mut capacity, mut dcgm, mut hami) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        match which {
+            0 => requests = answer,
+            1 => running = answer,
+            2 => namespaces = answer,
+            3 => capacity = answer,
+            4 => dcgm = answer,
+            _ => hami = answer,
+        }
+        let out = self;
         let mut note = |s: &RawSeries, fallback: &str| {
             out.samples_read += (s.samples.len() + s.non_finite.len()) as u64;
             let name = if s.name().is_empty() { fallback } else { s.name() };
@@ -178,78 +200,93 @@ impl Fetched {
             let device = s.label_any(&["deviceuuid", "vdeviceid", "deviceid"]).unwrap_or("").to_string();
             input.hami.push(HamiSeries { workload, device, samples: s.samples });
         }
-        out
     }
 
-    /// The metering input of the hour starting at `hour_ms` (which must lie in the fetched range).
-    pub fn hour(&self, hour_ms: i64) -> (HourInput, BTreeMap<String, u64>) {
-        let (a, b) = (hour_ms, hour_ms + HOUR_MS);
-        let (ua, ub) = (a - UTIL_MARGIN_MS, b + UTIL_MARGIN_MS);
-        let cut = |s: &[Sample], lo: i64, hi: i64| slice(s, lo, hi).to_vec();
-        let i = &self.input;
-        let input = HourInput {
-            start_ms: a,
-            end_ms: b,
-            requests: i
-                .requests
-                .iter()
-                .filter_map(|r| {
-                    let samples = cut(&r.samples, a, b);
-                    (!samples.is_empty()).then(|| RequestSeries { samples, ..r.clone_empty() })
-                })
-                .collect(),
-            running: i
-                .running
-                .iter()
-                .map(|r| RunningSeries { uid: r.uid.clone(), samples: cut(&r.samples, a, b) })
-                .filter(|r| !r.samples.is_empty())
-                .collect(),
-            devices: i
-                .devices
-                .iter()
-                .filter_map(|d| {
-                    let samples = cut(&d.samples, ua, ub);
-                    (!samples.is_empty()).then(|| DeviceSeries { samples, ..d.clone_empty() })
-                })
-                .collect(),
-            hami: i
-                .hami
-                .iter()
-                .map(|h| HamiSeries {
-                    workload: h.workload.clone(),
-                    device: h.device.clone(),
-                    samples: cut(&h.samples, ua, ub),
-                })
-                .filter(|h| !h.samples.is_empty())
-                .collect(),
-            namespaces: i
-                .namespaces
-                .iter()
-                .map(|n| NamespaceSeries {
-                    namespace: n.namespace.clone(),
-                    team: n.team.clone(),
-                    samples: cut(&n.samples, a, b),
-                })
-                .filter(|n| !n.samples.is_empty())
-                .collect(),
-            capacity: i
-                .capacity
-                .iter()
-                .map(|c| CapacitySeries {
-                    node: c.node.clone(),
-                    resource: c.resource.clone(),
-                    samples: cut(&c.samples, a, b),
-                })
-                .filter(|c| !c.samples.is_empty())
-                .collect(),
-        };
-        let mut non_finite = BTreeMap::new();
-        for (metric, t) in &self.non_finite {
-            if *t >= a && *t < b {
-                *non_finite.entry(metric.clone()).or_default() += 1;
+    /// Splits the window into the metering inputs of its hours (each `[h, h + 1 h)`), moving the samples out
+    /// series by series so the window is never held twice. Utilization samples within the margin of an hour's
+    /// edge go to both hours.
+    pub fn into_hours(self, hours_ms: &[i64]) -> Vec<(HourInput, BTreeMap<String, u64>)> {
+        let mut out: Vec<(HourInput, BTreeMap<String, u64>)> = hours_ms
+            .iter()
+            .map(|&h| (HourInput { start_ms: h, end_ms: h + HOUR_MS, ..HourInput::default() }, BTreeMap::new()))
+            .collect();
+        let Fetched { input, non_finite, .. } = self;
+        let ksm = |h: i64| (h, h + HOUR_MS);
+        let util = |h: i64| (h - UTIL_MARGIN_MS, h + HOUR_MS + UTIL_MARGIN_MS);
+        split(
+            input.requests,
+            &mut out,
+            ksm,
+            |r| &r.samples,
+            |r, samples| RequestSeries { samples, ..r.clone_empty() },
+            |i, r| i.requests.push(r),
+        );
+        split(
+            input.running,
+            &mut out,
+            ksm,
+            |r| &r.samples,
+            |r, samples| RunningSeries { uid: r.uid.clone(), samples },
+            |i, r| i.running.push(r),
+        );
+        split(
+            input.devices,
+            &mut out,
+            util,
+            |d| &d.samples,
+            |d, samples| DeviceSeries { samples, ..d.clone_empty() },
+            |i, d| i.devices.push(d),
+        );
+        split(
+            input.hami,
+            &mut out,
+            util,
+            |h| &h.samples,
+            |h, samples| HamiSeries { workload: h.workload.clone(), device: h.device.clone(), samples },
+            |i, h| i.hami.push(h),
+        );
+        split(
+            input.namespaces,
+            &mut out,
+            ksm,
+            |n| &n.samples,
+            |n, samples| NamespaceSeries { namespace: n.namespace.clone(), team: n.team.clone(), samples },
+            |i, n| i.namespaces.push(n),
+        );
+        split(
+            input.capacity,
+            &mut out,
+            ksm,
+            |c| &c.samples,
+            |c, samples| CapacitySeries { node: c.node.clone(), resource: c.resource.clone(), samples },
+            |i, c| i.capacity.push(c),
+        );
+        for (metric, t) in non_finite {
+            if let Some((_, counts)) = out.iter_mut().find(|(i, _)| t >= i.start_ms && t < i.end_ms) {
+                *counts.entry(metric).or_default() += 1;
             }
         }
-        (input, non_finite)
+        out
+    }
+}
+
+/// Moves each series' samples into the hours whose `range` they fall in; a series is dropped once distributed.
+fn split<T>(
+    series: Vec<T>,
+    hours: &mut [(HourInput, BTreeMap<String, u64>)],
+    range: impl Fn(i64) -> (i64, i64),
+    samples: impl Fn(&T) -> &[Sample],
+    rebuild: impl Fn(&T, Vec<Sample>) -> T,
+    push: impl Fn(&mut HourInput, T),
+) {
+    for s in series {
+        for (input, _) in hours.iter_mut() {
+            let (lo, hi) = range(input.start_ms);
+            let part = slice(samples(&s), lo, hi);
+            if !part.is_empty() {
+                push(input, rebuild(&s, part.to_vec()));
+            }
+        }
     }
 }
 

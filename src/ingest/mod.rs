@@ -12,7 +12,7 @@ use futures_util::{StreamExt, TryStreamExt, stream};
 use serde::Serialize;
 use sqlx::PgPool;
 
-pub use fetch::{Answers, FetchSpec, Fetched, UTIL_MARGIN_MS, selectors};
+pub use fetch::{FetchSpec, Fetched, UTIL_MARGIN_MS, selectors};
 pub use worker::{WorkerOptions, run_worker};
 
 use crate::db;
@@ -115,8 +115,8 @@ pub async fn backfill(
         })
         .buffered(2);
     while let Some((chunk, data)) = fetched.try_next().await? {
-        for hour in chunk {
-            let (input, non_finite) = data.hour(hour.timestamp_millis());
+        let hours_ms: Vec<i64> = chunk.iter().map(DateTime::timestamp_millis).collect();
+        for (hour, (input, non_finite)) in chunk.into_iter().zip(data.into_hours(&hours_ms)) {
             let samples = input_samples(&input);
             let meter = opts.meter.clone();
             let mut out = tokio::task::spawn_blocking(move || meter_hour(&input, &meter))

@@ -135,6 +135,8 @@ pub fn parse_response(body: &[u8]) -> Result<Vec<RawSeries>, PromError> {
                     out.non_finite.push(t);
                 }
             }
+            // a vector grown by doubling can hold twice what it needs; a window's samples are kept until metered
+            out.samples.shrink_to_fit();
             out
         })
         .collect())
