@@ -213,54 +213,12 @@ impl Fetched {
         let Fetched { input, non_finite, .. } = self;
         let ksm = |h: i64| (h, h + HOUR_MS);
         let util = |h: i64| (h - UTIL_MARGIN_MS, h + HOUR_MS + UTIL_MARGIN_MS);
-        split(
-            input.requests,
-            &mut out,
-            ksm,
-            |r| &r.samples,
-            |r, samples| RequestSeries { samples, ..r.clone_empty() },
-            |i, r| i.requests.push(r),
-        );
-        split(
-            input.running,
-            &mut out,
-            ksm,
-            |r| &r.samples,
-            |r, samples| RunningSeries { uid: r.uid.clone(), samples },
-            |i, r| i.running.push(r),
-        );
-        split(
-            input.devices,
-            &mut out,
-            util,
-            |d| &d.samples,
-            |d, samples| DeviceSeries { samples, ..d.clone_empty() },
-            |i, d| i.devices.push(d),
-        );
-        split(
-            input.hami,
-            &mut out,
-            util,
-            |h| &h.samples,
-            |h, samples| HamiSeries { workload: h.workload.clone(), device: h.device.clone(), samples },
-            |i, h| i.hami.push(h),
-        );
-        split(
-            input.namespaces,
-            &mut out,
-            ksm,
-            |n| &n.samples,
-            |n, samples| NamespaceSeries { namespace: n.namespace.clone(), team: n.team.clone(), samples },
-            |i, n| i.namespaces.push(n),
-        );
-        split(
-            input.capacity,
-            &mut out,
-            ksm,
-            |c| &c.samples,
-            |c, samples| CapacitySeries { node: c.node.clone(), resource: c.resource.clone(), samples },
-            |i, c| i.capacity.push(c),
-        );
+        split(input.requests, &mut out, ksm, |r| &mut r.samples, |i, r| i.requests.push(r));
+        split(input.running, &mut out, ksm, |r| &mut r.samples, |i, r| i.running.push(r));
+        split(input.namespaces, &mut out, ksm, |n| &mut n.samples, |i, n| i.namespaces.push(n));
+        split(input.capacity, &mut out, ksm, |c| &mut c.samples, |i, c| i.capacity.push(c));
+        split(input.devices, &mut out, util, |d| &mut d.samples, |i, d| i.devices.push(d));
+        split(input.hami, &mut out, util, |h| &mut h.samples, |i, h| i.hami.push(h));
         for (metric, t) in non_finite {
             if let Some((_, counts)) = out.iter_mut().find(|(i, _)| t >= i.start_ms && t < i.end_ms) {
                 *counts.entry(metric).or_default() += 1;
@@ -270,54 +228,25 @@ impl Fetched {
     }
 }
 
-/// Moves each series' samples into the hours whose `range` they fall in; a series is dropped once distributed.
-fn split<T>(
+/// Moves each series' samples into the hours whose `range` they fall in; a series is dropped once distributed
+/// (its labels are cloned per hour, its samples never held twice).
+fn split<T: Clone>(
     series: Vec<T>,
     hours: &mut [(HourInput, BTreeMap<String, u64>)],
     range: impl Fn(i64) -> (i64, i64),
-    samples: impl Fn(&T) -> &[Sample],
-    rebuild: impl Fn(&T, Vec<Sample>) -> T,
+    samples: impl Fn(&mut T) -> &mut Vec<Sample>,
     push: impl Fn(&mut HourInput, T),
 ) {
-    for s in series {
+    for mut s in series {
+        let all = std::mem::take(samples(&mut s));
         for (input, _) in hours.iter_mut() {
             let (lo, hi) = range(input.start_ms);
-            let part = slice(samples(&s), lo, hi);
+            let part = slice(&all, lo, hi);
             if !part.is_empty() {
-                push(input, rebuild(&s, part.to_vec()));
+                let mut one = s.clone();
+                *samples(&mut one) = part.to_vec();
+                push(input, one);
             }
-        }
-    }
-}
-
-trait CloneEmpty {
-    fn clone_empty(&self) -> Self;
-}
-
-impl CloneEmpty for RequestSeries {
-    fn clone_empty(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            uid: self.uid.clone(),
-            node: self.node.clone(),
-            resource: self.resource.clone(),
-            samples: Vec::new(),
-        }
-    }
-}
-
-impl CloneEmpty for DeviceSeries {
-    fn clone_empty(&self) -> Self {
-        Self {
-            metric: self.metric,
-            workload: self.workload.clone(),
-            host: self.host.clone(),
-            uuid: self.uuid.clone(),
-            model: self.model.clone(),
-            mig_profile: self.mig_profile.clone(),
-            mig_instance: self.mig_instance.clone(),
-            vgpu: self.vgpu.clone(),
-            samples: Vec::new(),
         }
     }
 }
