@@ -38,6 +38,8 @@ pub enum Command {
     Worker(WorkerArgs),
     /// Print stored usage totals.
     Usage(UsageArgs),
+    /// The idle-waste list: pods holding GPUs and memory while barely using them.
+    Idle(IdleArgs),
     /// Serve the REST API (and Swagger UI).
     Serve(ServeArgs),
     /// Issue or revoke API tokens.
@@ -45,6 +47,32 @@ pub enum Command {
     Token(TokenCommand),
     /// Print the OpenAPI document (as committed in openapi/openapi.json).
     Openapi,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct IdleArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Window end, a whole hour (default: the current hour).
+    #[arg(long, value_parser = parse_time)]
+    pub to: Option<DateTime<Utc>>,
+    /// Use the short-term rule (2 hours under 15 %) instead of the weekly one (7 days under 10 %).
+    #[arg(long)]
+    pub short_term: bool,
+    /// Window length in hours (default from the rule).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=2160))]
+    pub hours: Option<u32>,
+    /// Utilization threshold, 0–1 (default from the rule).
+    #[arg(long)]
+    pub max_utilization: Option<f64>,
+    /// Memory a pod must hold to count, in MiB.
+    #[arg(long, default_value_t = 1024.0)]
+    pub min_memory_mib: f64,
+    /// Also list pods that no longer hold cards at the window's end.
+    #[arg(long)]
+    pub include_ended: bool,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: SummaryFormat,
 }
 
 #[derive(Debug, clap::Args)]
@@ -176,6 +204,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ingest(a) => ingest_cmd(a).await?,
         Command::Worker(a) => worker_cmd(a).await?,
         Command::Usage(a) => usage_cmd(a).await?,
+        Command::Idle(a) => idle_cmd(a).await?,
         Command::Serve(a) => serve_cmd(a).await?,
         Command::Token(t) => token_cmd(t).await?,
         Command::Openapi => print!("{}", crate::api::openapi_json()),
@@ -350,6 +379,52 @@ async fn token_cmd(t: TokenCommand) -> anyhow::Result<()> {
             db::audit::record(&mut tx, "cli", "token.revoke", &format!("token:{id}"), None, None).await?;
             tx.commit().await?;
             println!("token {id} revoked");
+        }
+    }
+    Ok(())
+}
+
+async fn idle_cmd(a: IdleArgs) -> anyhow::Result<()> {
+    let base = if a.short_term { crate::waste::IdleRule::SHORT_TERM } else { crate::waste::IdleRule::WEEKLY };
+    let rule = crate::waste::IdleRule {
+        max_utilization: a.max_utilization.unwrap_or(base.max_utilization),
+        min_memory_mib: a.min_memory_mib,
+    }
+    .validate()
+    .map_err(|(field, message)| anyhow::anyhow!("--{}: {message}", field.replace('_', "-")))?;
+    let hours = a.hours.unwrap_or(if a.short_term { 2 } else { 168 });
+    let to = a.to.unwrap_or_else(|| window::floor_hour(Utc::now()));
+    if window::floor_hour(to) != to {
+        bail!("--to {} is not on a whole hour", to.to_rfc3339());
+    }
+    let pool = db::connect(&a.db.database_url, 2).await.context("cannot connect to the database")?;
+    let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+    let list = crate::waste::idle_report(&pool, to, hours, rule, !a.include_ended, &Scope::default(), tz).await?;
+    match a.format {
+        SummaryFormat::Json => println!("{}", serde_json::to_string_pretty(&list)?),
+        SummaryFormat::Text => {
+            println!(
+                "{} idle pods over the {hours} h before {} (utilization < {:.0} %, memory > {} MiB)",
+                list.len(),
+                to.to_rfc3339(),
+                rule.max_utilization * 100.0,
+                rule.min_memory_mib
+            );
+            for p in &list {
+                println!(
+                    "{:>12} yuan/month  {:<12} {}/{}  {} × {:.3} cards, {:.1} h, {:.1} %, {:.0} MiB{}",
+                    p.monthly_waste.to_string(),
+                    p.team,
+                    p.namespace,
+                    p.pod,
+                    p.gpu_model,
+                    p.cards_held,
+                    p.hours_held,
+                    p.average_utilization * 100.0,
+                    p.peak_fb_used_mib,
+                    if p.still_running { "" } else { " (ended)" }
+                );
+            }
         }
     }
     Ok(())

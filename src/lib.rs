@@ -15,3 +15,4 @@ pub mod pricing;
 pub mod prom;
 pub mod simulate;
 pub mod usage;
+pub mod waste;

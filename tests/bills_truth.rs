@@ -254,6 +254,66 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
         "below the own cost at full allocation (3.98) renting always wins: {rv}"
     );
 
+    // the idle-waste list over the whole window equals the pods truth.json calls idle (average utilization over
+    // metered time < 10 %, more than 1 GiB held), each priced at cards × the rate at the window's end × 730 h
+    let (status, idle) =
+        api.call(Method::GET, &format!("/api/v1/idle?to={END}&hours=48&include_ended=true"), fin, None).await;
+    assert_eq!(status, 200, "{idle}");
+    let end_rate = |model: &str| -> Option<Decimal> {
+        match model {
+            "A100-80GB" => Some(a100_rate),
+            "H100-80GB" => Some(dec!(21.0)),
+            "L40S" => Some(dec!(7.25)),
+            _ => None,
+        }
+    };
+    let mut want_idle: BTreeMap<(String, String), (String, Decimal)> = BTreeMap::new();
+    let mut squatters = Vec::new();
+    for p in truth["by_pod"].as_array().unwrap() {
+        let metered = p["gpu_hours"].as_f64().unwrap() - p["unmetered_gpu_hours"].as_f64().unwrap();
+        let fb = p["peak_fb_used_mib"].as_f64().unwrap_or(0.0);
+        let key = (p["namespace"].as_str().unwrap().to_string(), p["pod"].as_str().unwrap().to_string());
+        if p["squatter"].as_bool().unwrap() {
+            squatters.push(key.clone());
+        }
+        if metered > 0.0 && p["effective_gpu_hours"].as_f64().unwrap() / metered < 0.10 && fb > 1024.0 {
+            let ns = key.0.as_str();
+            let team = if ns == "speech" { "speech" } else { p["team"].as_str().unwrap() };
+            let cards = Decimal::from_f64_retain(p["units"].as_f64().unwrap() * p["fraction"].as_f64().unwrap())
+                .unwrap()
+                .round_dp(6);
+            let waste = end_rate(pricing_key(p["gpu_model"].as_str())).map_or(Decimal::ZERO, |r| {
+                (cards * r * Decimal::from(730)).round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero)
+            });
+            want_idle.insert(key, (team.to_string(), waste));
+        }
+    }
+    let got_idle: BTreeMap<(String, String), (String, Decimal)> = idle
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let key = (p["namespace"].as_str().unwrap().to_string(), p["pod"].as_str().unwrap().to_string());
+            (key, (p["team"].as_str().unwrap().to_string(), dec(&p["monthly_waste"])))
+        })
+        .collect();
+    assert_eq!(got_idle, want_idle, "the idle list");
+    assert!(!squatters.is_empty() && squatters.iter().all(|s| got_idle.contains_key(s)), "every squatter is listed");
+    let wastes: Vec<Decimal> = idle.as_array().unwrap().iter().map(|p| dec(&p["monthly_waste"])).collect();
+    assert!(wastes.windows(2).all(|w| w[0] >= w[1]), "sorted by money wasted");
+    let (_, running) = api.call(Method::GET, &format!("/api/v1/idle?to={END}&hours=48"), fin, None).await;
+    assert!(running.as_array().unwrap().iter().all(|p| {
+        p["still_running"] == true
+            && got_idle
+                .contains_key(&(p["namespace"].as_str().unwrap().to_string(), p["pod"].as_str().unwrap().to_string()))
+    }));
+    let (_, mine) = api
+        .call(Method::GET, &format!("/api/v1/idle?to={END}&hours=48&include_ended=true"), Some(&api.lead), None)
+        .await;
+    assert!(mine.as_array().unwrap().iter().all(|p| p["team"] == "vision"), "a team lead sees its own idle pods only");
+    let (status, err) = api.call(Method::GET, "/api/v1/idle?max_utilization=2", fin, None).await;
+    assert_eq!((status, err["field"].as_str()), (400, Some("max_utilization")));
+
     let never = "2000-01-01T00:00:00Z".parse().unwrap();
     let sept = expected(&truth, "2026-09", a100_rate, 1.0, never);
     let oct = expected(&truth, "2026-10", a100_rate, 1.0, never);

@@ -7,6 +7,7 @@ mod extract;
 mod rates;
 mod teams;
 mod usage;
+mod waste;
 
 use axum::Router;
 use axum::extract::FromRef;
@@ -50,6 +51,7 @@ impl FromRef<AppState> for PgPool {
         (name = "bills", description = "Month statements, closing months"),
         (name = "rates", description = "Rates per card-hour: TCO, history, cloud references"),
         (name = "audit", description = "Who changed what"),
+        (name = "waste", description = "The idle-waste list"),
     )
 )]
 struct ApiDoc;
@@ -70,7 +72,8 @@ pub fn api() -> (Router<AppState>, OpenApiSpec) {
         .merge(rates::router())
         .merge(bills::router())
         .merge(usage::router())
-        .merge(audit::router());
+        .merge(audit::router())
+        .merge(waste::router());
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts()
 }
 

@@ -8,6 +8,7 @@ pub mod settings;
 pub mod teams;
 pub mod tokens;
 pub mod usage;
+pub mod waste;
 pub mod watermark;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};

@@ -1,0 +1,66 @@
+//! `/idle`: the idle-waste list — pods holding GPUs and memory while barely using them, most money first.
+
+use axum::Json;
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{ApiQuery, AppState};
+use crate::auth::Caller;
+use crate::error::{ApiError, ErrorBody};
+use crate::ingest::window::floor_hour;
+use crate::waste::{IdlePod, IdleRule, idle_report};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_idle))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct IdleQuery {
+    /// `weekly` (7 days, < 10 %, default) or `short_term` (2 hours, < 15 %).
+    pub rule: Option<String>,
+    /// Window end, a whole hour (default: the current hour).
+    pub to: Option<DateTime<Utc>>,
+    /// Window length in hours (1–2160; default from the rule).
+    pub hours: Option<u32>,
+    /// Utilization threshold, 0–1 (default from the rule).
+    pub max_utilization: Option<f64>,
+    /// Memory a pod must hold to count, MiB (default 1024).
+    pub min_memory_mib: Option<f64>,
+    /// Also list pods that no longer hold cards at the window's end.
+    pub include_ended: Option<bool>,
+}
+
+/// The idle-waste list over a window, within the caller's scope (a team lead: its teams).
+#[utoipa::path(get, path = "/idle", tag = "waste", security(("bearer" = [])), params(IdleQuery),
+    responses((status = 200, body = Vec<IdlePod>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn get_idle(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    ApiQuery(q): ApiQuery<IdleQuery>,
+) -> Result<Json<Vec<IdlePod>>, ApiError> {
+    let (base, default_hours) = match q.rule.as_deref() {
+        None | Some("weekly") => (IdleRule::WEEKLY, 168),
+        Some("short_term") => (IdleRule::SHORT_TERM, 2),
+        Some(other) => return Err(ApiError::bad_request("rule", format!("`{other}`: use weekly or short_term"))),
+    };
+    let rule = IdleRule {
+        max_utilization: q.max_utilization.unwrap_or(base.max_utilization),
+        min_memory_mib: q.min_memory_mib.unwrap_or(base.min_memory_mib),
+    }
+    .validate()
+    .map_err(|(field, message)| ApiError::bad_request(field, message))?;
+    let hours = q.hours.unwrap_or(default_hours);
+    if !(1..=2160).contains(&hours) {
+        return Err(ApiError::bad_request("hours", "must be between 1 and 2160"));
+    }
+    let to = q.to.unwrap_or_else(|| floor_hour(Utc::now()));
+    if floor_hour(to) != to {
+        return Err(ApiError::bad_request("to", "must be a whole hour"));
+    }
+    let only_running = !q.include_ended.unwrap_or(false);
+    Ok(Json(idle_report(&s.pool, to, hours, rule, only_running, &p.scope(), s.billing_tz).await?))
+}
