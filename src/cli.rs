@@ -40,6 +40,8 @@ pub enum Command {
     Usage(UsageArgs),
     /// The idle-waste list: pods holding GPUs and memory while barely using them.
     Idle(IdleArgs),
+    /// Export a month's bills (CSV; PDF statements are planned).
+    Export(ExportArgs),
     /// Serve the REST API (and Swagger UI).
     Serve(ServeArgs),
     /// Issue or revoke API tokens.
@@ -73,6 +75,28 @@ pub struct IdleArgs {
     pub include_ended: bool,
     #[arg(long, value_enum, default_value = "text")]
     pub format: SummaryFormat,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// The month, YYYY-MM in the billing time zone.
+    #[arg(long)]
+    pub month: String,
+    #[arg(long, value_enum, default_value = "csv")]
+    pub format: ExportFormat,
+    /// Only this team.
+    #[arg(long)]
+    pub team: Option<String>,
+    /// Write to this file instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    Csv,
 }
 
 #[derive(Debug, clap::Args)]
@@ -205,6 +229,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Worker(a) => worker_cmd(a).await?,
         Command::Usage(a) => usage_cmd(a).await?,
         Command::Idle(a) => idle_cmd(a).await?,
+        Command::Export(a) => export_cmd(a).await?,
         Command::Serve(a) => serve_cmd(a).await?,
         Command::Token(t) => token_cmd(t).await?,
         Command::Openapi => print!("{}", crate::api::openapi_json()),
@@ -425,6 +450,34 @@ async fn idle_cmd(a: IdleArgs) -> anyhow::Result<()> {
                     if p.still_running { "" } else { " (ended)" }
                 );
             }
+        }
+    }
+    Ok(())
+}
+
+async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
+    let month = crate::billing::Month::parse(&a.month).map_err(|e| anyhow::anyhow!("--month: {e}"))?;
+    let pool = db::connect(&a.db.database_url, 2).await.context("cannot connect to the database")?;
+    let st = crate::ledger::statement(&pool, month, None).await?;
+    if let Some(team) = &a.team {
+        let known = st.bills.teams.iter().any(|t| &t.team == team) || st.restatements.iter().any(|r| &r.team == team);
+        if !known {
+            bail!("team `{team}` has no statement for {month}");
+        }
+    }
+    let ExportFormat::Csv = a.format;
+    let bytes = crate::export::bill_csv(&st, |t| a.team.as_deref().is_none_or(|only| only == t))?;
+    match a.out {
+        Some(path) => {
+            // written next to the target and renamed: a failed export leaves no half-written file
+            let tmp = path.with_extension("csv.partial");
+            std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("wrote {} ({} bytes)", path.display(), bytes.len());
+        }
+        None => {
+            use std::io::Write;
+            std::io::stdout().write_all(&bytes)?;
         }
     }
     Ok(())

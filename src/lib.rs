@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod export;
 pub mod ingest;
 pub mod ledger;
 pub mod metering;

@@ -378,6 +378,77 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     // October's own lines did not change
     compare("2026-10", &statement_lines(&api, "2026-10").await, &oct);
 
+    // the CSV export parses back to exactly the statement's numbers; Chinese names survive, formulas do not
+    let (status, _) = api
+        .call(
+            Method::PUT,
+            "/api/v1/teams/vision",
+            fin,
+            Some(json!({"name": "=HYPERLINK(\"http://x\")", "owner": "王五"})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let resp = api
+        .client
+        .get(format!("{}/api/v1/exports/2026-10/bills.csv", api.base))
+        .bearer_auth(&api.finance)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/csv; charset=utf-8");
+    let csv_bytes = resp.bytes().await.unwrap().to_vec();
+    assert!(csv_bytes.starts_with("\u{feff}".as_bytes()), "UTF-8 with BOM");
+    assert!(String::from_utf8_lossy(&csv_bytes).contains("\r\n"), "RFC 4180 line ends");
+    let mut reader = csv::Reader::from_reader(&csv_bytes[3..]);
+    let mut csv_lines: BTreeMap<Line, (Decimal, Decimal)> = BTreeMap::new();
+    let mut restated: BTreeMap<Line, Decimal> = BTreeMap::new();
+    for rec in reader.deserialize::<BTreeMap<String, String>>() {
+        let r = rec.unwrap();
+        let rate = Some(r["rate"].as_str()).filter(|x| !x.is_empty()).map(|x| x.parse().unwrap());
+        let key = (r["team"].clone(), r["namespace"].clone(), r["gpu_model"].clone(), r["kind"].clone(), rate);
+        match r["line_type"].as_str() {
+            "usage" => {
+                csv_lines.insert(key, (r["card_hours"].parse().unwrap(), r["amount"].parse().unwrap()));
+            }
+            "restatement" => {
+                assert_eq!(r["original_month"], "2026-09");
+                restated.insert(key, r["amount"].parse().unwrap());
+            }
+            other => assert_eq!(other, "unallocated_share"),
+        }
+        if r["team"] == "speech" {
+            assert_eq!(r["team_name"], "语音组");
+        }
+        if r["team"] == "vision" {
+            assert_eq!(r["team_name"], "'=HYPERLINK(\"http://x\")", "formula neutralised");
+            assert_eq!(r["owner"], "王五");
+        }
+    }
+    assert_eq!(csv_lines, statement_lines(&api, "2026-10").await, "CSV usage lines = the statement's lines");
+    restated.retain(|k, v| !(v.is_zero() && k.4.is_none()));
+    assert_eq!(restated, want, "CSV restatement lines");
+    // the CLI writes the same bytes; a team lead's export holds its own team only
+    let out = dir.path().join("oct.csv");
+    run_cardhour_ok(["export", "--month", "2026-10", "--out", out.to_str().unwrap()], &db.env());
+    assert_eq!(std::fs::read(&out).unwrap(), csv_bytes);
+    let lead_csv = api
+        .client
+        .get(format!("{}/api/v1/exports/2026-10/bills.csv", api.base))
+        .bearer_auth(&api.lead)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        csv::Reader::from_reader(lead_csv.trim_start_matches('\u{feff}').as_bytes())
+            .deserialize::<BTreeMap<String, String>>()
+            .all(|r| r.unwrap()["team"] == "vision")
+    );
+    let (status, _) = api.call(Method::GET, "/api/v1/exports/2026-10/bills.csv?team=nlp", Some(&api.lead), None).await;
+    assert_eq!(status, 404);
+
     // a month that has not ended cannot be closed; a team lead sees only its own statements
     let (status, err) = api.call(Method::POST, "/api/v1/bills/2099-01/close", fin, None).await;
     assert_eq!((status, err["field"].as_str()), (409, Some("month")));

@@ -18,7 +18,11 @@ use crate::ledger::{self, LedgerError, MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(get_month)).routes(routes!(get_team_statement)).routes(routes!(close_month))
+    OpenApiRouter::new()
+        .routes(routes!(get_month))
+        .routes(routes!(get_team_statement))
+        .routes(routes!(close_month))
+        .routes(routes!(export_csv))
 }
 
 impl From<LedgerError> for ApiError {
@@ -359,4 +363,44 @@ async fn close_month(
     let policy = input.resolve()?;
     let st = ledger::close(&s.pool, month, policy, s.billing_tz, &p.actor()).await?;
     Ok((StatusCode::CREATED, Json(month_view(&st, &p))))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ExportQuery {
+    /// Only this team (default: every team the caller may see).
+    pub team: Option<String>,
+}
+
+/// The month's bill lines as CSV (UTF-8 with BOM, RFC 4180): usage lines, unallocated shares, restatements.
+#[utoipa::path(get, path = "/exports/{month}/bills.csv", tag = "bills", security(("bearer" = [])),
+    params(("month" = String, Path, description = "YYYY-MM"), ExportQuery),
+    responses((status = 200, content_type = "text/csv", body = String), (status = 404, body = ErrorBody)))]
+async fn export_csv(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(month): Path<String>,
+    ApiQuery(q): ApiQuery<ExportQuery>,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let month = parse_month(&month)?;
+    let scope = p.scope();
+    if let Some(team) = &q.team {
+        if !scope.allows(team) {
+            return Err(ApiError::NotFound(format!("team {team}")));
+        }
+    }
+    let st = s.statements.statement(&s.pool, month, None).await?;
+    let include = |t: &str| scope.allows(t) && q.team.as_deref().is_none_or(|only| only == t);
+    let body = crate::export::bill_csv(&st, include).map_err(|e| ApiError::Internal(e.into()))?;
+    let name =
+        format!("attachment; filename=\"cardhour-{month}{}.csv\"", q.team.map(|t| format!("-{t}")).unwrap_or_default());
+    Ok((
+        [
+            (axum::http::header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+            (axum::http::header::CONTENT_DISPOSITION, name),
+        ],
+        body,
+    )
+        .into_response())
 }
