@@ -314,6 +314,86 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     let (status, err) = api.call(Method::GET, "/api/v1/idle?max_utilization=2", fin, None).await;
     assert_eq!((status, err["field"].as_str()), (400, Some("max_utilization")));
 
+    // the low-utilization top N over the whole window: by wasted (metered − effective) GPU-hours, from truth
+    let (status, top) =
+        api.call(Method::GET, &format!("/api/v1/reports/low-utilization?from={START}&to={END}&top=5"), fin, None).await;
+    assert_eq!(status, 200, "{top}");
+    let mut wasted: Vec<(f64, String)> = truth["by_pod"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let w = p["gpu_hours"].as_f64().unwrap()
+                - p["unmetered_gpu_hours"].as_f64().unwrap()
+                - p["effective_gpu_hours"].as_f64().unwrap();
+            (w, p["pod"].as_str().unwrap().to_string())
+        })
+        .collect();
+    wasted.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let got_top: Vec<(f64, String)> = top
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["wasted_gpu_hours"].as_f64().unwrap(), p["pod"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(got_top.len(), 5);
+    for ((gw, gp), (ww, wp)) in got_top.iter().zip(&wasted) {
+        assert_eq!(gp, wp);
+        assert!((gw - ww).abs() < 1e-6, "{gp}: {gw} vs {ww}");
+    }
+
+    // October's utilization report per billing day, from truth's hourly lines and the 56 cards' capacity
+    let (status, report) = api.call(Method::GET, "/api/v1/reports/utilization/2026-10", fin, None).await;
+    assert_eq!(status, 200, "{report}");
+    let mut per_day: BTreeMap<String, [f64; 3]> = BTreeMap::new();
+    let mut team_day: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for r in truth["by_hour_line"].as_array().unwrap() {
+        let local = r["hour"].as_str().unwrap().parse::<DateTime<Utc>>().unwrap().with_timezone(&Shanghai);
+        if local.format("%Y-%m").to_string() != "2026-10" {
+            continue;
+        }
+        let day = local.format("%Y-%m-%d").to_string();
+        let d = per_day.entry(day.clone()).or_default();
+        d[0] += r["gpu_hours"].as_f64().unwrap();
+        d[1] += r["effective_gpu_hours"].as_f64().unwrap();
+        d[2] += r["unmetered_gpu_hours"].as_f64().unwrap();
+        let team = if r["namespace"] == "speech" { "speech" } else { r["team"].as_str().unwrap() };
+        *team_day.entry((day, team.to_string())).or_default() += r["gpu_hours"].as_f64().unwrap();
+    }
+    let capacity_hours =
+        BTreeMap::from([("2026-10-01".to_string(), 56.0 * 24.0), ("2026-10-02".to_string(), 56.0 * 12.0)]);
+    let days = report["days"].as_array().unwrap();
+    assert_eq!(days.len(), 2);
+    for d in days {
+        let day = d["day"].as_str().unwrap().to_string();
+        let [g, e, u] = per_day[&day];
+        let close = |field: &str, want: f64| {
+            let got = d[field].as_f64().unwrap();
+            assert!((got - want).abs() < 1e-9, "{day} {field}: {got} vs {want}");
+        };
+        close("capacity_card_hours", capacity_hours[&day]);
+        close("allocation_rate", g / capacity_hours[&day]);
+        close("utilization", e / (g - u));
+        close("effective_rate", e / capacity_hours[&day]);
+        for (team, hours) in d["teams"].as_object().unwrap() {
+            assert!((hours.as_f64().unwrap() - team_day[&(day.clone(), team.clone())]).abs() < 1e-9, "{day} {team}");
+        }
+    }
+    // team ranking: most efficient first, each with its October statement total
+    let (_, ranking) = api.call(Method::GET, "/api/v1/reports/teams/2026-10", fin, None).await;
+    let (_, month_view) = api.call(Method::GET, "/api/v1/bills/2026-10", fin, None).await;
+    let ranking = ranking.as_array().unwrap();
+    assert!(
+        ranking
+            .windows(2)
+            .all(|w| w[0]["utilization"].as_f64().unwrap_or(-1.0) >= w[1]["utilization"].as_f64().unwrap_or(-1.0))
+    );
+    for r in ranking {
+        let bill = month_view["teams"].as_array().unwrap().iter().find(|t| t["team"] == r["team"]).unwrap();
+        assert_eq!(r["cost"], bill["total"]);
+    }
+    assert_eq!(api.call(Method::GET, "/api/v1/reports/utilization/2026-10", Some(&api.lead), None).await.0, 403);
+
     let never = "2000-01-01T00:00:00Z".parse().unwrap();
     let sept = expected(&truth, "2026-09", a100_rate, 1.0, never);
     let oct = expected(&truth, "2026-10", a100_rate, 1.0, never);

@@ -5,6 +5,7 @@ mod audit;
 mod bills;
 mod extract;
 mod rates;
+mod reports;
 mod teams;
 mod usage;
 mod waste;
@@ -52,6 +53,7 @@ impl FromRef<AppState> for PgPool {
         (name = "rates", description = "Rates per card-hour: TCO, history, cloud references"),
         (name = "audit", description = "Who changed what"),
         (name = "waste", description = "The idle-waste list"),
+        (name = "reports", description = "Low-utilization top N, monthly utilization, team ranking"),
     )
 )]
 struct ApiDoc;
@@ -73,7 +75,8 @@ pub fn api() -> (Router<AppState>, OpenApiSpec) {
         .merge(bills::router())
         .merge(usage::router())
         .merge(audit::router())
-        .merge(waste::router());
+        .merge(waste::router())
+        .merge(reports::router());
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts()
 }
 

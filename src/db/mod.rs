@@ -4,6 +4,7 @@ pub mod audit;
 pub mod bills;
 pub mod clusters;
 pub mod rates;
+pub mod reports;
 pub mod settings;
 pub mod teams;
 pub mod tokens;

@@ -3,8 +3,10 @@
 //! the sums and rates.
 
 mod report;
+mod utilization;
 
 pub use report::idle_report;
+pub use utilization::{DayFigures, DayTeamSums, Figures, TeamFigures, UtilizationReport, utilization_report};
 
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};

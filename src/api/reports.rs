@@ -1,0 +1,168 @@
+//! `/reports`: the weekly low-utilization top N (ranked by wasted GPU-hours), the monthly utilization report and
+//! the team ranking.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{ApiQuery, AppState};
+use crate::auth::Caller;
+use crate::billing::Month;
+use crate::db;
+use crate::error::{ApiError, ErrorBody};
+use crate::ingest::window::floor_hour;
+use crate::money::Money;
+use crate::waste::{UtilizationReport, utilization_report};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(low_utilization))
+        .routes(routes!(monthly_utilization))
+        .routes(routes!(team_ranking))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct TopQuery {
+    /// Range start (default: 7 days before `to`).
+    pub from: Option<DateTime<Utc>>,
+    /// Range end (default: the current hour).
+    pub to: Option<DateTime<Utc>>,
+    /// How many pods (1–500, default 10).
+    pub top: Option<i64>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WastefulPod {
+    pub cluster: String,
+    pub namespace: String,
+    pub pod: String,
+    pub team: String,
+    pub gpu_hours: f64,
+    pub effective_gpu_hours: f64,
+    pub unmetered_gpu_hours: f64,
+    /// Metered GPU-hours − effective GPU-hours: what was held and measured idle (unmetered time is not counted).
+    pub wasted_gpu_hours: f64,
+    pub utilization: Option<f64>,
+}
+
+/// The pods with the most wasted GPU-hours in a range (default: the last 7 days) — by hours, not by percent.
+#[utoipa::path(get, path = "/reports/low-utilization", tag = "reports", security(("bearer" = [])), params(TopQuery),
+    responses((status = 200, body = Vec<WastefulPod>), (status = 400, body = ErrorBody)))]
+async fn low_utilization(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    ApiQuery(q): ApiQuery<TopQuery>,
+) -> Result<Json<Vec<WastefulPod>>, ApiError> {
+    let to = q.to.unwrap_or_else(|| floor_hour(Utc::now()));
+    let from = q.from.unwrap_or(to - Duration::days(7));
+    if to <= from {
+        return Err(ApiError::bad_request("to", "must be after `from`"));
+    }
+    let top = q.top.unwrap_or(10);
+    if !(1..=500).contains(&top) {
+        return Err(ApiError::bad_request("top", "must be between 1 and 500"));
+    }
+    let pods = db::reports::most_wasteful_pods(&s.pool, from, to, top, &p.scope()).await?;
+    Ok(Json(
+        pods.into_iter()
+            .map(|t| {
+                let metered = t.gpu_seconds - t.unmetered_gpu_seconds;
+                WastefulPod {
+                    cluster: t.cluster,
+                    namespace: t.namespace,
+                    pod: t.pod,
+                    team: t.team,
+                    gpu_hours: t.gpu_seconds / 3600.0,
+                    effective_gpu_hours: t.effective_gpu_seconds / 3600.0,
+                    unmetered_gpu_hours: t.unmetered_gpu_seconds / 3600.0,
+                    wasted_gpu_hours: (metered - t.effective_gpu_seconds) / 3600.0,
+                    utilization: (metered > 0.0).then(|| t.effective_gpu_seconds / metered),
+                }
+            })
+            .collect(),
+    ))
+}
+
+fn parse_month(s: &str) -> Result<Month, ApiError> {
+    Month::parse(s).map_err(|e| ApiError::bad_request("month", e.to_string()))
+}
+
+async fn month_report(s: &AppState, month: Month) -> Result<UtilizationReport, ApiError> {
+    let (from, to) = (month.first_day(), month.next().first_day());
+    let usage = db::reports::usage_by_day_team(&s.pool, from, to).await?;
+    let mut capacity: BTreeMap<_, f64> = BTreeMap::new();
+    for c in db::bills::capacity_by_day(&s.pool, from, to).await? {
+        *capacity.entry(c.day).or_default() += c.card_seconds;
+    }
+    let usage: Vec<_> = usage
+        .into_iter()
+        .map(|u| (u.day, u.team, u.gpu_seconds, u.effective_gpu_seconds, u.unmetered_gpu_seconds))
+        .collect();
+    Ok(utilization_report(&usage, &capacity))
+}
+
+/// The month's allocation rate, utilization and effective rate, per billing day (with GPU-hours per team, for a
+/// stacked trend) and per team (global readers).
+#[utoipa::path(get, path = "/reports/utilization/{month}", tag = "reports", security(("bearer" = [])),
+    params(("month" = String, Path, description = "YYYY-MM")),
+    responses((status = 200, body = UtilizationReport), (status = 403, body = ErrorBody)))]
+async fn monthly_utilization(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(month): Path<String>,
+) -> Result<Json<UtilizationReport>, ApiError> {
+    p.require_global_read()?;
+    Ok(Json(month_report(&s, parse_month(&month)?).await?))
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TeamRank {
+    /// 1 = the most efficient.
+    pub rank: usize,
+    pub team: String,
+    pub gpu_hours: f64,
+    pub effective_gpu_hours: f64,
+    /// Effective ÷ metered GPU-hours; teams without metered time rank last.
+    pub utilization: Option<f64>,
+    /// The team's total on the month's statement.
+    pub cost: Money,
+}
+
+/// Teams ranked by efficiency (utilization), with GPU-hours, effective GPU-hours and cost (global readers).
+#[utoipa::path(get, path = "/reports/teams/{month}", tag = "reports", security(("bearer" = [])),
+    params(("month" = String, Path, description = "YYYY-MM")),
+    responses((status = 200, body = Vec<TeamRank>), (status = 403, body = ErrorBody)))]
+async fn team_ranking(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(month): Path<String>,
+) -> Result<Json<Vec<TeamRank>>, ApiError> {
+    p.require_global_read()?;
+    let month = parse_month(&month)?;
+    let report = month_report(&s, month).await?;
+    let st = s.statements.statement(&s.pool, month, None).await?;
+    let mut teams = report.teams;
+    teams.sort_by(|a, b| {
+        b.utilization.unwrap_or(-1.0).total_cmp(&a.utilization.unwrap_or(-1.0)).then_with(|| a.team.cmp(&b.team))
+    });
+    Ok(Json(
+        teams
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| TeamRank {
+                rank: i + 1,
+                cost: st.team_total(&t.team),
+                team: t.team,
+                gpu_hours: t.gpu_hours,
+                effective_gpu_hours: t.effective_gpu_hours,
+                utilization: t.utilization,
+            })
+            .collect(),
+    ))
+}

@@ -1,0 +1,69 @@
+//! Sums behind the management reports: per pod over a range, and per billing day and team over a month.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use sqlx::PgPool;
+
+use super::usage::Scope;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodTotal {
+    pub cluster: String,
+    pub namespace: String,
+    pub pod: String,
+    pub team: String,
+    pub gpu_seconds: f64,
+    pub effective_gpu_seconds: f64,
+    pub unmetered_gpu_seconds: f64,
+}
+
+/// The `top` pods of `[from, to)` with the most wasted (metered but unused) card-seconds, within `scope`.
+pub async fn most_wasteful_pods(
+    pool: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    top: i64,
+    scope: &Scope,
+) -> Result<Vec<PodTotal>, sqlx::Error> {
+    sqlx::query_as!(
+        PodTotal,
+        r#"SELECT cluster AS "cluster!", namespace AS "namespace!", pod AS "pod!",
+                  (array_agg(team ORDER BY hour DESC))[1] AS "team!",
+                  sum(gpu_seconds) AS "gpu_seconds!", sum(effective_gpu_seconds) AS "effective_gpu_seconds!",
+                  sum(unmetered_gpu_seconds) AS "unmetered_gpu_seconds!"
+           FROM gpu_usage_hourly
+           WHERE hour >= $1 AND hour < $2 AND ($4::text[] IS NULL OR team = ANY($4))
+           GROUP BY cluster, namespace, pod
+           ORDER BY sum(gpu_seconds - unmetered_gpu_seconds - effective_gpu_seconds) DESC, namespace, pod
+           LIMIT $3"#,
+        from,
+        to,
+        top,
+        scope.teams.as_deref() as Option<&[String]>
+    )
+    .fetch_all(pool)
+    .await
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DayTeam {
+    pub day: NaiveDate,
+    pub team: String,
+    pub gpu_seconds: f64,
+    pub effective_gpu_seconds: f64,
+    pub unmetered_gpu_seconds: f64,
+}
+
+/// Usage per billing day and team over days `[from, to)`, all clusters.
+pub async fn usage_by_day_team(pool: &PgPool, from: NaiveDate, to: NaiveDate) -> Result<Vec<DayTeam>, sqlx::Error> {
+    sqlx::query_as!(
+        DayTeam,
+        r#"SELECT day, team, sum(gpu_seconds) AS "gpu_seconds!", sum(effective_gpu_seconds) AS "effective_gpu_seconds!",
+                  sum(unmetered_gpu_seconds) AS "unmetered_gpu_seconds!"
+           FROM usage_namespace_daily WHERE day >= $1 AND day < $2
+           GROUP BY day, team ORDER BY day, team"#,
+        from,
+        to
+    )
+    .fetch_all(pool)
+    .await
+}
