@@ -35,14 +35,20 @@ step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 
 step "cargo test --all-targets"
-cargo test --all-targets "$@"
+log_file="$(mktemp)"
+trap 'rm -f "$log_file"' EXIT
+if cargo test --all-targets "$@" 2>&1 | tee "$log_file"; then status=0; else status=1; fi
 
-# Doc tests only when some doc comment has a code block (building for them costs minutes on 2 cores).
-if [[ -f src/lib.rs ]] && grep -rqE '^[[:space:]]*//[/!].*```' src; then
+# Doc tests only when some doc comment has a Rust code block (building for them costs minutes on 2 cores).
+if [[ $status -eq 0 && -f src/lib.rs ]] && grep -rqE '^[[:space:]]*//[/!][[:space:]]*```([[:space:]]*$|rust)' src; then
     step "cargo test --doc"
-    cargo test --doc "$@"
-else
-    step "no doc tests (no code block in src/ doc comments)"
+    if cargo test --doc "$@" 2>&1 | tee -a "$log_file"; then status=0; else status=1; fi
 fi
 
+# One closing line for the whole suite: cargo prints one `test result` per test binary, the last of which may
+# well be an empty one.
+passed=$(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log_file" | awk '{s += $4} END {print s + 0}')
+failed=$(grep -oE 'test result: .*' "$log_file" | grep -oE '[0-9]+ failed' | awk '{s += $1} END {print s + 0}')
+((status == 0)) || die "cargo test failed"
 step "all checks passed"
+echo "tests: $passed passed, $failed failed"

@@ -40,6 +40,8 @@ pub enum Command {
     Usage(UsageArgs),
     /// The idle-waste list: pods holding GPUs and memory while barely using them.
     Idle(IdleArgs),
+    /// Check the month's budgets: record thresholds crossed and POST them to the webhook until delivered.
+    Budgets(BudgetsArgs),
     /// Export a month's bills (CSV; PDF statements are planned).
     Export(ExportArgs),
     /// Serve the REST API (and Swagger UI).
@@ -75,6 +77,21 @@ pub struct IdleArgs {
     pub include_ended: bool,
     #[arg(long, value_enum, default_value = "text")]
     pub format: SummaryFormat,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BudgetsArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// The month, YYYY-MM (default: the current one in the billing time zone).
+    #[arg(long)]
+    pub month: Option<String>,
+    /// Judge as of this time (default: now).
+    #[arg(long, value_parser = parse_time)]
+    pub at: Option<DateTime<Utc>>,
+    /// Where alerts are POSTed as JSON; without it they are only recorded.
+    #[arg(long, env = "CARDHOUR_WEBHOOK_URL")]
+    pub webhook: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -230,6 +247,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Usage(a) => usage_cmd(a).await?,
         Command::Idle(a) => idle_cmd(a).await?,
         Command::Export(a) => export_cmd(a).await?,
+        Command::Budgets(a) => budgets_cmd(a).await?,
         Command::Serve(a) => serve_cmd(a).await?,
         Command::Token(t) => token_cmd(t).await?,
         Command::Openapi => print!("{}", crate::api::openapi_json()),
@@ -479,6 +497,28 @@ async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
             use std::io::Write;
             std::io::stdout().write_all(&bytes)?;
         }
+    }
+    Ok(())
+}
+
+async fn budgets_cmd(a: BudgetsArgs) -> anyhow::Result<()> {
+    if let Some(url) = &a.webhook {
+        let ok = url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
+        if !ok {
+            bail!("--webhook `{url}` is not an http(s) URL");
+        }
+    }
+    let pool = db::connect(&a.db.database_url, 2).await.context("cannot connect to the database")?;
+    let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+    let at = a.at.unwrap_or_else(Utc::now);
+    let month = match &a.month {
+        Some(m) => crate::billing::Month::parse(m).map_err(|e| anyhow::anyhow!("--month: {e}"))?,
+        None => crate::billing::Month::containing(at, tz),
+    };
+    let run = crate::alerts::check_budgets(&pool, month, tz, at, a.webhook.as_deref()).await?;
+    println!("{month}: {} new alerts, {} delivered, {} not delivered", run.raised, run.delivered, run.failed);
+    if run.failed > 0 {
+        bail!("{} alerts could not be delivered; they are retried on the next run", run.failed);
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! cardhour: GPU FinOps cost accounting — exact GPU-hours and effective GPU-hours from Prometheus, stored in Postgres.
 
+pub mod alerts;
 pub mod api;
 pub mod auth;
 pub mod billing;

@@ -15,6 +15,7 @@ use reqwest::Method;
 use rust_decimal::{Decimal, RoundingStrategy};
 use rust_decimal_macros::dec;
 use serde_json::{Value, json};
+use std::sync::atomic::Ordering;
 
 const START: &str = "2026-09-30T04:00:00Z"; // 12:00 in Shanghai
 const END: &str = "2026-10-02T04:00:00Z";
@@ -89,6 +90,32 @@ fn expected(
             (k, (hours, amount))
         })
         .collect()
+}
+
+type Posts = std::sync::Arc<std::sync::Mutex<Vec<Value>>>;
+
+/// A webhook receiver on a loopback port answering with the status in the returned cell; successful POSTs are kept.
+async fn webhook_receiver() -> (std::sync::Arc<std::sync::atomic::AtomicU16>, Posts, std::net::SocketAddr) {
+    let status = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(200));
+    let posts: Posts = Default::default();
+    let (st, ps) = (status.clone(), posts.clone());
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let (st, ps) = (st.clone(), ps.clone());
+            async move {
+                let code = st.load(Ordering::SeqCst);
+                if code == 200 {
+                    ps.lock().unwrap().push(body);
+                }
+                axum::http::StatusCode::from_u16(code).unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (status, posts, addr)
 }
 
 fn dec(v: &Value) -> Decimal {
@@ -393,6 +420,61 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
         assert_eq!(r["cost"], bill["total"]);
     }
     assert_eq!(api.call(Method::GET, "/api/v1/reports/utilization/2026-10", Some(&api.lead), None).await.0, 403);
+
+    // budgets: nlp gets twice its October spend so far; at the window's end (36 of 744 hours gone) the run rate
+    // forecasts ~20× that, so the 80 % and 100 % forecast thresholds are crossed, the actual ones are not
+    let nlp_total = dec(&month_view["teams"].as_array().unwrap().iter().find(|t| t["team"] == "nlp").unwrap()["total"]);
+    let (status, b) = api
+        .call(
+            Method::PUT,
+            "/api/v1/budgets/2026-10/nlp",
+            fin,
+            Some(json!({"amount": (nlp_total * dec!(2)).to_string()})),
+        )
+        .await;
+    assert_eq!(status, 200, "{b}");
+    let (status, err) = api.call(Method::PUT, "/api/v1/budgets/2026-10/nlp", fin, Some(json!({"amount": "-5"}))).await;
+    assert_eq!((status, err["field"].as_str()), (422, Some("amount")));
+    let (receiver, posts, addr) = webhook_receiver().await;
+    receiver.store(503, Ordering::SeqCst); // the receiver is down
+    let hook = format!("http://{addr}/hook");
+    let budgets = |expect_ok: bool| {
+        let (env, hook) = (db.env().map(|(k, v)| (k.to_string(), v.to_string())), hook.clone());
+        tokio::task::spawn_blocking(move || {
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let out = common::run_cardhour(["budgets", "--month", "2026-10", "--at", END, "--webhook", &hook], &env);
+            assert_eq!(out.status.success(), expect_ok, "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        })
+    };
+    let first = budgets(false).await.unwrap();
+    assert!(first.contains("2 new alerts, 0 delivered, 2 not delivered"), "{first}");
+    assert_eq!(posts.lock().unwrap().len(), 0);
+    receiver.store(200, Ordering::SeqCst); // back up: the recorded alerts go out, once each
+    let second = budgets(true).await.unwrap();
+    assert!(second.contains("0 new alerts, 2 delivered"), "{second}");
+    let third = budgets(true).await.unwrap();
+    assert!(third.contains("0 new alerts, 0 delivered"), "{third}");
+    let delivered = posts.lock().unwrap().clone();
+    assert_eq!(delivered.len(), 2, "{delivered:?}");
+    let mut seen: Vec<(String, String)> = delivered
+        .iter()
+        .map(|p| (p["basis"].as_str().unwrap().to_string(), p["threshold"].as_str().unwrap().to_string()))
+        .collect();
+    seen.sort();
+    assert_eq!(seen, [("forecast".to_string(), "0.8000".to_string()), ("forecast".to_string(), "1.0000".to_string())]);
+    assert!(delivered.iter().all(|p| p["team"] == "nlp" && p["month"] == "2026-10"));
+    let (_, status_list) = api.call(Method::GET, "/api/v1/budgets/2026-10", fin, None).await;
+    assert_eq!(status_list[0]["alerts"].as_array().unwrap().len(), 2);
+    assert!(
+        status_list[0]["alerts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["delivered_at"].is_string() && a["attempts"] == 2)
+    );
+    let (_, lead_budgets) = api.call(Method::GET, "/api/v1/budgets/2026-10", Some(&api.lead), None).await;
+    assert_eq!(lead_budgets, json!([]), "a team lead sees only its teams' budgets");
 
     let never = "2000-01-01T00:00:00Z".parse().unwrap();
     let sept = expected(&truth, "2026-09", a100_rate, 1.0, never);

@@ -3,6 +3,7 @@
 
 mod audit;
 mod bills;
+mod budgets;
 mod extract;
 mod rates;
 mod reports;
@@ -53,6 +54,7 @@ impl FromRef<AppState> for PgPool {
         (name = "rates", description = "Rates per card-hour: TCO, history, cloud references"),
         (name = "audit", description = "Who changed what"),
         (name = "waste", description = "The idle-waste list"),
+        (name = "budgets", description = "Monthly budgets, forecasts and alerts"),
         (name = "reports", description = "Low-utilization top N, monthly utilization, team ranking"),
     )
 )]
@@ -76,7 +78,8 @@ pub fn api() -> (Router<AppState>, OpenApiSpec) {
         .merge(usage::router())
         .merge(audit::router())
         .merge(waste::router())
-        .merge(reports::router());
+        .merge(reports::router())
+        .merge(budgets::router());
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts()
 }
 

@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod bills;
+pub mod budgets;
 pub mod clusters;
 pub mod rates;
 pub mod reports;

@@ -2,9 +2,11 @@
 //! that costs a month. The rule and the ranking here are pure (per-pod sums in, the list out); `report` loads
 //! the sums and rates.
 
+mod budget;
 mod report;
 mod utilization;
 
+pub use budget::{Basis, crossings, forecast};
 pub use report::idle_report;
 pub use utilization::{DayFigures, DayTeamSums, Figures, TeamFigures, UtilizationReport, utilization_report};
 

@@ -1,0 +1,100 @@
+//! Budget alerts: each threshold the forecast or the actual spend crosses is recorded once per team and month,
+//! and POSTed as JSON to a webhook until it is delivered (a receiver that was down gets it on a later run).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde::Serialize;
+use sqlx::PgPool;
+
+use crate::billing::Month;
+use crate::db::{self, usage::Scope};
+use crate::ledger::{self, LedgerError};
+use crate::money::Money;
+use crate::waste::{crossings, forecast};
+
+#[derive(Debug, Default, Serialize)]
+pub struct AlertRun {
+    /// Crossings seen for the first time.
+    pub raised: usize,
+    pub delivered: usize,
+    pub failed: usize,
+}
+
+/// The part of `month` gone at `at`, in (0, 1].
+pub fn elapsed(month: Month, tz: chrono_tz::Tz, at: DateTime<Utc>) -> Decimal {
+    let (start, end) = month.bounds(tz);
+    let total = (end - start).num_seconds().max(1);
+    let gone = (at.min(end) - start).num_seconds().clamp(1, total);
+    Decimal::from(gone) / Decimal::from(total)
+}
+
+/// Checks every budget of `month` as of `at`, records new crossings, and delivers what is undelivered to
+/// `webhook` (when given).
+pub async fn check_budgets(
+    pool: &PgPool,
+    month: Month,
+    tz: chrono_tz::Tz,
+    at: DateTime<Utc>,
+    webhook: Option<&str>,
+) -> Result<AlertRun, LedgerError> {
+    let mut run = AlertRun::default();
+    let budgets = db::budgets::for_month(pool, &month.to_string(), &Scope::all()).await?;
+    if !budgets.is_empty() {
+        let st = ledger::statement(pool, month, None).await?;
+        let part = elapsed(month, tz, at);
+        for b in &budgets {
+            let spent = st.team_total(&b.team_id);
+            let budget = Money::round_fen(b.amount);
+            for (threshold, basis) in crossings(budget, &b.thresholds, spent, part) {
+                let payload = serde_json::json!({
+                    "kind": "budget_threshold",
+                    "team": b.team_id,
+                    "month": month.to_string(),
+                    "basis": basis,
+                    "threshold": threshold,
+                    "budget": budget,
+                    "spent": spent,
+                    "forecast": forecast(spent, part),
+                    "as_of": at,
+                });
+                if db::budgets::raise(pool, &b.team_id, &month.to_string(), threshold, basis.as_str(), &payload).await?
+                {
+                    run.raised += 1;
+                }
+            }
+        }
+    }
+    let Some(url) = webhook else { return Ok(run) };
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| LedgerError::Database(sqlx::Error::Protocol(format!("cannot build the webhook client: {e}"))))?;
+    for alert in db::budgets::alerts(pool, &month.to_string(), true).await? {
+        let mut error = None;
+        // a few quick tries now; whatever still fails is tried again on the next run
+        for attempt in 0..3u32 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+            }
+            error = match client.post(url).json(&alert.payload).send().await {
+                Ok(r) if r.status().is_success() => None,
+                Ok(r) => Some(format!("HTTP {}", r.status().as_u16())),
+                Err(e) => Some(e.to_string()),
+            };
+            if error.is_none() {
+                break;
+            }
+        }
+        db::budgets::attempted(pool, &alert, error.as_deref()).await?;
+        match error {
+            None => run.delivered += 1,
+            Some(e) => {
+                tracing::warn!(team = %alert.team_id, month = %alert.month, error = %e, "budget alert not delivered");
+                run.failed += 1;
+            }
+        }
+    }
+    Ok(run)
+}
