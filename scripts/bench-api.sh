@@ -99,11 +99,12 @@ cat >"$lua" <<'LUA'
 wrk.headers["Authorization"] = "Bearer " .. os.getenv("TOKEN")
 LUA
 run() {
-    local name="$1" token="$2" path="$3"
+    local name="$1" token="$2" path="$3" connections="${4:-8}"
     curl -fsS -o /dev/null -H "Authorization: Bearer $token" "http://127.0.0.1:$port$path" ||
         die "$path does not answer 200"
     local out
-    out=$(TOKEN="$token" wrk -t2 -c8 -d"${duration}s" --latency -s "$lua" "http://127.0.0.1:$port$path")
+    out=$(TOKEN="$token" wrk -t"$((connections < 2 ? 1 : 2))" -c"$connections" -d"${duration}s" --latency -s "$lua" \
+        "http://127.0.0.1:$port$path")
     local rps p50 p90 p99
     rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
     p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
@@ -121,6 +122,8 @@ run "team month bill (team lead)" "$lead" "/api/v1/bills/2026-10/teams/team03"
 run "all-teams usage summary of the month, GET /api/v1/usage?group_by=team" "$finance" \
     "/api/v1/usage?from=2026-09-30T16:00:00Z&to=2026-10-31T16:00:00Z&group_by=team"
 run "month summary, GET /api/v1/bills/2026-10" "$finance" "/api/v1/bills/2026-10"
+run "idle-waste list over 7 days, one client at a time (wrk -c1)" "$finance" \
+    "/api/v1/idle?to=2026-11-30T16:00:00Z&hours=168&include_ended=true" 1
 rm -f "$lua"
 echo
 echo "cold (first request of a month, bills computed from the daily rollup), 11 months one after another:"

@@ -33,19 +33,24 @@ pub async fn pods(
         PodWindow,
         r#"WITH last AS (SELECT cluster, max(hour) AS hour FROM ingested_hours
                          WHERE hour >= $1 AND hour < $2 GROUP BY cluster),
-                w AS (SELECT u.cluster, u.namespace, u.pod, (array_agg(u.team ORDER BY u.hour DESC))[1] AS team,
-                             (array_agg(u.gpu_model ORDER BY u.gpu_seconds DESC))[1] AS gpu_model,
-                             max(u.units * u.fraction) AS cards, sum(u.gpu_seconds) AS g,
-                             sum(u.effective_gpu_seconds) AS e, sum(u.unmetered_gpu_seconds) AS m,
-                             max(u.peak_fb_used_mib) AS fb, bool_or(u.hour = last.hour) AS running
-                      FROM gpu_usage_hourly u JOIN last ON last.cluster = u.cluster
-                      WHERE u.hour >= $1 AND u.hour < $2 AND ($3::text[] IS NULL OR u.team = ANY($3))
-                      GROUP BY u.cluster, u.namespace, u.pod)
-           SELECT w.cluster AS "cluster!", w.namespace AS "namespace!", w.pod AS "pod!", w.team AS "team!",
-                  t.owner AS "owner?", w.gpu_model AS "gpu_model!", w.cards AS "cards!", w.g AS "gpu_seconds!",
+                w AS (SELECT cluster, namespace, pod, max(hour) AS last_hour, max(units * fraction) AS cards,
+                             sum(gpu_seconds) AS g, sum(effective_gpu_seconds) AS e,
+                             sum(unmetered_gpu_seconds) AS m, max(peak_fb_used_mib) AS fb
+                      FROM gpu_usage_hourly
+                      WHERE hour >= $1 AND hour < $2 AND ($3::text[] IS NULL OR team = ANY($3))
+                      GROUP BY cluster, namespace, pod)
+           -- team and model as of the pod's last hour in the window (one index lookup per pod)
+           SELECT w.cluster AS "cluster!", w.namespace AS "namespace!", w.pod AS "pod!", l.team AS "team!",
+                  t.owner AS "owner?", l.gpu_model AS "gpu_model!", w.cards AS "cards!", w.g AS "gpu_seconds!",
                   w.e AS "effective_gpu_seconds!", w.m AS "unmetered_gpu_seconds!", w.fb AS peak_fb_used_mib,
-                  w.running AS "still_running!"
-           FROM w LEFT JOIN teams t ON t.id = w.team
+                  (w.last_hour = last.hour) AS "still_running!"
+           FROM w
+           JOIN last ON last.cluster = w.cluster
+           CROSS JOIN LATERAL (SELECT x.team, x.gpu_model FROM gpu_usage_hourly x
+                               WHERE x.cluster = w.cluster AND x.hour = w.last_hour AND x.namespace = w.namespace
+                                 AND x.pod = w.pod
+                               ORDER BY x.gpu_seconds DESC LIMIT 1) l
+           LEFT JOIN teams t ON t.id = l.team
            ORDER BY w.cluster, w.namespace, w.pod"#,
         from,
         to,

@@ -1,0 +1,637 @@
+//! The month's statement as one PDF for finance: a summary page (cluster totals, every team's total and a bar
+//! chart of them) and then one statement (one page or more) per team with its lines, restatements, totals and the
+//! rates used.
+//!
+//! Text is drawn with the font the caller passes in (a CJK font, so Chinese team names render; krilla embeds only
+//! the glyphs used). Every number is printed exactly as `Money` / `RatePerCardHour` / the card-hours `Decimal`
+//! display it, i.e. the same strings as the API and the CSV export, so `pdftotext` gives them back verbatim. The
+//! chart is drawn with `plotters` into an SVG and embedded through `krilla-svg`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use krilla::Document;
+use krilla::color::rgb;
+use krilla::geom::{PathBuilder, Point, Size};
+use krilla::num::NormalizedF32;
+use krilla::page::PageSettings;
+use krilla::paint::{Fill, Stroke};
+use krilla::text::{Font, TextDirection};
+use krilla_svg::{SurfaceExt, SvgSettings};
+use rust_decimal::prelude::ToPrimitive;
+use skrifa::{FontRef, MetadataProvider};
+
+use crate::billing::TeamBill;
+use crate::ledger::{MonthStatus, Statement};
+use crate::money::{Money, RatePerCardHour};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PdfError {
+    #[error("the font cannot be read (not an OpenType/TrueType font or collection): {0}")]
+    Font(String),
+    #[error("the font has no glyph for {0:?}: use a CJK font such as Noto Sans CJK (Debian: fonts-noto-cjk)")]
+    MissingGlyph(char),
+    #[error("the chart cannot be drawn: {0}")]
+    Chart(String),
+    #[error("the chart's SVG cannot be read: {0}")]
+    Svg(String),
+    #[error("the PDF cannot be written: {0}")]
+    Pdf(String),
+}
+
+/// Where Debian's `fonts-noto-cjk` (and a few other distributions) put Noto Sans CJK.
+const CJK_FONT_PATHS: [&str; 6] = [
+    "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
+    "/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc",
+    "/usr/share/fonts/google-noto-cjk/NotoSansCJK-Regular.ttc",
+    "/usr/share/fonts/opentype/noto/NotoSansCJKsc-Regular.otf",
+    "/usr/share/fonts/truetype/noto/NotoSansCJK-Regular.ttc",
+    "/usr/share/fonts/noto/NotoSansCJK-Regular.ttc",
+];
+
+/// The bytes of a Noto Sans CJK font installed on this machine (Debian package `fonts-noto-cjk`), if any. A `.ttc`
+/// collection is fine: [`statement_pdf`] picks its Simplified Chinese face.
+pub fn find_cjk_font() -> Option<Vec<u8>> {
+    CJK_FONT_PATHS.iter().find_map(|p| std::fs::read(p).ok())
+}
+
+// Page geometry: A4 landscape, in points.
+const PAGE_W: f32 = 842.0;
+const PAGE_H: f32 = 595.0;
+const MARGIN: f32 = 40.0;
+const BOTTOM: f32 = PAGE_H - MARGIN;
+/// Teams shown in the summary chart (largest totals first); the table lists them all.
+const CHART_TEAMS: usize = 20;
+
+#[derive(Clone, Copy)]
+enum Align {
+    Left,
+    Right,
+}
+
+enum Op {
+    Text { x: f32, y: f32, size: f32, text: String, gray: u8 },
+    Rule { x0: f32, x1: f32, y: f32, width: f32 },
+    Svg { x: f32, y: f32, w: f32, h: f32, tree: Box<usvg::Tree> },
+}
+
+/// Text measurement with the font's advances (for right-aligned numbers and fitting cells).
+struct Metrics<'a> {
+    charmap: skrifa::charmap::Charmap<'a>,
+    glyphs: skrifa::metrics::GlyphMetrics<'a>,
+    upem: f32,
+}
+
+impl<'a> Metrics<'a> {
+    fn new(font: &FontRef<'a>) -> Self {
+        let (size, loc) = (skrifa::instance::Size::unscaled(), skrifa::instance::LocationRef::default());
+        Metrics {
+            charmap: font.charmap(),
+            glyphs: font.glyph_metrics(size, loc),
+            upem: f32::from(font.metrics(size, loc).units_per_em),
+        }
+    }
+
+    fn width(&self, text: &str, size: f32) -> Result<f32, PdfError> {
+        let mut units = 0.0;
+        for c in text.chars() {
+            let gid = self.charmap.map(c).ok_or(PdfError::MissingGlyph(c))?;
+            units += self.glyphs.advance_width(gid).unwrap_or(0.0);
+        }
+        Ok(units * size / self.upem)
+    }
+}
+
+/// A display list of pages, laid out top-down with page breaks.
+struct Layout<'a> {
+    m: &'a Metrics<'a>,
+    pages: Vec<Vec<Op>>,
+    y: f32,
+    /// Drawn at the top of a continuation page (e.g. the team's name and "continued").
+    running_head: String,
+}
+
+impl<'a> Layout<'a> {
+    fn new(m: &'a Metrics<'a>) -> Self {
+        Layout { m, pages: Vec::new(), y: MARGIN, running_head: String::new() }
+    }
+
+    fn new_page(&mut self) {
+        self.pages.push(Vec::new());
+        self.y = MARGIN;
+    }
+
+    /// Starts a new page when `h` points do not fit on this one; returns whether it did.
+    fn ensure(&mut self, h: f32) -> Result<bool, PdfError> {
+        if self.y + h <= BOTTOM {
+            return Ok(false);
+        }
+        self.new_page();
+        if !self.running_head.is_empty() {
+            let head = self.running_head.clone();
+            self.text(MARGIN, self.y + 9.0, 9.0, &head, Align::Left, 110)?;
+            self.y += 18.0;
+        }
+        Ok(true)
+    }
+
+    fn push(&mut self, op: Op) {
+        if self.pages.is_empty() {
+            self.pages.push(Vec::new());
+        }
+        self.pages.last_mut().expect("a page").push(op);
+    }
+
+    /// Text with its baseline at `y`; `x` is the left edge, or the right edge for [`Align::Right`].
+    fn text(&mut self, x: f32, y: f32, size: f32, text: &str, align: Align, gray: u8) -> Result<(), PdfError> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        let w = self.m.width(text, size)?;
+        let x = match align {
+            Align::Left => x,
+            Align::Right => x - w,
+        };
+        self.push(Op::Text { x, y, size, text: text.to_string(), gray });
+        Ok(())
+    }
+
+    /// A line of text, advancing the cursor.
+    fn line(&mut self, size: f32, text: &str) -> Result<(), PdfError> {
+        let h = size * 1.5;
+        self.ensure(h)?;
+        self.text(MARGIN, self.y + size, size, text, Align::Left, 0)?;
+        self.y += h;
+        Ok(())
+    }
+
+    fn gap(&mut self, h: f32) {
+        self.y += h;
+    }
+
+    fn rule(&mut self, width: f32) {
+        let y = self.y;
+        self.push(Op::Rule { x0: MARGIN, x1: PAGE_W - MARGIN, y, width });
+    }
+
+    /// One table row: cells in `cols` (left x, width, alignment); a text too wide for its cell is set smaller.
+    fn row(&mut self, cols: &[Col], cells: &[String], size: f32, gray: u8) -> Result<(), PdfError> {
+        let h = size * 1.6;
+        self.ensure(h)?;
+        let base = self.y + size;
+        for (c, text) in cols.iter().zip(cells) {
+            let mut s = size;
+            let w = self.m.width(text, s)?;
+            if w > c.w - 4.0 && w > 0.0 {
+                s = (s * (c.w - 4.0) / w).max(4.0);
+            }
+            match c.align {
+                Align::Left => self.text(c.x, base, s, text, Align::Left, gray)?,
+                Align::Right => self.text(c.x + c.w, base, s, text, Align::Right, gray)?,
+            }
+        }
+        self.y += h;
+        Ok(())
+    }
+
+    /// A header row with a rule under it (repeated after a page break by calling it again).
+    fn header_row(&mut self, cols: &[Col], names: &[&str]) -> Result<(), PdfError> {
+        self.ensure(9.0 * 1.6 * 3.0)?;
+        let cells: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        self.row(cols, &cells, 8.0, 90)?;
+        self.rule(0.5);
+        self.gap(2.0);
+        Ok(())
+    }
+
+    /// Table rows, repeating the header after each page break.
+    fn table(&mut self, cols: &[Col], names: &[&str], rows: &[Vec<String>]) -> Result<(), PdfError> {
+        self.header_row(cols, names)?;
+        for r in rows {
+            if self.ensure(9.0 * 1.6)? {
+                self.header_row(cols, names)?;
+            }
+            self.row(cols, r, 9.0, 0)?;
+        }
+        Ok(())
+    }
+}
+
+struct Col {
+    x: f32,
+    w: f32,
+    align: Align,
+}
+
+/// Columns from widths (in points) starting at the left margin.
+fn cols(spec: &[(f32, Align)]) -> Vec<Col> {
+    let mut x = MARGIN;
+    spec.iter()
+        .map(|&(w, align)| {
+            let c = Col { x, w, align };
+            x += w;
+            c
+        })
+        .collect()
+}
+
+/// The face to use from a font file: in a collection, the Simplified Chinese one when there is one.
+fn pick_face(font: &[u8]) -> Result<(u32, String), PdfError> {
+    let file = skrifa::raw::FileRef::new(font).map_err(|e| PdfError::Font(e.to_string()))?;
+    let faces: Vec<FontRef> = file.fonts().filter_map(Result::ok).collect();
+    if faces.is_empty() {
+        return Err(PdfError::Font("no font face in the file".into()));
+    }
+    let family = |f: &FontRef| {
+        f.localized_strings(skrifa::string::StringId::FAMILY_NAME)
+            .english_or_first()
+            .map(|s| s.to_string())
+            .unwrap_or_default()
+    };
+    let index = faces.iter().position(|f| family(f).ends_with(" SC")).unwrap_or(0);
+    Ok((index as u32, family(&faces[index])))
+}
+
+/// The statement of `st` as a PDF: the finance summary, then the statement of each team `include` accepts (in
+/// team order), all text set in `font` (an OpenType/TrueType font or collection with CJK glyphs).
+pub fn statement_pdf(st: &Statement, include: impl Fn(&str) -> bool, font: &[u8]) -> Result<Vec<u8>, PdfError> {
+    let (index, family) = pick_face(font)?;
+    let font_ref = FontRef::from_index(font, index).map_err(|e| PdfError::Font(e.to_string()))?;
+    let metrics = Metrics::new(&font_ref);
+    let data: Arc<Vec<u8>> = Arc::new(font.to_vec());
+
+    let mut teams: Vec<&str> = st
+        .bills
+        .teams
+        .iter()
+        .map(|t| t.team.as_str())
+        .chain(st.restatements.iter().map(|r| r.team.as_str()))
+        .filter(|t| include(t))
+        .collect();
+    teams.sort_unstable();
+    teams.dedup();
+
+    let mut lay = Layout::new(&metrics);
+    summary(&mut lay, st, &teams, &data, &family)?;
+    for team in &teams {
+        team_statement(&mut lay, st, team)?;
+    }
+
+    let kfont = Font::new(krilla::Data::from(data.clone()), index)
+        .ok_or_else(|| PdfError::Font(format!("face {index} cannot be loaded")))?;
+    render(lay.pages, &kfont)
+}
+
+fn status_str(s: MonthStatus) -> &'static str {
+    match s {
+        MonthStatus::Open => "open",
+        MonthStatus::Closed => "closed",
+    }
+}
+
+/// `showback / kept_by_platform`, the serde names used by the API and the CSV.
+fn policy_str(st: &Statement) -> String {
+    let plain = |v: serde_json::Value| v.as_str().map(str::to_string).unwrap_or_default();
+    let p = &st.bills.policy;
+    format!(
+        "{} / {}",
+        plain(serde_json::to_value(p.mode).unwrap_or_default()),
+        plain(serde_json::to_value(p.unallocated).unwrap_or_default())
+    )
+}
+
+fn period_str(st: &Statement) -> String {
+    let from = st.month.first_day();
+    let to = st.month.next().first_day().pred_opt().unwrap_or(from);
+    format!("{from} – {to}")
+}
+
+fn team_name<'s>(st: &'s Statement, team: &'s str) -> &'s str {
+    st.teams.get(team).map_or(team, |i| i.name.as_str())
+}
+
+fn restated(st: &Statement, team: &str) -> Money {
+    st.restatements_of(team).map(|r| r.amount_delta).sum()
+}
+
+fn bill_of<'s>(st: &'s Statement, team: &str) -> Option<&'s TeamBill> {
+    st.bills.teams.iter().find(|b| b.team == team)
+}
+
+fn summary(
+    lay: &mut Layout,
+    st: &Statement,
+    teams: &[&str],
+    font: &Arc<Vec<u8>>,
+    family: &str,
+) -> Result<(), PdfError> {
+    lay.new_page();
+    lay.running_head = format!("GPU cost statement {} — finance summary (continued)", st.month);
+    lay.line(16.0, &format!("GPU cost statement {} — finance summary", st.month))?;
+    let mut status = format!("Month {}   Period {}   Status {}", st.month, period_str(st), status_str(st.status));
+    if let (Some(at), Some(by)) = (st.closed_at, &st.closed_by) {
+        status.push_str(&format!(" (closed {} by {by})", at.format("%Y-%m-%d %H:%M UTC")));
+    }
+    lay.line(10.0, &status)?;
+    lay.line(10.0, &format!("Policy {}", policy_str(st)))?;
+    lay.gap(6.0);
+
+    let b = &st.bills;
+    let c = cols(&[(160.0, Align::Left), (110.0, Align::Right)]);
+    lay.header_row(&c, &["Cluster", "Amount (CNY)"])?;
+    for (label, m) in [
+        ("Capacity cost", b.capacity_cost),
+        ("Allocated", b.allocated),
+        ("Unallocated", b.unallocated),
+        ("Platform kept", b.platform_kept),
+    ] {
+        lay.row(&c, &[label.to_string(), m.to_string()], 9.0, 0)?;
+    }
+    lay.gap(10.0);
+
+    // The chart: team totals, largest first.
+    let mut totals: Vec<(String, f64)> = teams
+        .iter()
+        .map(|t| (team_name(st, t).to_string(), st.team_total(t).as_decimal().to_f64().unwrap_or(0.0)))
+        .collect();
+    totals.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let shown = totals.len().min(CHART_TEAMS);
+    if shown > 0 {
+        let title = if shown < totals.len() {
+            format!("Team totals (CNY), the {shown} largest of {}", totals.len())
+        } else {
+            "Team totals (CNY)".to_string()
+        };
+        lay.line(10.0, &title)?;
+        let (w, h) = (PAGE_W - 2.0 * MARGIN, 40.0 + 16.0 * shown as f32);
+        let svg = chart_svg(&totals[..shown], w as u32, h as u32)?;
+        let tree = svg_tree(&svg, font, family)?;
+        lay.ensure(h)?;
+        let y = lay.y;
+        lay.push(Op::Svg { x: MARGIN, y, w, h, tree: Box::new(tree) });
+        lay.gap(h + 10.0);
+    }
+
+    let c = cols(&[
+        (110.0, Align::Left),
+        (150.0, Align::Left),
+        (110.0, Align::Left),
+        (95.0, Align::Right),
+        (95.0, Align::Right),
+        (85.0, Align::Right),
+        (95.0, Align::Right),
+    ]);
+    let rows: Vec<Vec<String>> = teams
+        .iter()
+        .map(|t| {
+            let info = st.teams.get(*t);
+            let bill = bill_of(st, t);
+            vec![
+                t.to_string(),
+                info.map(|i| i.name.clone()).unwrap_or_default(),
+                info.and_then(|i| i.owner.clone()).unwrap_or_default(),
+                bill.map_or(Money::ZERO, |b| b.allocated).to_string(),
+                bill.map_or(Money::ZERO, |b| b.unallocated_share).to_string(),
+                restated(st, t).to_string(),
+                st.team_total(t).to_string(),
+            ]
+        })
+        .collect();
+    lay.table(&c, &["Team", "Name", "Owner", "Allocated", "Unallocated share", "Restated", "Total"], &rows)?;
+    let sum: Money = teams.iter().map(|t| st.team_total(t)).sum();
+    lay.rule(0.5);
+    lay.gap(2.0);
+    lay.row(&c, &["All teams shown, with restatements".into(), String::new(), String::new(), String::new(), String::new(), String::new(), sum.to_string()], 9.0, 0)?;
+    Ok(())
+}
+
+fn team_statement(lay: &mut Layout, st: &Statement, team: &str) -> Result<(), PdfError> {
+    lay.new_page();
+    let name = team_name(st, team);
+    lay.running_head = format!("{name} ({team}) — {} (continued)", st.month);
+    lay.line(16.0, &format!("{name} — GPU cost statement {}", st.month))?;
+    let owner = st.teams.get(team).and_then(|i| i.owner.as_deref()).unwrap_or("—");
+    lay.line(10.0, &format!("Team {team}   Owner {owner}"))?;
+    lay.line(
+        10.0,
+        &format!(
+            "Month {}   Period {}   Status {}   Policy {}",
+            st.month,
+            period_str(st),
+            status_str(st.status),
+            policy_str(st)
+        ),
+    )?;
+    lay.gap(6.0);
+
+    let c = cols(&[
+        (90.0, Align::Left),
+        (140.0, Align::Left),
+        (80.0, Align::Left),
+        (65.0, Align::Left),
+        (95.0, Align::Right),
+        (95.0, Align::Right),
+        (90.0, Align::Right),
+        (107.0, Align::Right),
+    ]);
+    let names = ["Line", "Namespace", "GPU model", "Kind", "Card-hours", "Effective", "Rate", "Amount"];
+    let rate_str = |r: Option<RatePerCardHour>| r.map_or_else(|| "unpriced".to_string(), |r| r.to_string());
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut rates: BTreeMap<String, BTreeSet<Option<RatePerCardHour>>> = BTreeMap::new();
+    let bill = bill_of(st, team);
+    if let Some(b) = bill {
+        for l in &b.lines {
+            rates.entry(l.gpu_model.clone()).or_default().insert(l.rate);
+            rows.push(vec![
+                "usage".into(),
+                l.namespace.clone(),
+                l.gpu_model.clone(),
+                l.kind.clone(),
+                l.card_hours.to_string(),
+                l.effective_card_hours.to_string(),
+                rate_str(l.rate),
+                l.amount.to_string(),
+            ]);
+        }
+        if !b.unallocated_share.is_zero() {
+            rows.push(vec![
+                "share".into(),
+                "(unallocated share)".into(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                b.unallocated_share.to_string(),
+            ]);
+        }
+    }
+    for r in st.restatements_of(team) {
+        if !r.is_unallocated_share() {
+            rates.entry(r.gpu_model.clone()).or_default().insert(r.rate);
+        }
+        let label = r.original_month.map_or_else(|| "restated".to_string(), |m| format!("restated {m}"));
+        rows.push(vec![
+            label,
+            r.namespace.clone(),
+            r.gpu_model.clone(),
+            r.kind.clone(),
+            r.card_hours_delta.to_string(),
+            r.effective_card_hours_delta.to_string(),
+            if r.is_unallocated_share() { String::new() } else { rate_str(r.rate) },
+            r.amount_delta.to_string(),
+        ]);
+    }
+    lay.table(&c, &names, &rows)?;
+    lay.rule(0.5);
+    lay.gap(4.0);
+
+    let t = cols(&[(200.0, Align::Left), (110.0, Align::Right)]);
+    let mut totals = Vec::new();
+    if let Some(b) = bill {
+        totals.push(("Card-hours".to_string(), b.card_hours.to_string()));
+        totals.push(("Effective card-hours".to_string(), b.effective_card_hours.to_string()));
+        totals.push(("Unmetered card-hours".to_string(), b.unmetered_card_hours.to_string()));
+        totals.push(("Allocated (CNY)".to_string(), b.allocated.to_string()));
+        totals.push(("Unallocated share (CNY)".to_string(), b.unallocated_share.to_string()));
+    }
+    totals.push(("Restated (CNY)".to_string(), restated(st, team).to_string()));
+    totals.push(("Total (CNY)".to_string(), st.team_total(team).to_string()));
+    lay.gap(6.0);
+    for (label, v) in totals {
+        lay.row(&t, &[label, v], 9.0, 0)?;
+    }
+
+    if !rates.is_empty() {
+        lay.gap(10.0);
+        lay.line(10.0, "Rates used (CNY per card-hour)")?;
+        let r = cols(&[(160.0, Align::Left), (400.0, Align::Left)]);
+        let rows: Vec<Vec<String>> = rates
+            .into_iter()
+            .map(|(model, set)| {
+                let list: Vec<String> = set.into_iter().map(rate_str).collect();
+                vec![model, list.join(", ")]
+            })
+            .collect();
+        lay.table(&r, &["GPU model", "Rates"], &rows)?;
+    }
+    Ok(())
+}
+
+/// A horizontal bar chart of `(label, value)` as SVG, drawn with plotters.
+fn chart_svg(bars: &[(String, f64)], w: u32, h: u32) -> Result<String, PdfError> {
+    use plotters::prelude::*;
+    let chart_err = |e: &dyn std::fmt::Display| PdfError::Chart(e.to_string());
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| chart_err(&e))?;
+        let max = bars.iter().map(|b| b.1).fold(0.0_f64, f64::max);
+        let min = bars.iter().map(|b| b.1).fold(0.0_f64, f64::min);
+        let hi = if max > 0.0 { max * 1.08 } else { 1.0 };
+        let n = bars.len() as i32;
+        let names: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+        let mut chart = ChartBuilder::on(&root)
+            .margin(6)
+            .x_label_area_size(24)
+            .y_label_area_size(170)
+            .build_cartesian_2d(min * 1.08..hi, (0..n).into_segmented())
+            .map_err(|e| chart_err(&e))?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(bars.len())
+            .y_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => names.get((n - 1 - *i) as usize).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .label_style(("sans-serif", 11))
+            .draw()
+            .map_err(|e| chart_err(&e))?;
+        let color = RGBColor(52, 101, 164);
+        chart
+            .draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
+                // Segment 0 is at the bottom: put the largest total at the top.
+                let i = n - 1 - i as i32;
+                let mut r = Rectangle::new(
+                    [(0.0, SegmentValue::Exact(i)), (*v, SegmentValue::Exact(i + 1))],
+                    color.filled(),
+                );
+                r.set_margin(2, 2, 0, 0);
+                r
+            }))
+            .map_err(|e| chart_err(&e))?;
+        root.present().map_err(|e| chart_err(&e))?;
+    }
+    Ok(svg)
+}
+
+/// The SVG parsed by usvg with the statement's font as its only (sans-serif) font.
+fn svg_tree(svg: &str, font: &Arc<Vec<u8>>, family: &str) -> Result<usvg::Tree, PdfError> {
+    let mut db = usvg::fontdb::Database::new();
+    let source: Arc<dyn AsRef<[u8]> + Send + Sync> = font.clone();
+    db.load_font_source(usvg::fontdb::Source::Binary(source));
+    db.set_sans_serif_family(family);
+    let opt = usvg::Options { font_family: family.to_string(), fontdb: Arc::new(db), ..usvg::Options::default() };
+    usvg::Tree::from_str(svg, &opt).map_err(|e| PdfError::Svg(e.to_string()))
+}
+
+fn render(pages: Vec<Vec<Op>>, font: &Font) -> Result<Vec<u8>, PdfError> {
+    let mut doc = Document::new();
+    let settings = PageSettings::from_wh(PAGE_W, PAGE_H).expect("A4 is a valid page size");
+    let total = pages.len();
+    for (n, ops) in pages.into_iter().enumerate() {
+        let mut page = doc.start_page_with(settings.clone());
+        let mut s = page.surface();
+        for op in ops {
+            match op {
+                Op::Text { x, y, size, text, gray } => {
+                    s.set_fill(Some(fill(gray)));
+                    s.set_stroke(None);
+                    s.draw_text(Point::from_xy(x, y), font.clone(), size, &text, false, TextDirection::Auto);
+                }
+                Op::Rule { x0, x1, y, width } => {
+                    let mut pb = PathBuilder::new();
+                    pb.move_to(x0, y);
+                    pb.line_to(x1, y);
+                    if let Some(path) = pb.finish() {
+                        s.set_fill(None);
+                        s.set_stroke(Some(Stroke {
+                            paint: rgb::Color::new(120, 120, 120).into(),
+                            width,
+                            ..Stroke::default()
+                        }));
+                        s.draw_path(&path);
+                        s.set_stroke(None);
+                    }
+                }
+                Op::Svg { x, y, w, h, tree } => {
+                    let size = Size::from_wh(w, h).ok_or_else(|| PdfError::Svg("empty chart".into()))?;
+                    s.push_transform(&krilla::geom::Transform::from_translate(x, y));
+                    s.draw_svg(&tree, size, SvgSettings::default())
+                        .ok_or_else(|| PdfError::Svg("krilla-svg could not draw the chart".into()))?;
+                    s.pop();
+                }
+            }
+        }
+        // Page number, bottom right.
+        let footer = format!("{} / {}", n + 1, total);
+        s.set_fill(Some(fill(110)));
+        s.draw_text(
+            Point::from_xy(PAGE_W - MARGIN - 30.0, PAGE_H - 20.0),
+            font.clone(),
+            8.0,
+            &footer,
+            false,
+            TextDirection::Auto,
+        );
+        s.finish();
+        page.finish();
+    }
+    doc.finish().map_err(|e| PdfError::Pdf(format!("{e:?}")))
+}
+
+fn fill(gray: u8) -> Fill {
+    Fill { paint: rgb::Color::new(gray, gray, gray).into(), opacity: NormalizedF32::ONE, rule: Default::default() }
+}

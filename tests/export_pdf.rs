@@ -1,0 +1,193 @@
+//! The PDF statement: rendered from a hand-made statement (no database), read back with `pdftotext` (Debian
+//! package `poppler-utils`), set in Noto Sans CJK (Debian package `fonts-noto-cjk`). Neither is optional: without
+//! them these tests fail, saying what to install.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Instant;
+
+use cardhour::billing::{
+    BillMode, BillPolicy, CapacityLine, Month, RestatementLine, UnallocatedPolicy, UsageLine, compute_month,
+};
+use cardhour::export::{find_cjk_font, statement_pdf};
+use cardhour::ledger::{MonthStatus, Statement, TeamInfo};
+use cardhour::money::{Money, RatePerCardHour};
+use rust_decimal::Decimal;
+use rust_decimal_macros::dec;
+
+fn font() -> Vec<u8> {
+    find_cjk_font().expect(
+        "no Noto Sans CJK font found (e.g. /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc): \
+         install the Debian package fonts-noto-cjk (apt-get install -y fonts-noto-cjk)",
+    )
+}
+
+fn pdftotext(pdf: &[u8]) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("statement.pdf");
+    std::fs::write(&path, pdf).expect("write the PDF");
+    let out = Command::new("pdftotext").arg("-layout").arg(&path).arg("-").output().unwrap_or_else(|e| {
+        panic!("cannot run pdftotext ({e}): install the Debian package poppler-utils (apt-get install -y poppler-utils)")
+    });
+    assert!(out.status.success(), "pdftotext failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("pdftotext writes UTF-8")
+}
+
+fn rate(d: Decimal) -> Option<RatePerCardHour> {
+    RatePerCardHour::new(d)
+}
+
+fn usage(team: &str, ns: &str, model: &str, kind: &str, hours: Decimal, r: Option<RatePerCardHour>) -> UsageLine {
+    UsageLine {
+        team: team.into(),
+        namespace: ns.into(),
+        gpu_model: model.into(),
+        kind: kind.into(),
+        card_hours: hours,
+        effective_card_hours: (hours * dec!(0.613)).round_dp(6),
+        unmetered_card_hours: Decimal::ZERO,
+        rate: r,
+    }
+}
+
+fn statement(usage: Vec<UsageLine>, capacity: Vec<CapacityLine>, teams: &[(&str, &str, Option<&str>)]) -> Statement {
+    let policy = BillPolicy { mode: BillMode::Chargeback, unallocated: UnallocatedPolicy::SpreadProportionally };
+    let bills = compute_month(&usage, &capacity, policy);
+    Statement {
+        month: Month::new(2026, 10).unwrap(),
+        status: MonthStatus::Open,
+        closed_at: None,
+        closed_by: None,
+        bills,
+        restatements: Vec::new(),
+        teams: teams
+            .iter()
+            .map(|(id, name, owner)| {
+                (id.to_string(), TeamInfo { name: name.to_string(), owner: owner.map(str::to_string) })
+            })
+            .collect::<BTreeMap<_, _>>(),
+    }
+}
+
+fn three_teams() -> Statement {
+    let h100 = rate(dec!(12.3457));
+    let a100 = rate(dec!(8.5));
+    let usage = vec![
+        usage("rec", "rec-train", "H100", "whole", dec!(96), h100),
+        usage("rec", "rec-infer", "A100", "mig", dec!(14.285714), a100),
+        usage("rec", "rec-infer", "A100", "mig", dec!(3.5), rate(dec!(9.25))),
+        usage("vision", "vision-train", "H100", "whole", dec!(1234.5), h100),
+        usage("vision", "vision-dev", "L40S", "timeslice", dec!(7.25), None),
+        usage("nlp", "nlp-llm", "H100", "whole", dec!(2880), h100),
+        usage("nlp", "nlp-eval", "A100", "hami", dec!(41.333333), a100),
+    ];
+    let capacity = vec![
+        CapacityLine { gpu_model: "H100".into(), card_hours: dec!(5760), rate: h100 },
+        CapacityLine { gpu_model: "A100".into(), card_hours: dec!(720), rate: a100 },
+    ];
+    let mut st = statement(
+        usage,
+        capacity,
+        &[("rec", "推荐算法组", Some("张三")), ("vision", "Vision Lab", Some("alice")), ("nlp", "NLP 平台", None)],
+    );
+    st.restatements.push(RestatementLine {
+        team: "vision".into(),
+        namespace: "vision-train".into(),
+        gpu_model: "H100".into(),
+        kind: "whole".into(),
+        rate: h100,
+        card_hours_delta: dec!(-10.5),
+        effective_card_hours_delta: dec!(-6.2),
+        unmetered_card_hours_delta: Decimal::ZERO,
+        amount_delta: Money::round_fen(dec!(-10.5) * dec!(12.3457)),
+        original_month: Some(Month::new(2026, 9).unwrap()),
+    });
+    st
+}
+
+#[test]
+fn statement_pdf_has_every_team_line_and_total() {
+    let st = three_teams();
+    let pdf = statement_pdf(&st, |_| true, &font()).expect("render");
+    let kb = pdf.len() / 1024;
+    println!("3-team statement: {} bytes ({kb} KiB)", pdf.len());
+    if let Ok(out) = std::env::var("CARDHOUR_PDF_OUT") {
+        std::fs::write(out, &pdf).expect("write CARDHOUR_PDF_OUT");
+    }
+    assert!(pdf.starts_with(b"%PDF-"));
+    assert!(pdf.len() < 500 * 1024, "the PDF is {kb} KiB; the font must be subset");
+
+    let text = pdftotext(&pdf);
+    let has = |s: &str| assert!(text.contains(s), "{s:?} is missing from the PDF text:\n{text}");
+    for name in ["推荐算法组", "Vision Lab", "NLP 平台", "张三", "alice"] {
+        has(name);
+    }
+    for bill in &st.bills.teams {
+        for l in &bill.lines {
+            has(&l.amount.to_string());
+            has(&l.card_hours.to_string());
+            has(&l.effective_card_hours.to_string());
+            if let Some(r) = l.rate {
+                has(&r.to_string());
+            }
+        }
+        has(&bill.unallocated_share.to_string());
+        has(&st.team_total(&bill.team).to_string());
+    }
+    for r in &st.restatements {
+        has(&r.amount_delta.to_string());
+        has(&r.card_hours_delta.to_string());
+    }
+    has(&st.bills.capacity_cost.to_string());
+    has(&st.bills.allocated.to_string());
+    has(&st.bills.unallocated.to_string());
+    has("2026-10");
+    has("chargeback / spread_proportionally");
+    has("unpriced");
+    // The restated team's total differs from its bill.
+    let vision = st.bills.teams.iter().find(|t| t.team == "vision").unwrap();
+    assert_ne!(st.team_total("vision"), vision.total);
+}
+
+#[test]
+fn include_filters_teams() {
+    let st = three_teams();
+    let pdf = statement_pdf(&st, |t| t == "rec", &font()).expect("render");
+    let text = pdftotext(&pdf);
+    assert!(text.contains("推荐算法组"));
+    assert!(!text.contains("Vision Lab"), "an excluded team is shown:\n{text}");
+    assert!(!text.contains("vision-train"));
+}
+
+#[test]
+fn hundred_teams_render_quickly() {
+    let h100 = rate(dec!(12.3457));
+    let mut usage_lines = Vec::new();
+    let mut teams = Vec::new();
+    for i in 0..100 {
+        let team = format!("team{i:03}");
+        for (j, ns) in ["train", "infer", "dev"].iter().enumerate() {
+            let hours = Decimal::from(i * 7 + j as i64 * 3 + 1) + dec!(0.25);
+            usage_lines.push(usage(&team, &format!("{team}-{ns}"), "H100", "whole", hours, h100));
+        }
+        teams.push(team);
+    }
+    let names: Vec<(String, String)> = teams.iter().map(|t| (t.clone(), format!("{t} 算法组"))).collect();
+    let info: Vec<(&str, &str, Option<&str>)> =
+        names.iter().map(|(t, n)| (t.as_str(), n.as_str(), Some("owner"))).collect();
+    let capacity = vec![CapacityLine { gpu_model: "H100".into(), card_hours: dec!(100000), rate: h100 }];
+    let st = statement(usage_lines, capacity, &info);
+    let font = font();
+    let start = Instant::now();
+    let pdf = statement_pdf(&st, |_| true, &font).expect("render");
+    let took = start.elapsed();
+    println!(
+        "100-team statement: {} bytes, rendered in {:.3} s ({} profile; target < 1 s in release)",
+        pdf.len(),
+        took.as_secs_f64(),
+        if cfg!(debug_assertions) { "debug" } else { "release" }
+    );
+    let text = pdftotext(&pdf);
+    assert!(text.contains("team099 算法组"));
+    assert!(text.contains(&st.team_total("team099").to_string()));
+}
