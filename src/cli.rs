@@ -42,7 +42,7 @@ pub enum Command {
     Idle(IdleArgs),
     /// Check the month's budgets: record thresholds crossed and POST them to the webhook until delivered.
     Budgets(BudgetsArgs),
-    /// Export a month's bills (CSV; PDF statements are planned).
+    /// Export a month's bills: the lines as CSV, or the statements as PDF.
     Export(ExportArgs),
     /// Serve the REST API (and Swagger UI).
     Serve(ServeArgs),
@@ -114,6 +114,7 @@ pub struct ExportArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
     Csv,
+    Pdf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -483,12 +484,19 @@ async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
             bail!("team `{team}` has no statement for {month}");
         }
     }
-    let ExportFormat::Csv = a.format;
-    let bytes = crate::export::bill_csv(&st, |t| a.team.as_deref().is_none_or(|only| only == t))?;
+    let include = |t: &str| a.team.as_deref().is_none_or(|only| only == t);
+    let bytes = match a.format {
+        ExportFormat::Csv => crate::export::bill_csv(&st, include)?,
+        ExportFormat::Pdf => {
+            let font = crate::export::find_cjk_font()
+                .context("no CJK font found: install Debian's fonts-noto-cjk (apt-get install fonts-noto-cjk)")?;
+            crate::export::statement_pdf(&st, include, &font)?
+        }
+    };
     match a.out {
         Some(path) => {
             // written next to the target and renamed: a failed export leaves no half-written file
-            let tmp = path.with_extension("csv.partial");
+            let tmp = path.with_extension("partial");
             std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
             std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
             eprintln!("wrote {} ({} bytes)", path.display(), bytes.len());

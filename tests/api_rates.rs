@@ -146,6 +146,7 @@ async fn rate_endpoints_enforce_their_access_rules(pool: PgPool) {
             [401, 404, 404, 403, 403],
         ),
         (Method::GET, "/api/v1/exports/2026-10/bills.csv?team=nlp".into(), None, [401, 200, 200, 200, 404]),
+        (Method::GET, "/api/v1/exports/2026-10/statements.pdf?team=nlp".into(), None, [401, 200, 200, 200, 404]),
         (
             Method::PUT,
             "/api/v1/model-aliases/Tesla%20X".into(),

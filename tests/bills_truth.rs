@@ -610,6 +610,26 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     );
     let (status, _) = api.call(Method::GET, "/api/v1/exports/2026-10/bills.csv?team=nlp", Some(&api.lead), None).await;
     assert_eq!(status, 404);
+    // the PDF statements give back, through pdftotext, the Chinese team name and every team's total
+    let pdf = api
+        .client
+        .get(format!("{}/api/v1/exports/2026-10/statements.pdf", api.base))
+        .bearer_auth(&api.finance)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pdf.headers()["content-type"], "application/pdf");
+    let pdf_path = dir.path().join("oct.pdf");
+    std::fs::write(&pdf_path, pdf.bytes().await.unwrap()).unwrap();
+    let text = std::process::Command::new("pdftotext")
+        .args(["-layout", pdf_path.to_str().unwrap(), "-"])
+        .output()
+        .expect("pdftotext (poppler-utils)");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("语音组"), "the Chinese team name is in the PDF");
+    for t in month_view["teams"].as_array().unwrap() {
+        assert!(text.contains(t["total"].as_str().unwrap()), "{} total {} in the PDF", t["team"], t["total"]);
+    }
 
     // a month that has not ended cannot be closed; a team lead sees only its own statements
     let (status, err) = api.call(Method::POST, "/api/v1/bills/2099-01/close", fin, None).await;

@@ -27,7 +27,9 @@ fn pdftotext(pdf: &[u8]) -> String {
     let path = dir.path().join("statement.pdf");
     std::fs::write(&path, pdf).expect("write the PDF");
     let out = Command::new("pdftotext").arg("-layout").arg(&path).arg("-").output().unwrap_or_else(|e| {
-        panic!("cannot run pdftotext ({e}): install the Debian package poppler-utils (apt-get install -y poppler-utils)")
+        panic!(
+            "cannot run pdftotext ({e}): install the Debian package poppler-utils (apt-get install -y poppler-utils)"
+        )
     });
     assert!(out.status.success(), "pdftotext failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("pdftotext writes UTF-8")
@@ -108,7 +110,10 @@ fn three_teams() -> Statement {
 #[test]
 fn statement_pdf_has_every_team_line_and_total() {
     let st = three_teams();
-    let pdf = statement_pdf(&st, |_| true, &font()).expect("render");
+    let font = font();
+    let start = Instant::now();
+    let pdf = statement_pdf(&st, |_| true, &font).expect("render");
+    println!("3-team statement rendered in {:.3} s", start.elapsed().as_secs_f64());
     let kb = pdf.len() / 1024;
     println!("3-team statement: {} bytes ({kb} KiB)", pdf.len());
     if let Ok(out) = std::env::var("CARDHOUR_PDF_OUT") {
@@ -175,12 +180,15 @@ fn hundred_teams_render_quickly() {
     let names: Vec<(String, String)> = teams.iter().map(|t| (t.clone(), format!("{t} 算法组"))).collect();
     let info: Vec<(&str, &str, Option<&str>)> =
         names.iter().map(|(t, n)| (t.as_str(), n.as_str(), Some("owner"))).collect();
-    let capacity = vec![CapacityLine { gpu_model: "H100".into(), card_hours: dec!(100000), rate: h100 }];
+    let capacity = vec![CapacityLine { gpu_model: "H100".into(), card_hours: dec!(200000), rate: h100 }];
     let st = statement(usage_lines, capacity, &info);
     let font = font();
     let start = Instant::now();
     let pdf = statement_pdf(&st, |_| true, &font).expect("render");
     let took = start.elapsed();
+    if let Ok(out) = std::env::var("CARDHOUR_PDF_OUT_100") {
+        std::fs::write(out, &pdf).expect("write CARDHOUR_PDF_OUT_100");
+    }
     println!(
         "100-team statement: {} bytes, rendered in {:.3} s ({} profile; target < 1 s in release)",
         pdf.len(),
@@ -190,4 +198,15 @@ fn hundred_teams_render_quickly() {
     let text = pdftotext(&pdf);
     assert!(text.contains("team099 算法组"));
     assert!(text.contains(&st.team_total("team099").to_string()));
+}
+
+#[test]
+fn a_character_without_glyph_is_a_clear_error() {
+    let mut st = three_teams();
+    st.teams.get_mut("rec").unwrap().name = "推荐 🚀".into();
+    let err = statement_pdf(&st, |_| true, &font()).expect_err("no glyph for the emoji");
+    assert!(err.to_string().contains("no glyph for '🚀'"), "{err}");
+    // A tab in a name is printed as a space, not an error.
+    st.teams.get_mut("rec").unwrap().name = "推荐\t算法组".into();
+    statement_pdf(&st, |_| true, &font()).expect("render");
 }

@@ -23,6 +23,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_team_statement))
         .routes(routes!(close_month))
         .routes(routes!(export_csv))
+        .routes(routes!(export_pdf))
 }
 
 impl From<LedgerError> for ApiError {
@@ -398,6 +399,47 @@ async fn export_csv(
     Ok((
         [
             (axum::http::header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+            (axum::http::header::CONTENT_DISPOSITION, name),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// The month's statements as PDF: a finance summary with a chart, then one statement per team (the caller's
+/// teams only for a team lead). Chinese names are set in an embedded subset of Noto Sans CJK.
+#[utoipa::path(get, path = "/exports/{month}/statements.pdf", tag = "bills", security(("bearer" = [])),
+    params(("month" = String, Path, description = "YYYY-MM"), ExportQuery),
+    responses((status = 200, content_type = "application/pdf", body = Vec<u8>), (status = 404, body = ErrorBody)))]
+async fn export_pdf(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(month): Path<String>,
+    ApiQuery(q): ApiQuery<ExportQuery>,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let month = parse_month(&month)?;
+    let scope = p.scope();
+    if let Some(team) = &q.team {
+        if !scope.allows(team) {
+            return Err(ApiError::NotFound(format!("team {team}")));
+        }
+    }
+    let st = s.statements.statement(&s.pool, month, None).await?;
+    let only = q.team.clone();
+    let body = tokio::task::spawn_blocking(move || {
+        let font = crate::export::find_cjk_font()
+            .ok_or_else(|| anyhow::anyhow!("no CJK font on the server: install fonts-noto-cjk"))?;
+        let include = |t: &str| scope.allows(t) && only.as_deref().is_none_or(|o| o == t);
+        crate::export::statement_pdf(&st, include, &font).map_err(anyhow::Error::from)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.into()))??;
+    let name =
+        format!("attachment; filename=\"cardhour-{month}{}.pdf\"", q.team.map(|t| format!("-{t}")).unwrap_or_default());
+    Ok((
+        [
+            (axum::http::header::CONTENT_TYPE, "application/pdf".to_string()),
             (axum::http::header::CONTENT_DISPOSITION, name),
         ],
         body,

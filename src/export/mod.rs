@@ -1,4 +1,4 @@
-//! Finance's exports of a month: CSV now (PDF statements planned).
+//! Finance's exports of a month: bill lines as CSV, statements as PDF (Chinese names in an embedded CJK font subset).
 
 mod csv_export;
 mod pdf;

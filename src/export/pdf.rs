@@ -16,7 +16,7 @@ use krilla::geom::{PathBuilder, Point, Size};
 use krilla::num::NormalizedF32;
 use krilla::page::PageSettings;
 use krilla::paint::{Fill, Stroke};
-use krilla::text::{Font, TextDirection};
+use krilla::text::{Font, GlyphId, KrillaGlyph};
 use krilla_svg::{SurfaceExt, SvgSettings};
 use rust_decimal::prelude::ToPrimitive;
 use skrifa::{FontRef, MetadataProvider};
@@ -70,7 +70,7 @@ enum Align {
 }
 
 enum Op {
-    Text { x: f32, y: f32, size: f32, text: String, gray: u8 },
+    Text { x: f32, y: f32, size: f32, text: String, glyphs: Vec<KrillaGlyph>, gray: u8 },
     Rule { x0: f32, x1: f32, y: f32, width: f32 },
     Svg { x: f32, y: f32, w: f32, h: f32, tree: Box<usvg::Tree> },
 }
@@ -99,6 +99,18 @@ impl<'a> Metrics<'a> {
             units += self.glyphs.advance_width(gid).unwrap_or(0.0);
         }
         Ok(units * size / self.upem)
+    }
+
+    /// The glyphs of `text`, one per character with the font's advances (no shaping: statements hold CJK and
+    /// Latin text, which needs none, and shaping every cell with rustybuzz dominated the rendering time).
+    fn glyphs(&self, text: &str) -> Result<Vec<KrillaGlyph>, PdfError> {
+        text.char_indices()
+            .map(|(i, c)| {
+                let gid = self.charmap.map(c).ok_or(PdfError::MissingGlyph(c))?;
+                let advance = self.glyphs.advance_width(gid).unwrap_or(0.0) / self.upem;
+                Ok(KrillaGlyph::new(GlyphId::new(gid.to_u32()), advance, 0.0, 0.0, 0.0, i..i + c.len_utf8(), None))
+            })
+            .collect()
     }
 }
 
@@ -147,12 +159,16 @@ impl<'a> Layout<'a> {
         if text.is_empty() {
             return Ok(());
         }
+        // Control characters (a tab or newline in a name imported from a CMDB) have no glyph: print a space.
+        let text: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        let text = text.as_str();
         let w = self.m.width(text, size)?;
         let x = match align {
             Align::Left => x,
             Align::Right => x - w,
         };
-        self.push(Op::Text { x, y, size, text: text.to_string(), gray });
+        let glyphs = self.m.glyphs(text)?;
+        self.push(Op::Text { x, y, size, text: text.to_string(), glyphs, gray });
         Ok(())
     }
 
@@ -181,7 +197,7 @@ impl<'a> Layout<'a> {
         let base = self.y + size;
         for (c, text) in cols.iter().zip(cells) {
             let mut s = size;
-            let w = self.m.width(text, s)?;
+            let w = self.m.width(&text.replace(char::is_control, " "), s)?;
             if w > c.w - 4.0 && w > 0.0 {
                 s = (s * (c.w - 4.0) / w).max(4.0);
             }
@@ -277,6 +293,17 @@ pub fn statement_pdf(st: &Statement, include: impl Fn(&str) -> bool, font: &[u8]
         team_statement(&mut lay, st, team)?;
     }
 
+    // Page numbers, bottom right.
+    let total = lay.pages.len();
+    for n in 0..total {
+        let op = {
+            let text = format!("{} / {total}", n + 1);
+            let glyphs = metrics.glyphs(&text)?;
+            let x = PAGE_W - MARGIN - metrics.width(&text, 8.0)?;
+            Op::Text { x, y: PAGE_H - 20.0, size: 8.0, text, glyphs, gray: 110 }
+        };
+        lay.pages[n].push(op);
+    }
     let kfont = Font::new(krilla::Data::from(data.clone()), index)
         .ok_or_else(|| PdfError::Font(format!("face {index} cannot be loaded")))?;
     render(lay.pages, &kfont)
@@ -362,11 +389,11 @@ fn summary(
         } else {
             "Team totals (CNY)".to_string()
         };
+        let (w, h) = (PAGE_W - 2.0 * MARGIN, 40.0 + 12.0 * shown as f32);
+        lay.ensure(h + 15.0)?; // the title stays with its chart
         lay.line(10.0, &title)?;
-        let (w, h) = (PAGE_W - 2.0 * MARGIN, 40.0 + 16.0 * shown as f32);
         let svg = chart_svg(&totals[..shown], w as u32, h as u32)?;
         let tree = svg_tree(&svg, font, family)?;
-        lay.ensure(h)?;
         let y = lay.y;
         lay.push(Op::Svg { x: MARGIN, y, w, h, tree: Box::new(tree) });
         lay.gap(h + 10.0);
@@ -401,7 +428,20 @@ fn summary(
     let sum: Money = teams.iter().map(|t| st.team_total(t)).sum();
     lay.rule(0.5);
     lay.gap(2.0);
-    lay.row(&c, &["All teams shown, with restatements".into(), String::new(), String::new(), String::new(), String::new(), String::new(), sum.to_string()], 9.0, 0)?;
+    lay.row(
+        &c,
+        &[
+            "Sum of totals".into(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            sum.to_string(),
+        ],
+        9.0,
+        0,
+    )?;
     Ok(())
 }
 
@@ -554,10 +594,8 @@ fn chart_svg(bars: &[(String, f64)], w: u32, h: u32) -> Result<String, PdfError>
             .draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
                 // Segment 0 is at the bottom: put the largest total at the top.
                 let i = n - 1 - i as i32;
-                let mut r = Rectangle::new(
-                    [(0.0, SegmentValue::Exact(i)), (*v, SegmentValue::Exact(i + 1))],
-                    color.filled(),
-                );
+                let mut r =
+                    Rectangle::new([(0.0, SegmentValue::Exact(i)), (*v, SegmentValue::Exact(i + 1))], color.filled());
                 r.set_margin(2, 2, 0, 0);
                 r
             }))
@@ -580,16 +618,15 @@ fn svg_tree(svg: &str, font: &Arc<Vec<u8>>, family: &str) -> Result<usvg::Tree, 
 fn render(pages: Vec<Vec<Op>>, font: &Font) -> Result<Vec<u8>, PdfError> {
     let mut doc = Document::new();
     let settings = PageSettings::from_wh(PAGE_W, PAGE_H).expect("A4 is a valid page size");
-    let total = pages.len();
-    for (n, ops) in pages.into_iter().enumerate() {
+    for ops in pages {
         let mut page = doc.start_page_with(settings.clone());
         let mut s = page.surface();
         for op in ops {
             match op {
-                Op::Text { x, y, size, text, gray } => {
+                Op::Text { x, y, size, text, glyphs, gray } => {
                     s.set_fill(Some(fill(gray)));
                     s.set_stroke(None);
-                    s.draw_text(Point::from_xy(x, y), font.clone(), size, &text, false, TextDirection::Auto);
+                    s.draw_glyphs(Point::from_xy(x, y), &glyphs, font.clone(), &text, size, false);
                 }
                 Op::Rule { x0, x1, y, width } => {
                     let mut pb = PathBuilder::new();
@@ -615,17 +652,6 @@ fn render(pages: Vec<Vec<Op>>, font: &Font) -> Result<Vec<u8>, PdfError> {
                 }
             }
         }
-        // Page number, bottom right.
-        let footer = format!("{} / {}", n + 1, total);
-        s.set_fill(Some(fill(110)));
-        s.draw_text(
-            Point::from_xy(PAGE_W - MARGIN - 30.0, PAGE_H - 20.0),
-            font.clone(),
-            8.0,
-            &footer,
-            false,
-            TextDirection::Auto,
-        );
         s.finish();
         page.finish();
     }
