@@ -311,10 +311,10 @@ impl StatementCache {
     ) -> Result<std::sync::Arc<Statement>, LedgerError> {
         let now = stamp(pool).await?;
         let key = (month, policy);
-        if let Some((s, st)) = self.entries.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            if *s == now {
-                return Ok(st.clone());
-            }
+        if let Some((s, st)) = self.entries.lock().unwrap_or_else(|e| e.into_inner()).get(&key)
+            && *s == now
+        {
+            return Ok(st.clone());
         }
         let st = std::sync::Arc::new(statement(pool, month, policy).await?);
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());

@@ -386,10 +386,10 @@ async fn export_csv(
     use axum::response::IntoResponse;
     let month = parse_month(&month)?;
     let scope = p.scope();
-    if let Some(team) = &q.team {
-        if !scope.allows(team) {
-            return Err(ApiError::NotFound(format!("team {team}")));
-        }
+    if let Some(team) = &q.team
+        && !scope.allows(team)
+    {
+        return Err(ApiError::NotFound(format!("team {team}")));
     }
     let st = s.statements.statement(&s.pool, month, None).await?;
     let include = |t: &str| scope.allows(t) && q.team.as_deref().is_none_or(|only| only == t);
@@ -420,10 +420,10 @@ async fn export_pdf(
     use axum::response::IntoResponse;
     let month = parse_month(&month)?;
     let scope = p.scope();
-    if let Some(team) = &q.team {
-        if !scope.allows(team) {
-            return Err(ApiError::NotFound(format!("team {team}")));
-        }
+    if let Some(team) = &q.team
+        && !scope.allows(team)
+    {
+        return Err(ApiError::NotFound(format!("team {team}")));
     }
     let st = s.statements.statement(&s.pool, month, None).await?;
     let only = q.team.clone();

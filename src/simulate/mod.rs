@@ -92,7 +92,7 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SimError + '_ {
 
 /// Check the parameters; returns the window's start.
 fn validate(p: &SimParams) -> Result<DateTime<Utc>, SimError> {
-    if p.gpus == 0 || p.gpus % layout::GPUS_PER_NODE != 0 {
+    if p.gpus == 0 || !p.gpus.is_multiple_of(layout::GPUS_PER_NODE) {
         return Err(SimError::Gpus(p.gpus));
     }
     if p.hours == 0 {

@@ -239,10 +239,10 @@ impl Emitter {
                 while *c < lane_ranges.len() && lane_ranges[*c].1 <= a {
                     *c += 1;
                 }
-                if let Some(&(ka, _, h)) = lane_ranges.get(*c) {
-                    if ka <= a {
-                        holders.push(h);
-                    }
+                if let Some(&(ka, _, h)) = lane_ranges.get(*c)
+                    && ka <= a
+                {
+                    holders.push(h);
                 }
             }
             self.segs.push(Seg { ka: a, kb: b, holders });
