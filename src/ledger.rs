@@ -55,6 +55,20 @@ pub struct Statement {
 }
 
 impl Statement {
+    /// Every team on this statement — with a bill or with restatements — sorted by id.
+    pub fn team_ids(&self) -> Vec<&str> {
+        let mut teams: Vec<&str> = self
+            .bills
+            .teams
+            .iter()
+            .map(|t| t.team.as_str())
+            .chain(self.restatements.iter().map(|r| r.team.as_str()))
+            .collect();
+        teams.sort_unstable();
+        teams.dedup();
+        teams
+    }
+
     /// A team's restatement lines on this statement.
     pub fn restatements_of<'a>(&'a self, team: &'a str) -> impl Iterator<Item = &'a RestatementLine> + 'a {
         self.restatements.iter().filter(move |r| r.team == team)

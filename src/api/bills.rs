@@ -179,14 +179,6 @@ fn team_summary(st: &Statement, team: &str) -> TeamSummary {
 }
 
 /// Every team on a statement: with a bill or with restatements.
-fn statement_teams(st: &Statement) -> Vec<String> {
-    let mut teams: Vec<String> =
-        st.bills.teams.iter().map(|t| t.team.clone()).chain(st.restatements.iter().map(|r| r.team.clone())).collect();
-    teams.sort();
-    teams.dedup();
-    teams
-}
-
 fn month_view(st: &Statement, p: &Principal) -> MonthView {
     let scope = p.scope();
     let global = scope.teams.is_none();
@@ -197,7 +189,7 @@ fn month_view(st: &Statement, p: &Principal) -> MonthView {
         closed_at: st.closed_at,
         closed_by: st.closed_by.clone(),
         policy: b.policy.into(),
-        teams: statement_teams(st).iter().filter(|t| scope.allows(t)).map(|t| team_summary(st, t)).collect(),
+        teams: st.team_ids().into_iter().filter(|t| scope.allows(t)).map(|t| team_summary(st, t)).collect(),
         capacity: global.then(|| {
             b.capacity
                 .iter()
@@ -336,7 +328,7 @@ async fn get_team_statement(
         return Err(not_found());
     }
     let st = s.statements.statement(&s.pool, month, policy.resolve()?).await?;
-    if !statement_teams(&st).contains(&team) {
+    if !st.team_ids().contains(&team.as_str()) {
         return Err(not_found());
     }
     Ok(Json(team_statement_view(&st, &team)))
@@ -373,6 +365,35 @@ pub struct ExportQuery {
     pub team: Option<String>,
 }
 
+/// The teams an export may hold: the caller's scope, narrowed to `team` when asked (404 outside the scope).
+fn export_filter(p: &Principal, team: Option<String>) -> Result<impl Fn(&str) -> bool + Send + 'static, ApiError> {
+    let scope = p.scope();
+    if let Some(t) = &team
+        && !scope.allows(t)
+    {
+        return Err(ApiError::NotFound(format!("team {t}")));
+    }
+    Ok(move |t: &str| scope.allows(t) && team.as_deref().is_none_or(|only| only == t))
+}
+
+/// A download: its content type and a file name `cardhour-<month>[-<team>].<ext>`.
+fn attachment(
+    content_type: &str,
+    month: Month,
+    team: Option<&str>,
+    ext: &str,
+    body: Vec<u8>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let name =
+        format!("attachment; filename=\"cardhour-{month}{}.{ext}\"", team.map(|t| format!("-{t}")).unwrap_or_default());
+    (
+        [(axum::http::header::CONTENT_TYPE, content_type.to_string()), (axum::http::header::CONTENT_DISPOSITION, name)],
+        body,
+    )
+        .into_response()
+}
+
 /// The month's bill lines as CSV (UTF-8 with BOM, RFC 4180): usage lines, unallocated shares, restatements.
 #[utoipa::path(get, path = "/exports/{month}/bills.csv", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM"), ExportQuery),
@@ -383,27 +404,11 @@ async fn export_csv(
     Path(month): Path<String>,
     ApiQuery(q): ApiQuery<ExportQuery>,
 ) -> Result<axum::response::Response, ApiError> {
-    use axum::response::IntoResponse;
     let month = parse_month(&month)?;
-    let scope = p.scope();
-    if let Some(team) = &q.team
-        && !scope.allows(team)
-    {
-        return Err(ApiError::NotFound(format!("team {team}")));
-    }
+    let include = export_filter(&p, q.team.clone())?;
     let st = s.statements.statement(&s.pool, month, None).await?;
-    let include = |t: &str| scope.allows(t) && q.team.as_deref().is_none_or(|only| only == t);
     let body = crate::export::bill_csv(&st, include).map_err(|e| ApiError::Internal(e.into()))?;
-    let name =
-        format!("attachment; filename=\"cardhour-{month}{}.csv\"", q.team.map(|t| format!("-{t}")).unwrap_or_default());
-    Ok((
-        [
-            (axum::http::header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
-            (axum::http::header::CONTENT_DISPOSITION, name),
-        ],
-        body,
-    )
-        .into_response())
+    Ok(attachment("text/csv; charset=utf-8", month, q.team.as_deref(), "csv", body))
 }
 
 /// The month's statements as PDF: a finance summary with a chart, then one statement per team (the caller's
@@ -417,32 +422,16 @@ async fn export_pdf(
     Path(month): Path<String>,
     ApiQuery(q): ApiQuery<ExportQuery>,
 ) -> Result<axum::response::Response, ApiError> {
-    use axum::response::IntoResponse;
     let month = parse_month(&month)?;
-    let scope = p.scope();
-    if let Some(team) = &q.team
-        && !scope.allows(team)
-    {
-        return Err(ApiError::NotFound(format!("team {team}")));
-    }
+    let include = export_filter(&p, q.team.clone())?;
     let st = s.statements.statement(&s.pool, month, None).await?;
-    let only = q.team.clone();
+    // rendering is CPU work: off the async threads
     let body = tokio::task::spawn_blocking(move || {
         let font = crate::export::find_cjk_font()
             .ok_or_else(|| anyhow::anyhow!("no CJK font on the server: install fonts-noto-cjk"))?;
-        let include = |t: &str| scope.allows(t) && only.as_deref().is_none_or(|o| o == t);
         crate::export::statement_pdf(&st, include, &font).map_err(anyhow::Error::from)
     })
     .await
     .map_err(|e| ApiError::Internal(e.into()))??;
-    let name =
-        format!("attachment; filename=\"cardhour-{month}{}.pdf\"", q.team.map(|t| format!("-{t}")).unwrap_or_default());
-    Ok((
-        [
-            (axum::http::header::CONTENT_TYPE, "application/pdf".to_string()),
-            (axum::http::header::CONTENT_DISPOSITION, name),
-        ],
-        body,
-    )
-        .into_response())
+    Ok(attachment("application/pdf", month, q.team.as_deref(), "pdf", body))
 }

@@ -41,16 +41,7 @@ pub fn bill_csv(st: &Statement, include: impl Fn(&str) -> bool) -> Result<Vec<u8
     let month = st.month.to_string();
     let status = serde_plain(&st.status);
     let policy = format!("{}/{}", serde_plain(&st.bills.policy.mode), serde_plain(&st.bills.policy.unallocated));
-    let mut teams: Vec<&str> = st
-        .bills
-        .teams
-        .iter()
-        .map(|t| t.team.as_str())
-        .chain(st.restatements.iter().map(|r| r.team.as_str()))
-        .filter(|t| include(t))
-        .collect();
-    teams.sort_unstable();
-    teams.dedup();
+    let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| include(t)).collect();
     for team in teams {
         let info = st.teams.get(team);
         let name = neutralise(info.map_or(team, |i| i.name.as_str()));

@@ -276,16 +276,7 @@ pub fn statement_pdf(st: &Statement, include: impl Fn(&str) -> bool, font: &[u8]
     let metrics = Metrics::new(&font_ref);
     let data: Arc<Vec<u8>> = Arc::new(font.to_vec());
 
-    let mut teams: Vec<&str> = st
-        .bills
-        .teams
-        .iter()
-        .map(|t| t.team.as_str())
-        .chain(st.restatements.iter().map(|r| r.team.as_str()))
-        .filter(|t| include(t))
-        .collect();
-    teams.sort_unstable();
-    teams.dedup();
+    let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| include(t)).collect();
 
     let mut lay = Layout::new(&metrics);
     summary(&mut lay, st, &teams, &data, &family)?;
