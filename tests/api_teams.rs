@@ -84,6 +84,13 @@ async fn every_endpoint_enforces_its_access_rule(pool: PgPool) {
     assert_eq!(status, 403);
     let (status, _) = api.call(Method::GET, "/api/v1/teams", Some("chr_not-a-token"), None).await;
     assert_eq!(status, 401);
+    // the spec and Swagger UI are served from the binary (vendored: no network needed)
+    let (status, spec) = api.call(Method::GET, "/api/v1/openapi.json", None, None).await;
+    assert_eq!(status, 200);
+    assert!(spec["paths"]["/api/v1/bills/{month}/close"].is_object());
+    let ui = api.client.get(format!("{}/swagger-ui/", api.base)).send().await.unwrap();
+    assert_eq!(ui.status().as_u16(), 200);
+    assert!(ui.text().await.unwrap().contains("swagger-ui"));
 }
 
 #[sqlx::test]
