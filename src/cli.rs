@@ -490,7 +490,9 @@ async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
         ExportFormat::Pdf => {
             let font = crate::export::find_cjk_font()
                 .context("no CJK font found: install Debian's fonts-noto-cjk (apt-get install fonts-noto-cjk)")?;
-            crate::export::statement_pdf(&st, include, &font)?
+            let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+            let extras = crate::waste::statement_extras(&pool, month, tz).await?;
+            crate::export::statement_pdf(&st, include, &font, &extras)?
         }
     };
     match a.out {

@@ -627,6 +627,17 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
         .expect("pdftotext (poppler-utils)");
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("语音组"), "the Chinese team name is in the PDF");
+    // with the month's utilization and each team's idle pods (the idle list up to the newest stored hour)
+    assert!(text.contains("Allocation rate") && text.contains("Effective rate"));
+    // (its week ends at the newest stored hour: the idle list of that week, as the API gives it now)
+    let (_, idle_now) =
+        api.call(Method::GET, &format!("/api/v1/idle?to={END}&hours=168&include_ended=true"), fin, None).await;
+    assert!(!idle_now.as_array().unwrap().is_empty());
+    for p in idle_now.as_array().unwrap() {
+        let pod = p["pod"].as_str().unwrap();
+        assert!(text.contains(pod), "idle pod {pod} in its team's statement");
+        assert!(text.contains(p["monthly_waste"].as_str().unwrap()), "{pod}'s monthly waste");
+    }
     for t in month_view["teams"].as_array().unwrap() {
         assert!(text.contains(t["total"].as_str().unwrap()), "{} total {} in the PDF", t["team"], t["total"]);
     }

@@ -112,7 +112,7 @@ fn statement_pdf_has_every_team_line_and_total() {
     let st = three_teams();
     let font = font();
     let start = Instant::now();
-    let pdf = statement_pdf(&st, |_| true, &font).expect("render");
+    let pdf = statement_pdf(&st, |_| true, &font, &Default::default()).expect("render");
     println!("3-team statement rendered in {:.3} s", start.elapsed().as_secs_f64());
     let kb = pdf.len() / 1024;
     println!("3-team statement: {} bytes ({kb} KiB)", pdf.len());
@@ -157,7 +157,7 @@ fn statement_pdf_has_every_team_line_and_total() {
 #[test]
 fn include_filters_teams() {
     let st = three_teams();
-    let pdf = statement_pdf(&st, |t| t == "rec", &font()).expect("render");
+    let pdf = statement_pdf(&st, |t| t == "rec", &font(), &Default::default()).expect("render");
     let text = pdftotext(&pdf);
     assert!(text.contains("推荐算法组"));
     assert!(!text.contains("Vision Lab"), "an excluded team is shown:\n{text}");
@@ -184,7 +184,7 @@ fn hundred_teams_render_quickly() {
     let st = statement(usage_lines, capacity, &info);
     let font = font();
     let start = Instant::now();
-    let pdf = statement_pdf(&st, |_| true, &font).expect("render");
+    let pdf = statement_pdf(&st, |_| true, &font, &Default::default()).expect("render");
     let took = start.elapsed();
     if let Ok(out) = std::env::var("CARDHOUR_PDF_OUT_100") {
         std::fs::write(out, &pdf).expect("write CARDHOUR_PDF_OUT_100");
@@ -204,9 +204,9 @@ fn hundred_teams_render_quickly() {
 fn a_character_without_glyph_is_a_clear_error() {
     let mut st = three_teams();
     st.teams.get_mut("rec").unwrap().name = "推荐 🚀".into();
-    let err = statement_pdf(&st, |_| true, &font()).expect_err("no glyph for the emoji");
+    let err = statement_pdf(&st, |_| true, &font(), &Default::default()).expect_err("no glyph for the emoji");
     assert!(err.to_string().contains("no glyph for '🚀'"), "{err}");
     // A tab in a name is printed as a space, not an error.
     st.teams.get_mut("rec").unwrap().name = "推荐\t算法组".into();
-    statement_pdf(&st, |_| true, &font()).expect("render");
+    statement_pdf(&st, |_| true, &font(), &Default::default()).expect("render");
 }

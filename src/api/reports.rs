@@ -1,8 +1,6 @@
 //! `/reports`: the weekly low-utilization top N (ranked by wasted GPU-hours), the monthly utilization report and
 //! the team ranking.
 
-use std::collections::BTreeMap;
-
 use axum::Json;
 use axum::extract::{Path, State};
 use chrono::{DateTime, Duration, Utc};
@@ -17,7 +15,7 @@ use crate::db;
 use crate::error::{ApiError, ErrorBody};
 use crate::ingest::window::floor_hour;
 use crate::money::Money;
-use crate::waste::{UtilizationReport, utilization_report};
+use crate::waste::{UtilizationReport, month_utilization};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -94,17 +92,7 @@ fn parse_month(s: &str) -> Result<Month, ApiError> {
 }
 
 async fn month_report(s: &AppState, month: Month) -> Result<UtilizationReport, ApiError> {
-    let (from, to) = (month.first_day(), month.next().first_day());
-    let usage = db::reports::usage_by_day_team(&s.pool, from, to).await?;
-    let mut capacity: BTreeMap<_, f64> = BTreeMap::new();
-    for c in db::bills::capacity_by_day(&s.pool, from, to).await? {
-        *capacity.entry(c.day).or_default() += c.card_seconds;
-    }
-    let usage: Vec<_> = usage
-        .into_iter()
-        .map(|u| (u.day, u.team, u.gpu_seconds, u.effective_gpu_seconds, u.unmetered_gpu_seconds))
-        .collect();
-    Ok(utilization_report(&usage, &capacity))
+    Ok(month_utilization(&s.pool, month).await?)
 }
 
 /// The month's allocation rate, utilization and effective rate, per billing day (with GPU-hours per team, for a

@@ -59,3 +59,10 @@ pub async fn pods(
     .fetch_all(pool)
     .await
 }
+
+/// The end of the newest stored hour before `t` (any cluster).
+pub async fn stored_until(pool: &PgPool, t: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT max(hour) + interval '1 hour' AS "until" FROM ingested_hours WHERE hour < $1"#, t)
+        .fetch_one(pool)
+        .await
+}

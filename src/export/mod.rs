@@ -4,4 +4,4 @@ mod csv_export;
 mod pdf;
 
 pub use csv_export::{bill_csv, neutralise};
-pub use pdf::{PdfError, find_cjk_font, statement_pdf};
+pub use pdf::{PdfError, StatementExtras, find_cjk_font, statement_pdf};

@@ -24,6 +24,7 @@ use skrifa::{FontRef, MetadataProvider};
 use crate::billing::TeamBill;
 use crate::ledger::{MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
+use crate::waste::{Figures, IdlePod};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PdfError {
@@ -51,6 +52,13 @@ const CJK_FONT_PATHS: [&str; 6] = [
 
 /// The bytes of a Noto Sans CJK font installed on this machine (Debian package `fonts-noto-cjk`), if any. A `.ttc`
 /// collection is fine: [`statement_pdf`] picks its Simplified Chinese face.
+/// What a statement shows besides the bills: the idle pods of the period's last week and the month's utilization.
+#[derive(Debug, Clone, Default)]
+pub struct StatementExtras {
+    pub idle: Vec<IdlePod>,
+    pub utilization: Option<Figures>,
+}
+
 pub fn find_cjk_font() -> Option<Vec<u8>> {
     CJK_FONT_PATHS.iter().find_map(|p| std::fs::read(p).ok())
 }
@@ -270,7 +278,12 @@ fn pick_face(font: &[u8]) -> Result<(u32, String), PdfError> {
 
 /// The statement of `st` as a PDF: the finance summary, then the statement of each team `include` accepts (in
 /// team order), all text set in `font` (an OpenType/TrueType font or collection with CJK glyphs).
-pub fn statement_pdf(st: &Statement, include: impl Fn(&str) -> bool, font: &[u8]) -> Result<Vec<u8>, PdfError> {
+pub fn statement_pdf(
+    st: &Statement,
+    include: impl Fn(&str) -> bool,
+    font: &[u8],
+    extras: &StatementExtras,
+) -> Result<Vec<u8>, PdfError> {
     let (index, family) = pick_face(font)?;
     let font_ref = FontRef::from_index(font, index).map_err(|e| PdfError::Font(e.to_string()))?;
     let metrics = Metrics::new(&font_ref);
@@ -279,9 +292,10 @@ pub fn statement_pdf(st: &Statement, include: impl Fn(&str) -> bool, font: &[u8]
     let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| include(t)).collect();
 
     let mut lay = Layout::new(&metrics);
-    summary(&mut lay, st, &teams, &data, &family)?;
+    summary(&mut lay, st, &teams, &data, &family, extras.utilization.as_ref())?;
     for team in &teams {
         team_statement(&mut lay, st, team)?;
+        idle_pods(&mut lay, team, &extras.idle)?;
     }
 
     // Page numbers, bottom right.
@@ -342,6 +356,7 @@ fn summary(
     teams: &[&str],
     font: &Arc<Vec<u8>>,
     family: &str,
+    utilization: Option<&Figures>,
 ) -> Result<(), PdfError> {
     lay.new_page();
     lay.running_head = format!("GPU cost statement {} — finance summary (continued)", st.month);
@@ -364,6 +379,21 @@ fn summary(
         ("Platform kept", b.platform_kept),
     ] {
         lay.row(&c, &[label.to_string(), m.to_string()], 9.0, 0)?;
+    }
+    if let Some(f) = utilization {
+        let pct = |r: Option<f64>| r.map_or_else(|| "–".to_string(), |r| format!("{:.1} %", r * 100.0));
+        lay.gap(6.0);
+        lay.header_row(&c, &["Utilization", "Month"])?;
+        for (label, v) in [
+            ("Capacity card-hours", format!("{:.3}", f.capacity_card_hours)),
+            ("GPU-hours", format!("{:.3}", f.gpu_hours)),
+            ("Effective GPU-hours", format!("{:.3}", f.effective_gpu_hours)),
+            ("Allocation rate", pct(f.allocation_rate)),
+            ("Utilization", pct(f.utilization)),
+            ("Effective rate", pct(f.effective_rate)),
+        ] {
+            lay.row(&c, &[label.to_string(), v], 9.0, 0)?;
+        }
     }
     lay.gap(10.0);
 
@@ -547,6 +577,40 @@ fn team_statement(lay: &mut Layout, st: &Statement, team: &str) -> Result<(), Pd
         lay.table(&r, &["GPU model", "Rates"], &rows)?;
     }
     Ok(())
+}
+
+/// The team's idle pods (the idle-waste list), after its statement.
+fn idle_pods(lay: &mut Layout, team: &str, idle: &[IdlePod]) -> Result<(), PdfError> {
+    let mine: Vec<&IdlePod> = idle.iter().filter(|p| p.team == team).collect();
+    if mine.is_empty() {
+        return Ok(());
+    }
+    lay.gap(10.0);
+    lay.line(10.0, "Idle pods (utilization under the threshold while holding GPU memory)")?;
+    let c = cols(&[
+        (110.0, Align::Left),
+        (170.0, Align::Left),
+        (90.0, Align::Left),
+        (70.0, Align::Right),
+        (70.0, Align::Right),
+        (70.0, Align::Right),
+        (110.0, Align::Right),
+    ]);
+    let rows: Vec<Vec<String>> = mine
+        .iter()
+        .map(|p| {
+            vec![
+                p.namespace.clone(),
+                p.pod.clone(),
+                p.gpu_model.clone(),
+                format!("{:.3}", p.cards_held),
+                format!("{:.1}", p.hours_held),
+                format!("{:.1} %", p.average_utilization * 100.0),
+                p.monthly_waste.to_string(),
+            ]
+        })
+        .collect();
+    lay.table(&c, &["Namespace", "Pod", "GPU model", "Cards", "Hours", "Util.", "Waste/month (CNY)"], &rows)
 }
 
 /// A horizontal bar chart of `(label, value)` as SVG, drawn with plotters.

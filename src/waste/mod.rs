@@ -7,7 +7,7 @@ mod report;
 mod utilization;
 
 pub use budget::{Basis, crossings, forecast};
-pub use report::idle_report;
+pub use report::{idle_report, month_utilization, statement_extras};
 pub use utilization::{DayFigures, DayTeamSums, Figures, TeamFigures, UtilizationReport, utilization_report};
 
 use rust_decimal::Decimal;

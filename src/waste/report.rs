@@ -3,7 +3,10 @@
 use chrono::{DateTime, Duration, Utc};
 use sqlx::PgPool;
 
-use super::{IdlePod, IdleRule, PodUsage, idle_list};
+use std::collections::BTreeMap;
+
+use super::{IdlePod, IdleRule, PodUsage, UtilizationReport, idle_list, utilization_report};
+use crate::billing::Month;
 use crate::db::{self, usage::Scope};
 use crate::pricing::{ModelCatalog, RateHistory};
 
@@ -46,4 +49,33 @@ pub async fn idle_report(
         })
         .collect();
     Ok(idle_list(&usage, rule, only_running))
+}
+
+/// The utilization report of a month (billing days, all clusters).
+pub async fn month_utilization(pool: &PgPool, month: Month) -> Result<UtilizationReport, sqlx::Error> {
+    let (from, to) = (month.first_day(), month.next().first_day());
+    let usage = db::reports::usage_by_day_team(pool, from, to).await?;
+    let mut capacity: BTreeMap<_, f64> = BTreeMap::new();
+    for c in db::bills::capacity_by_day(pool, from, to).await? {
+        *capacity.entry(c.day).or_default() += c.card_seconds;
+    }
+    let usage: Vec<_> = usage
+        .into_iter()
+        .map(|u| (u.day, u.team, u.gpu_seconds, u.effective_gpu_seconds, u.unmetered_gpu_seconds))
+        .collect();
+    Ok(utilization_report(&usage, &capacity))
+}
+
+/// What a month's PDF statement shows besides the bills: the idle pods of the period's last 7 days (up to now for
+/// an open month) and the month's utilization.
+pub async fn statement_extras(
+    pool: &PgPool,
+    month: Month,
+    billing_tz: chrono_tz::Tz,
+) -> Result<crate::export::StatementExtras, sqlx::Error> {
+    // the week up to the period's end, or up to the newest stored hour when the month is still being ingested
+    let end = month.bounds(billing_tz).1.min(crate::ingest::window::floor_hour(Utc::now()));
+    let end = db::waste::stored_until(pool, end).await?.map_or(end, |until| until.min(end));
+    let idle = idle_report(pool, end, 168, IdleRule::WEEKLY, false, &Scope::all(), billing_tz).await?;
+    Ok(crate::export::StatementExtras { idle, utilization: Some(month_utilization(pool, month).await?.totals) })
 }
