@@ -137,6 +137,13 @@ async fn rate_endpoints_enforce_their_access_rules(pool: PgPool) {
         (Method::GET, "/api/v1/reports/low-utilization?top=0".into(), None, [401, 400, 400, 400, 400]),
         (Method::GET, "/api/v1/reports/utilization/2026-10".into(), None, [401, 200, 200, 200, 403]),
         (Method::GET, "/api/v1/reports/teams/2026-10".into(), None, [401, 200, 200, 200, 403]),
+        (
+            Method::GET,
+            "/api/v1/reports/fragmentation?hour=2026-10-01T04:00:00Z".into(),
+            None,
+            [401, 200, 200, 200, 403],
+        ),
+        (Method::GET, "/api/v1/reports/fragmentation".into(), None, [401, 404, 404, 404, 403]),
         (Method::GET, "/api/v1/budgets/2026-10".into(), None, [401, 200, 200, 200, 200]),
         (Method::PUT, "/api/v1/budgets/2026-10/nlp".into(), Some(json!({"amount": "1000"})), [401, 200, 200, 403, 403]),
         (

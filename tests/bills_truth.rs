@@ -421,6 +421,27 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     }
     assert_eq!(api.call(Method::GET, "/api/v1/reports/utilization/2026-10", Some(&api.lead), None).await.0, 403);
 
+    // fragmentation of one hour: 7 nodes of 8 cards; the cards allocated over all nodes are truth's GPU-hours of
+    // that hour; the largest free block fits on one node
+    let hour = "2026-10-01T04:00:00Z";
+    let (status, frag) = api.call(Method::GET, &format!("/api/v1/reports/fragmentation?hour={hour}"), fin, None).await;
+    assert_eq!(status, 200, "{frag}");
+    let nodes = frag["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 7);
+    assert!(nodes.iter().all(|n| n["cards"] == 8.0));
+    let allocated: f64 = nodes.iter().map(|n| n["allocated_cards"].as_f64().unwrap()).sum();
+    let truth_hour: f64 = truth["by_hour_namespace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["hour"] == hour)
+        .map(|r| r["gpu_hours"].as_f64().unwrap())
+        .sum();
+    assert!((allocated - truth_hour).abs() < 1e-9, "{allocated} vs {truth_hour}");
+    let largest = frag["largest_free_block"].as_u64().unwrap();
+    assert!(nodes.iter().any(|n| n["free_whole_cards"].as_u64() == Some(largest)));
+    assert!(largest as f64 <= frag["free_cards"].as_f64().unwrap() + 1e-9);
+
     // budgets: nlp gets twice its October spend so far; at the window's end (36 of 744 hours gone) the run rate
     // forecasts ~20× that, so the 80 % and 100 % forecast thresholds are crossed, the actual ones are not
     let nlp_total = dec(&month_view["teams"].as_array().unwrap().iter().find(|t| t["team"] == "nlp").unwrap()["total"]);

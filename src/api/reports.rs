@@ -22,6 +22,40 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(low_utilization))
         .routes(routes!(monthly_utilization))
         .routes(routes!(team_ranking))
+        .routes(routes!(cluster_fragmentation))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct HourQuery {
+    /// The hour to judge (default: the newest stored hour).
+    pub hour: Option<DateTime<Utc>>,
+}
+
+/// Free cards per node in one hour, the largest free whole-card block and how fragmented free capacity is
+/// (global readers).
+#[utoipa::path(get, path = "/reports/fragmentation", tag = "reports", security(("bearer" = [])), params(HourQuery),
+    responses((status = 200, body = crate::waste::Fragmentation), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn cluster_fragmentation(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    ApiQuery(q): ApiQuery<HourQuery>,
+) -> Result<Json<crate::waste::Fragmentation>, ApiError> {
+    p.require_global_read()?;
+    let hour = match q.hour {
+        Some(h) if floor_hour(h) != h => return Err(ApiError::bad_request("hour", "must be a whole hour")),
+        Some(h) => h,
+        None => db::reports::newest_hour_before(&s.pool, Utc::now())
+            .await?
+            .ok_or_else(|| ApiError::NotFound("any stored hour".into()))?,
+    };
+    let nodes: Vec<_> = db::reports::nodes_in_hour(&s.pool, hour)
+        .await?
+        .into_iter()
+        .map(|n| (n.cluster, n.node, n.gpu_model, n.cards, n.allocated_seconds))
+        .collect();
+    Ok(Json(crate::waste::fragmentation(&nodes)))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

@@ -67,3 +67,32 @@ pub async fn usage_by_day_team(pool: &PgPool, from: NaiveDate, to: NaiveDate) ->
     .fetch_all(pool)
     .await
 }
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeHour {
+    pub cluster: String,
+    pub node: String,
+    pub gpu_model: String,
+    pub cards: f64,
+    pub allocated_seconds: f64,
+}
+
+/// Each node's physical cards and the card-seconds allocated on it in `hour`.
+pub async fn nodes_in_hour(pool: &PgPool, hour: DateTime<Utc>) -> Result<Vec<NodeHour>, sqlx::Error> {
+    sqlx::query_as!(
+        NodeHour,
+        r#"SELECT c.cluster AS "cluster!", c.node AS "node!", c.gpu_model AS "gpu_model!", c.cards AS "cards!",
+                  coalesce((SELECT sum(u.gpu_seconds) FROM gpu_usage_hourly u
+                            WHERE u.cluster = c.cluster AND u.hour = c.hour AND u.node = c.node), 0) AS "allocated_seconds!"
+           FROM node_capacity_hourly c WHERE c.hour = $1
+           ORDER BY c.cluster, c.node"#,
+        hour
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// The newest stored hour (any cluster) before `t`.
+pub async fn newest_hour_before(pool: &PgPool, t: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT max(hour) AS "hour" FROM ingested_hours WHERE hour < $1"#, t).fetch_one(pool).await
+}

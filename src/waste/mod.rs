@@ -3,10 +3,12 @@
 //! the sums and rates.
 
 mod budget;
+mod fragmentation;
 mod report;
 mod utilization;
 
 pub use budget::{Basis, crossings, forecast};
+pub use fragmentation::{Fragmentation, NodeFree, NodeHourSums, fragmentation};
 pub use report::{idle_report, month_utilization, statement_extras};
 pub use utilization::{DayFigures, DayTeamSums, Figures, TeamFigures, UtilizationReport, utilization_report};
 
