@@ -97,7 +97,8 @@ fn pricing_errors(errors: Vec<crate::pricing::FieldError>, prefix: &str) -> ApiE
 #[utoipa::path(get, path = "/rates", tag = "rates", security(("bearer" = [])),
     responses((status = 200, body = Vec<StoredRate>), (status = 401, body = ErrorBody)))]
 async fn list_rates(State(s): State<AppState>, Caller(_caller): Caller) -> Result<Json<Vec<StoredRate>>, ApiError> {
-    Ok(Json(db::rates::list(&s.pool).await?))
+    let mut conn = s.pool.acquire().await?;
+    Ok(Json(db::rates::list(&mut conn).await?))
 }
 
 /// A new rate version: either `tco` (the rate is derived) or `rate` (set by hand), not both.

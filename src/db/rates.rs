@@ -3,7 +3,7 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
 use serde::Serialize;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 
 use crate::money::RatePerCardHour;
 use crate::pricing::{CloudRates, RateVersion, Tco};
@@ -48,20 +48,8 @@ impl From<Row> for StoredRate {
     }
 }
 
-pub async fn list(pool: &PgPool) -> Result<Vec<StoredRate>, sqlx::Error> {
-    let rows = sqlx::query_as!(
-        Row,
-        "SELECT id, gpu_model, effective_from, rate, tco, created_by, created_at FROM rate_versions
-         ORDER BY gpu_model, effective_from"
-    )
-    .fetch_all(pool)
-    .await?;
-    Ok(rows.into_iter().map(Into::into).collect())
-}
-
-/// Every version as pricing's [`RateVersion`] (the TCO re-validated; a stored TCO that no longer validates is
-/// carried as a manual rate, its figure unchanged).
-pub async fn versions(conn: &mut PgConnection) -> Result<Vec<RateVersion>, sqlx::Error> {
+/// Every version, by model and date.
+pub async fn list(conn: &mut PgConnection) -> Result<Vec<StoredRate>, sqlx::Error> {
     let rows = sqlx::query_as!(
         Row,
         "SELECT id, gpu_model, effective_from, rate, tco, created_by, created_at FROM rate_versions
@@ -69,10 +57,16 @@ pub async fn versions(conn: &mut PgConnection) -> Result<Vec<RateVersion>, sqlx:
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows
+    Ok(rows.into_iter().map(Into::into).collect())
+}
+
+/// Every version as pricing's [`RateVersion`] (the TCO re-validated; a stored TCO that no longer validates is
+/// carried as a manual rate, its figure unchanged).
+pub async fn versions(conn: &mut PgConnection) -> Result<Vec<RateVersion>, sqlx::Error> {
+    Ok(list(conn)
+        .await?
         .into_iter()
-        .map(|r| {
-            let stored = StoredRate::from(r);
+        .map(|stored| {
             let tco = stored.tco.and_then(|v| serde_json::from_value::<Tco>(v).ok());
             match tco {
                 Some(tco) if tco.rate() == stored.rate => {
