@@ -30,9 +30,49 @@ pub fn elapsed(month: Month, tz: chrono_tz::Tz, at: DateTime<Utc>) -> Decimal {
     Decimal::from(gone) / Decimal::from(total)
 }
 
+/// After an ingest of `[from, to)`: checks the budgets of every billing month the span touched, as of `to` (what
+/// is stored is complete up to there), and delivers what is undelivered.
+pub async fn check_after_ingest(
+    pool: &PgPool,
+    tz: chrono_tz::Tz,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    webhook: Option<&str>,
+) -> Result<AlertRun, LedgerError> {
+    let mut run = AlertRun::default();
+    let last = Month::containing(to - chrono::Duration::milliseconds(1), tz);
+    let mut month = Month::containing(from, tz).min(last);
+    loop {
+        let r = check_budgets(pool, month, tz, to, webhook).await?;
+        run.raised += r.raised;
+        run.delivered += r.delivered;
+        run.failed += r.failed;
+        if month >= last {
+            return Ok(run);
+        }
+        month = month.next();
+    }
+}
+
 /// Checks every budget of `month` as of `at`, records new crossings, and delivers what is undelivered to
-/// `webhook` (when given).
+/// `webhook` (when given). Several processes (a worker per cluster, a cron job) may run it at once: they take
+/// turns, so an alert is POSTed by one of them only.
 pub async fn check_budgets(
+    pool: &PgPool,
+    month: Month,
+    tz: chrono_tz::Tz,
+    at: DateTime<Utc>,
+    webhook: Option<&str>,
+) -> Result<AlertRun, LedgerError> {
+    // held until the end of this call; a crash rolls the transaction back and frees it
+    let mut turn = pool.begin().await?;
+    db::budgets::take_alert_turn(&mut turn).await?;
+    let run = check_budgets_locked(pool, month, tz, at, webhook).await;
+    turn.rollback().await?;
+    run
+}
+
+async fn check_budgets_locked(
     pool: &PgPool,
     month: Month,
     tz: chrono_tz::Tz,

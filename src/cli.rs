@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::config::{DatabaseArgs, SourceArgs, parse_duration, parse_time};
+use crate::config::{DatabaseArgs, SourceArgs, parse_duration, parse_time, parse_webhook_url};
 use crate::db;
 use crate::db::usage::{GroupBy, Scope};
 use crate::ingest::{self, IngestOptions, WorkerOptions, window};
@@ -90,7 +90,7 @@ pub struct BudgetsArgs {
     #[arg(long, value_parser = parse_time)]
     pub at: Option<DateTime<Utc>>,
     /// Where alerts are POSTed as JSON; without it they are only recorded.
-    #[arg(long, env = "CARDHOUR_WEBHOOK_URL")]
+    #[arg(long, env = "CARDHOUR_WEBHOOK_URL", value_parser = parse_webhook_url)]
     pub webhook: Option<String>,
 }
 
@@ -215,6 +215,10 @@ pub struct WorkerArgs {
     /// Run one cycle and exit.
     #[arg(long)]
     pub once: bool,
+    /// Where budget alerts are POSTed as JSON: after each cycle the budgets of the months it touched are checked
+    /// (without it crossings are only recorded).
+    #[arg(long, env = "CARDHOUR_WEBHOOK_URL", value_parser = parse_webhook_url)]
+    pub webhook: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -354,11 +358,20 @@ async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
         initial_hours: a.initial_hours,
         once: a.once,
     };
+    let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+    let webhook = a.webhook.as_deref();
+    let check_budgets = async |from, to| match crate::alerts::check_after_ingest(&pool, tz, from, to, webhook).await {
+        Ok(run) if run.raised + run.delivered + run.failed > 0 => {
+            tracing::info!(raised = run.raised, delivered = run.delivered, not_delivered = run.failed, "budget alerts")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "budget check failed; it runs again after the next cycle"),
+    };
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("shutting down after the current hour");
     };
-    ingest::run_worker(&pool, &client, &opts, shutdown).await?;
+    ingest::run_worker(&pool, &client, &opts, check_budgets, shutdown).await?;
     Ok(())
 }
 
@@ -512,12 +525,6 @@ async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
 }
 
 async fn budgets_cmd(a: BudgetsArgs) -> anyhow::Result<()> {
-    if let Some(url) = &a.webhook {
-        let ok = url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
-        if !ok {
-            bail!("--webhook `{url}` is not an http(s) URL");
-        }
-    }
     let pool = db::connect(&a.db.database_url, 2).await.context("cannot connect to the database")?;
     let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
     let at = a.at.unwrap_or_else(Utc::now);

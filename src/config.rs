@@ -76,6 +76,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if d.is_zero() { Err(format!("`{s}` must be longer than zero")) } else { Ok(d) }
 }
 
+/// A webhook address: an absolute http(s) URL with a host.
+pub fn parse_webhook_url(s: &str) -> Result<String, String> {
+    let ok = url::Url::parse(s).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!("`{s}` is not an http(s) URL, e.g. https://hooks.example/cardhour"))
+    }
+}
+
 /// RFC 3339 (`2026-11-01T00:00:00Z`, `2026-11-01T08:00:00+08:00`) or a bare date, taken as midnight UTC.
 pub fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s.trim()) {
@@ -108,5 +118,12 @@ mod tests {
         assert_eq!(parse_time("2026-11-01").unwrap(), "2026-11-01T00:00:00Z".parse::<DateTime<Utc>>().unwrap());
         assert!(parse_time("yesterday").is_err());
         assert!(parse_time("2026-13-01").is_err());
+    }
+
+    #[test]
+    fn webhooks() {
+        assert!(parse_webhook_url("http://127.0.0.1:9/hook").is_ok());
+        assert!(parse_webhook_url("ftp://x/hook").is_err());
+        assert!(parse_webhook_url("/hook").is_err());
     }
 }

@@ -143,7 +143,10 @@ async fn the_worker_backs_off_until_prometheus_recovers(pool: PgPool) {
         once: true,
     };
     let started = std::time::Instant::now();
-    ingest::run_worker(&pool, &client, &w, std::future::pending()).await.unwrap();
+    let mut cycles = Vec::new();
+    ingest::run_worker(&pool, &client, &w, async |from, to| cycles.push((from, to)), std::future::pending())
+        .await
+        .unwrap();
     assert!(calls.load(Ordering::SeqCst) > 8);
     assert!(started.elapsed() >= Duration::from_secs(1), "the worker backs off before retrying");
     assert_eq!(stored_hours(&pool).await, 3);
@@ -153,4 +156,6 @@ async fn the_worker_backs_off_until_prometheus_recovers(pool: PgPool) {
             .await
             .unwrap();
     assert_eq!(mark, ingest::window::floor_hour(Utc::now() - chrono::Duration::minutes(10)));
+    // the hook after a cycle (budget checks) sees the span that cycle stored, once the retries succeeded
+    assert_eq!(cycles, [(mark - chrono::Duration::hours(3), mark)]);
 }

@@ -53,6 +53,12 @@ pub async fn for_month(pool: &PgPool, month: &str, scope: &Scope) -> Result<Vec<
     .await
 }
 
+/// Waits for the one turn at checking and delivering budget alerts, held until `tx` ends.
+pub async fn take_alert_turn(tx: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('cardhour:budget-alerts'))").execute(tx).await?;
+    Ok(())
+}
+
 /// Records a crossing the first time it is seen; `false` when it was known already.
 pub async fn raise(
     pool: &PgPool,

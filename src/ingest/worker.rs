@@ -39,10 +39,13 @@ pub fn cycle_range(
 }
 
 /// Runs until `shutdown` resolves (between hours, never inside one's transaction) or, with `once`, after one cycle.
+/// `after_cycle` is called with the span each successful cycle ingested (the budget checks hang here); what it
+/// does cannot fail the ingest.
 pub async fn run_worker(
     pool: &PgPool,
     client: &PromClient,
     opts: &WorkerOptions,
+    mut after_cycle: impl AsyncFnMut(DateTime<Utc>, DateTime<Utc>),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), IngestError> {
     tokio::pin!(shutdown);
@@ -59,17 +62,23 @@ pub async fn run_worker(
                     let s = backfill(pool, client, &ingest, from, to, |_| {}).await?;
                     tracing::info!(cluster = %s.cluster, hours = s.hours, rows = s.usage_rows, watermark = ?s.watermark,
                         non_finite = s.non_finite_samples, "ingested {from} .. {to}");
-                    Ok::<_, IngestError>(())
+                    Ok::<_, IngestError>(Some((from, to)))
                 }
-                None => Ok(()),
+                None => Ok(None),
             }
         };
         let result = tokio::select! {
             r = cycle => r,
             () = &mut shutdown => return Ok(()),
         };
+        if let Ok(Some((from, to))) = result {
+            tokio::select! {
+                () = after_cycle(from, to) => {}
+                () = &mut shutdown => return Ok(()),
+            }
+        }
         let wait = match result {
-            Ok(()) => {
+            Ok(_) => {
                 failures = 0;
                 if opts.once {
                     return Ok(());

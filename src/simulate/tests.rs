@@ -181,6 +181,30 @@ fn squatters_scale_with_gpus() {
     assert!(r.truth.by_pod.iter().filter(|p| p.squatter).count() >= 2);
 }
 
+/// SPEC §7's idle rule (utilization over metered time < 10 % with more than 1 GiB of memory) picks exactly the
+/// squatters out of every other workload, so an idle list can be checked against them.
+#[test]
+fn only_squatters_are_idle_by_the_spec_rule() {
+    for (gpus, hours, seed) in [(56, 48, 3), (64, 24, 1), (128, 12, 7), (32, 36, 21)] {
+        let r = sim(gpus, hours, 60, seed);
+        let idle: Vec<(&str, bool)> = r
+            .truth
+            .by_pod
+            .iter()
+            .filter(|p| {
+                let metered = p.figures.gpu_hours - p.figures.unmetered_gpu_hours;
+                metered > 0.0
+                    && p.figures.effective_gpu_hours / metered < 0.10
+                    && p.peak_fb_used_mib.is_some_and(|fb| fb > 1024.0)
+            })
+            .map(|p| (p.pod.as_str(), p.squatter))
+            .collect();
+        let squatters = r.truth.by_pod.iter().filter(|p| p.squatter).count();
+        assert!(idle.iter().all(|(_, squatter)| *squatter), "seed {seed}: {idle:?}");
+        assert_eq!(idle.len(), squatters, "seed {seed}");
+    }
+}
+
 /// A parsed series.
 struct PSeries {
     name: String,

@@ -5,11 +5,13 @@
 //! - [`TestDb`]: a fresh, uniquely named PostgreSQL database next to `DATABASE_URL`, dropped on drop.
 //! - [`cardhour_bin`], [`run_cardhour`], [`run_cardhour_ok`]: run the binary under test.
 //! - [`simulate`], [`simulate_run`]: `cardhour simulate` with an end at least 4 h in the past, on the hour.
+//! - [`api::TestApi`] (an in-process API server with a token per role) and [`webhook::receiver`] are async.
 //!
-//! Everything here is blocking std code (no async runtime needed). Not every test file uses every helper.
+//! Everything else here is blocking std code (no async runtime needed). Not every test file uses every helper.
 #![allow(dead_code)]
 
 pub mod api;
+pub mod webhook;
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
