@@ -27,7 +27,7 @@ port=${BENCH_PORT:-18080}
 duration=${BENCH_SECONDS:-20}
 
 # the seed's shape changed once (12 → 100 teams): an older seed is redone
-seeded() { psql "$url" -XqAt -c "select count(*) from rate_versions where exists (select from teams having count(*) = 100)" 2>/dev/null || echo 0; }
+seeded() { psql "$url" -XqAt -c "select count(*) from rate_versions where exists (select from teams having count(*) >= 100)" 2>/dev/null || echo 0; }
 if [[ -n "${BENCH_RESEED:-}" || "$(seeded)" -lt 4 ]]; then
     log "seeding a year of a 2,000-GPU cluster into $db (a few minutes)"
     psql "$admin_url" -XqAt -c "drop database if exists $db with (force)" -c "create database $db" >/dev/null
@@ -134,6 +134,8 @@ run "idle-waste list over 7 days, ended pods too (&include_ended=true)" "$financ
     "/api/v1/idle?to=2026-11-30T16:00:00Z&hours=168&include_ended=true"
 run "idle-waste list over 7 days, one client at a time (wrk -c1)" "$finance" \
     "/api/v1/idle?to=2026-11-30T16:00:00Z&hours=168&include_ended=true" 1
+run "idle-waste list over 30 days, wrk -c1" "$finance" \
+    "/api/v1/idle?to=2026-11-30T16:00:00Z&hours=720&include_ended=true" 1
 run "month CSV export (100 teams), GET /api/v1/exports/2026-10/bills.csv, wrk -c1" "$finance" \
     "/api/v1/exports/2026-10/bills.csv" 1
 run "month PDF statements (100 teams), GET /api/v1/exports/2026-10/statements.pdf, wrk -c1" "$finance" \
@@ -142,5 +144,57 @@ rm -f "$lua"
 echo
 echo "cold (first request of a month, bills computed from the daily rollup), 11 months one after another:"
 echo "median ${cold_median}s, max ${cold_max}s"
+# The idle list's per-pod sums, side by side in one psql session: read through the per-pod daily rollup (as
+# `cardhour serve` does, the SQL of src/db/waste.rs in spirit) vs straight from the hourly rows (the query of the
+# release before the rollup). Same result; ten alternating runs each, median.
+idle_sql() {
+    local hours="$1" from to
+    to='2026-11-30T16:00:00Z'
+    from=$(date -u -d "$to - $hours hours" +%Y-%m-%dT%H:%M:%SZ)
+    local days_from days_to
+    days_from=$(date -u -d "$(date -u -d "$from - 1 second + 1 day" +%Y-%m-%d)" +%Y-%m-%d)
+    days_to=$(date -u -d "$to" +%Y-%m-%d)
+    {
+        echo '\timing on'
+        echo '\o /dev/null'
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            cat <<SQL
+-- rollup
+WITH parts AS (SELECT cluster, namespace, pod, last_hour, team, gpu_model, cards, gpu_seconds, effective_gpu_seconds,
+                      unmetered_gpu_seconds, peak_fb_used_mib FROM usage_pod_daily WHERE day >= '$days_from' AND day < '$days_to'
+               UNION ALL SELECT cluster, namespace, pod, hour, team, gpu_model, cards, gpu_seconds, effective_gpu_seconds,
+                      unmetered_gpu_seconds, peak_fb_used_mib FROM usage_pod_hours(NULL, '$from', '${days_from}T00:00:00Z')
+               UNION ALL SELECT cluster, namespace, pod, hour, team, gpu_model, cards, gpu_seconds, effective_gpu_seconds,
+                      unmetered_gpu_seconds, peak_fb_used_mib FROM usage_pod_hours(NULL, '${days_to}T00:00:00Z', '$to')),
+     w AS (SELECT cluster, namespace, pod, max(last_hour) AS last_hour, max(cards), sum(gpu_seconds),
+                  sum(effective_gpu_seconds), sum(unmetered_gpu_seconds), max(peak_fb_used_mib)
+           FROM parts GROUP BY cluster, namespace, pod)
+SELECT w.*, p.team, p.gpu_model FROM w JOIN parts p USING (cluster, namespace, pod, last_hour);
+-- hourly (the query of the previous release)
+WITH w AS (SELECT cluster, namespace, pod, max(hour) AS last_hour, max(units * fraction), sum(gpu_seconds),
+                  sum(effective_gpu_seconds), sum(unmetered_gpu_seconds), max(peak_fb_used_mib)
+           FROM gpu_usage_hourly WHERE hour >= '$from' AND hour < '$to' GROUP BY cluster, namespace, pod)
+SELECT w.*, l.team, l.gpu_model FROM w
+CROSS JOIN LATERAL (SELECT x.team, x.gpu_model FROM gpu_usage_hourly x
+                    WHERE x.cluster = w.cluster AND x.hour = w.last_hour AND x.namespace = w.namespace AND x.pod = w.pod
+                    ORDER BY x.gpu_seconds DESC LIMIT 1) l;
+SQL
+        done
+    } | psql "$url" -Xq 2>&1 | awk '/^Time:/ {print (n++ % 2 ? "hourly" : "rollup"), $2}' >"$times"
+    local m1 m2
+    m1=$(awk '$1 == "rollup" {print $2}' "$times" | sort -n | sed -n 5p)
+    m2=$(awk '$1 == "hourly" {print $2}' "$times" | sort -n | sed -n 5p)
+    awk -v a="$m1" -v b="$m2" 'BEGIN {printf "%.1f ms | %.1f ms | %.1f×", a, b, b / a}'
+}
+times=$(mktemp)
+echo
+echo "the idle list's per-pod sums in SQL, median of 10 alternating runs (psql):"
+echo
+echo "| window | daily rollup + partial days | straight from the hourly rows | ratio |"
+echo "|---|---|---|---|"
+echo "| 7 days | $(idle_sql 168) |"
+echo "| 30 days | $(idle_sql 720) |"
+rm -f "$times"
+echo
 echo "cold month PDF (2026-10, not requested before: bills, idle list, utilization, chart, 100 statements):"
 echo "${pdf_cold}s, ${pdf_bytes} bytes, ${pdf_pages:-?} pages"

@@ -305,37 +305,16 @@ pub async fn stamp(pool: &PgPool) -> Result<Stamp, sqlx::Error> {
     Ok(Stamp { last_ingest: r.last_ingest, last_audit: r.last_audit, settings: r.settings })
 }
 
-type CacheKey = (Month, Option<BillPolicy>);
-
-/// Statements computed once and served until the data behind them changes (checked on every call with one
-/// cheap query, so several API processes stay correct without talking to each other).
-#[derive(Default)]
-pub struct StatementCache {
-    entries: std::sync::Mutex<std::collections::HashMap<CacheKey, (Stamp, std::sync::Arc<Statement>)>>,
-}
+/// Statements computed once and served until the data behind them changes.
+pub type StatementCache = crate::cache::StampedCache<(Month, Option<BillPolicy>), Statement>;
 
 impl StatementCache {
-    const MAX_ENTRIES: usize = 64;
-
     pub async fn statement(
         &self,
         pool: &PgPool,
         month: Month,
         policy: Option<BillPolicy>,
     ) -> Result<std::sync::Arc<Statement>, LedgerError> {
-        let now = stamp(pool).await?;
-        let key = (month, policy);
-        if let Some((s, st)) = self.entries.lock().unwrap_or_else(|e| e.into_inner()).get(&key)
-            && *s == now
-        {
-            return Ok(st.clone());
-        }
-        let st = std::sync::Arc::new(statement(pool, month, policy).await?);
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= Self::MAX_ENTRIES {
-            entries.clear();
-        }
-        entries.insert(key, (now, st.clone()));
-        Ok(st)
+        self.get_or_compute(pool, (month, policy), async || statement(pool, month, policy).await).await
     }
 }

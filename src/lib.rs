@@ -4,6 +4,7 @@ pub mod alerts;
 pub mod api;
 pub mod auth;
 pub mod billing;
+pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod db;

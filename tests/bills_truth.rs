@@ -92,6 +92,65 @@ fn expected(
         .collect()
 }
 
+type PodSums = (String, String, f64, f64, f64, f64, Option<f64>, bool);
+/// namespace, pod, then what `PodSums` holds
+type PodRow = (String, String, String, String, f64, f64, f64, f64, Option<f64>, bool);
+
+/// `db::waste::pods` (the idle list's input) against the same figures computed from `gpu_usage_hourly` alone.
+async fn pods_match_the_hourly_rows(pool: &sqlx::PgPool) {
+    let end: DateTime<Utc> = END.parse().unwrap();
+    let windows =
+        [(end, 48), (end, 30), (end, 3), (end - chrono::Duration::hours(4), 44), (end - chrono::Duration::hours(7), 1)];
+    for (to, hours) in windows {
+        let from = to - chrono::Duration::hours(hours);
+        let got: BTreeMap<(String, String), PodSums> =
+            cardhour::db::waste::pods(pool, from, to, &cardhour::db::usage::Scope::all())
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|p| {
+                    let sums = (
+                        p.team,
+                        p.gpu_model,
+                        p.cards,
+                        p.gpu_seconds,
+                        p.effective_gpu_seconds,
+                        p.unmetered_gpu_seconds,
+                        p.peak_fb_used_mib,
+                        p.still_running,
+                    );
+                    ((p.namespace, p.pod), sums)
+                })
+                .collect();
+        let rows: Vec<PodRow> = sqlx::query_as(
+            "WITH h AS (SELECT namespace, pod, hour, max(team) AS team, sum(units * fraction) AS cards,
+                               max(gpu_model) AS model,
+                               sum(gpu_seconds) AS g, sum(effective_gpu_seconds) AS e,
+                               sum(unmetered_gpu_seconds) AS m, max(peak_fb_used_mib) AS fb
+                        FROM gpu_usage_hourly WHERE hour >= $1 AND hour < $2 GROUP BY namespace, pod, hour)
+             SELECT namespace, pod, (array_agg(team ORDER BY hour DESC))[1], (array_agg(model ORDER BY hour DESC))[1],
+                    max(cards), sum(g), sum(e), sum(m), max(fb),
+                    max(hour) = (SELECT max(hour) FROM ingested_hours WHERE hour >= $1 AND hour < $2)
+             FROM h GROUP BY namespace, pod",
+        )
+        .bind(from)
+        .bind(to)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        assert_eq!(got.len(), rows.len(), "{from} .. {to}: pods");
+        assert!(!rows.is_empty());
+        for (ns, pod, team, model, cards, g, e, m, fb, running) in rows {
+            let p = &got[&(ns.clone(), pod.clone())];
+            let what = format!("{from} .. {to}: {ns}/{pod}");
+            assert_eq!((&p.0, &p.1, p.7), (&team, &model, running), "{what}");
+            for (a, b) in [(p.2, cards), (p.3, g), (p.4, e), (p.5, m), (p.6.unwrap_or(-1.0), fb.unwrap_or(-1.0))] {
+                assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{what}: {a} vs {b}");
+            }
+        }
+    }
+}
+
 fn dec(v: &Value) -> Decimal {
     v.as_str().unwrap_or_else(|| panic!("not a decimal string: {v}")).parse().unwrap()
 }
@@ -254,6 +313,10 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
         rv["comparison"]["spot"]["break_even_allocation"].is_null(),
         "below the own cost at full allocation (3.98) renting always wins: {rv}"
     );
+
+    // the per-pod sums behind the idle list (a rollup per pod and UTC day plus the hours of partial days) equal
+    // the same sums taken straight from the hourly rows, for windows with and without whole days
+    pods_match_the_hourly_rows(&api.pool).await;
 
     // the idle-waste list over the whole window equals the pods truth.json calls idle (average utilization over
     // metered time < 10 %, more than 1 GiB held), each priced at cards × the rate at the window's end × 730 h
@@ -510,6 +573,17 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     ingest(START, SEPT_END, &["--scrape-interval", "30s"]);
     assert_eq!(raw("/api/v1/bills/2026-09/teams/vision".into()).await, frozen_team);
     assert_eq!(raw("/api/v1/bills/2026-09".into()).await, frozen_month);
+    pods_match_the_hourly_rows(&api.pool).await;
+    // the idle list served before (and cached) follows the new data: September's 12 hours of each squatter count half
+    let (_, idle_after) =
+        api.call(Method::GET, &format!("/api/v1/idle?to={END}&hours=48&include_ended=true"), fin, None).await;
+    let hours_held = |list: &Value, pod: &str| {
+        list.as_array().unwrap().iter().find(|p| p["pod"] == pod).map(|p| p["hours_held"].as_f64().unwrap())
+    };
+    for (_, pod) in &squatters {
+        let (before, after) = (hours_held(&idle, pod).unwrap(), hours_held(&idle_after, pod).unwrap());
+        assert!((before - after - 6.0).abs() < 1e-9, "{pod}: {before} h held, then {after} h");
+    }
 
     // … and October carries the difference as restatement lines, line by line
     let halved = expected(&truth, "2026-09", a100_rate, 0.5, SEPT_END.parse().unwrap());

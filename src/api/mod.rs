@@ -29,11 +29,14 @@ pub struct AppState {
     /// The billing time zone (months and rate dates are in it).
     pub billing_tz: chrono_tz::Tz,
     pub statements: std::sync::Arc<crate::ledger::StatementCache>,
+    /// Usage totals and idle lists, served until the data behind them changes (dashboards repeat them).
+    pub usage: std::sync::Arc<crate::cache::StampedCache<usage::UsageKey, Vec<crate::usage::UsageRow>>>,
+    pub idle: std::sync::Arc<crate::cache::StampedCache<waste::IdleKey, Vec<crate::waste::IdlePod>>>,
 }
 
 impl AppState {
     pub fn new(pool: PgPool, billing_tz: chrono_tz::Tz) -> Self {
-        Self { pool, billing_tz, statements: Default::default() }
+        Self { pool, billing_tz, statements: Default::default(), usage: Default::default(), idle: Default::default() }
     }
 }
 

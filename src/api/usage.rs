@@ -40,7 +40,18 @@ async fn get_usage(
         return Err(ApiError::bad_request("to", "must be after `from`"));
     }
     let group_by = q.group_by.unwrap_or(GroupBy::Team);
-    let totals =
-        db::usage::totals(&s.pool, q.from, q.to, group_by, q.cluster.as_deref(), &p.scope(), s.billing_tz).await?;
-    Ok(Json(totals.into_iter().map(Into::into).collect()))
+    let scope = p.scope();
+    let key = (q.from, q.to, group_by, q.cluster.clone(), scope.teams.clone());
+    let rows = s
+        .usage
+        .get_or_compute(&s.pool, key, async || {
+            let totals =
+                db::usage::totals(&s.pool, q.from, q.to, group_by, q.cluster.as_deref(), &scope, s.billing_tz).await?;
+            Ok::<_, ApiError>(totals.into_iter().map(Into::into).collect())
+        })
+        .await?;
+    Ok(Json(rows.as_ref().clone()))
 }
+
+/// What a usage answer depends on besides the stored data: range, grouping, cluster, the caller's teams.
+pub type UsageKey = (DateTime<Utc>, DateTime<Utc>, GroupBy, Option<String>, Option<Vec<String>>);

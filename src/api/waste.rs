@@ -62,5 +62,17 @@ async fn get_idle(
         return Err(ApiError::bad_request("to", "must be a whole hour"));
     }
     let only_running = !q.include_ended.unwrap_or(false);
-    Ok(Json(idle_report(&s.pool, to, hours, rule, only_running, &p.scope(), s.billing_tz).await?))
+    let scope = p.scope();
+    let key =
+        (to, hours, rule.max_utilization.to_bits(), rule.min_memory_mib.to_bits(), only_running, scope.teams.clone());
+    let list = s
+        .idle
+        .get_or_compute(&s.pool, key, async || {
+            Ok::<_, ApiError>(idle_report(&s.pool, to, hours, rule, only_running, &scope, s.billing_tz).await?)
+        })
+        .await?;
+    Ok(Json(list.as_ref().clone()))
 }
+
+/// What an idle list depends on besides the stored data: window, rule (as bits), running only, the caller's teams.
+pub type IdleKey = (DateTime<Utc>, u32, u64, u64, bool, Option<Vec<String>>);

@@ -139,6 +139,17 @@ pub async fn retag_namespace(conn: &mut PgConnection, namespace: &str) -> Result
              FROM usage_namespace_hourly WHERE namespace = $1) d",
         namespace
     )
+    .execute(&mut *conn)
+    .await?;
+    // a pod's team per day is the one of its last hour in the day
+    sqlx::query!(
+        "UPDATE usage_pod_daily d SET team = h.team
+         FROM (SELECT cluster, hour, pod, max(team) AS team FROM gpu_usage_hourly WHERE namespace = $1
+               GROUP BY cluster, hour, pod) h
+         WHERE d.namespace = $1 AND h.cluster = d.cluster AND h.hour = d.last_hour AND h.pod = d.pod
+           AND d.team IS DISTINCT FROM h.team",
+        namespace
+    )
     .execute(conn)
     .await?;
     Ok(())

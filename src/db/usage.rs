@@ -109,6 +109,9 @@ pub async fn replace_hour(
     .await?;
 
     sqlx::query!("SELECT refresh_daily($1, billing_date($2))", cluster, hour).execute(&mut *conn).await?;
+    sqlx::query!("SELECT refresh_pod_daily($1, ($2 AT TIME ZONE 'UTC')::date)", cluster, hour)
+        .execute(&mut *conn)
+        .await?;
 
     sqlx::query!(
         "INSERT INTO ingested_hours (cluster, hour, scrape_interval_ms, usage_rows) VALUES ($1, $2, $3, $4)
@@ -125,7 +128,7 @@ pub async fn replace_hour(
 }
 
 /// How stored usage is grouped for a report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum GroupBy {
     Team,

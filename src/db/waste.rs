@@ -1,6 +1,6 @@
 //! Per-pod sums over a window, for the idle-waste list.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Days, NaiveDate, NaiveTime, Utc};
 use sqlx::PgPool;
 
 use super::usage::Scope;
@@ -21,43 +21,86 @@ pub struct PodWindow {
     pub still_running: bool,
 }
 
-/// Every pod that held GPUs in `[from, to)`, with its sums; `still_running` when it held them in its cluster's
-/// newest stored hour of the window.
+/// Every pod that held GPUs in `[from, to)` (whole hours), with its sums; `still_running` when it held them in
+/// its cluster's newest stored hour of the window. Team and model are the pod's as of its last hour in the window,
+/// and a scoped caller sees the pods whose team that is.
+///
+/// Whole UTC days of the window are read from `usage_pod_daily`, the hours before the first and after the last
+/// midnight from `gpu_usage_hourly`.
 pub async fn pods(
     pool: &PgPool,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     scope: &Scope,
 ) -> Result<Vec<PodWindow>, sqlx::Error> {
+    let w = DaySplit::of(from, to);
     sqlx::query_as!(
         PodWindow,
-        r#"WITH last AS (SELECT cluster, max(hour) AS hour FROM ingested_hours
-                         WHERE hour >= $1 AND hour < $2 GROUP BY cluster),
-                w AS (SELECT cluster, namespace, pod, max(hour) AS last_hour, max(units * fraction) AS cards,
-                             sum(gpu_seconds) AS g, sum(effective_gpu_seconds) AS e,
-                             sum(unmetered_gpu_seconds) AS m, max(peak_fb_used_mib) AS fb
-                      FROM gpu_usage_hourly
-                      WHERE hour >= $1 AND hour < $2 AND ($3::text[] IS NULL OR team = ANY($3))
-                      GROUP BY cluster, namespace, pod)
-           -- team and model as of the pod's last hour in the window (one index lookup per pod)
-           SELECT w.cluster AS "cluster!", w.namespace AS "namespace!", w.pod AS "pod!", l.team AS "team!",
-                  t.owner AS "owner?", l.gpu_model AS "gpu_model!", w.cards AS "cards!", w.g AS "gpu_seconds!",
+        r#"WITH last AS MATERIALIZED (SELECT c.name AS cluster,
+                                             (SELECT max(i.hour) FROM ingested_hours i
+                                              WHERE i.cluster = c.name AND i.hour >= $1 AND i.hour < $2) AS hour
+                                      FROM clusters c),
+                parts AS (SELECT cluster, namespace, pod, last_hour, team, gpu_model, cards, gpu_seconds,
+                                 effective_gpu_seconds, unmetered_gpu_seconds, peak_fb_used_mib
+                          FROM usage_pod_daily WHERE day >= $3 AND day < $4
+                          UNION ALL
+                          SELECT cluster, namespace, pod, hour, team, gpu_model, cards, gpu_seconds,
+                                 effective_gpu_seconds, unmetered_gpu_seconds, peak_fb_used_mib
+                          FROM usage_pod_hours(NULL, $1, $5)
+                          UNION ALL
+                          SELECT cluster, namespace, pod, hour, team, gpu_model, cards, gpu_seconds,
+                                 effective_gpu_seconds, unmetered_gpu_seconds, peak_fb_used_mib
+                          FROM usage_pod_hours(NULL, $6, $2)),
+                w AS (SELECT cluster, namespace, pod, max(last_hour) AS last_hour, max(cards) AS cards,
+                             sum(gpu_seconds) AS g, sum(effective_gpu_seconds) AS e, sum(unmetered_gpu_seconds) AS m,
+                             max(peak_fb_used_mib) AS fb
+                      FROM parts GROUP BY cluster, namespace, pod)
+           -- team and model from the part holding the pod's last hour (a join, cheaper than ordered aggregates)
+           SELECT w.cluster AS "cluster!", w.namespace AS "namespace!", w.pod AS "pod!", p.team AS "team!",
+                  t.owner AS "owner?", p.gpu_model AS "gpu_model!", w.cards AS "cards!", w.g AS "gpu_seconds!",
                   w.e AS "effective_gpu_seconds!", w.m AS "unmetered_gpu_seconds!", w.fb AS peak_fb_used_mib,
-                  (w.last_hour = last.hour) AS "still_running!"
+                  (w.last_hour = last.hour) IS TRUE AS "still_running!"
            FROM w
+           JOIN parts p ON p.cluster = w.cluster AND p.namespace = w.namespace AND p.pod = w.pod
+                       AND p.last_hour = w.last_hour
            JOIN last ON last.cluster = w.cluster
-           CROSS JOIN LATERAL (SELECT x.team, x.gpu_model FROM gpu_usage_hourly x
-                               WHERE x.cluster = w.cluster AND x.hour = w.last_hour AND x.namespace = w.namespace
-                                 AND x.pod = w.pod
-                               ORDER BY x.gpu_seconds DESC LIMIT 1) l
-           LEFT JOIN teams t ON t.id = l.team
-           ORDER BY w.cluster, w.namespace, w.pod"#,
+           LEFT JOIN teams t ON t.id = p.team
+           WHERE $7::text[] IS NULL OR p.team = ANY($7)"#,
         from,
         to,
+        w.first_day,
+        w.end_day,
+        w.days_from,
+        w.days_to,
         scope.teams.as_deref() as Option<&[String]>
     )
     .fetch_all(pool)
     .await
+}
+
+/// A window of whole hours cut at UTC midnights: the hours `[from, days_from)`, the whole days
+/// `[first_day, end_day)` (none when the window holds no whole day), the hours `[days_to, to)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DaySplit {
+    days_from: DateTime<Utc>,
+    days_to: DateTime<Utc>,
+    first_day: NaiveDate,
+    end_day: NaiveDate,
+}
+
+impl DaySplit {
+    fn of(from: DateTime<Utc>, to: DateTime<Utc>) -> DaySplit {
+        let midnight = |d: NaiveDate| d.and_time(NaiveTime::MIN).and_utc();
+        let floor = from.date_naive();
+        let first_day = if midnight(floor) == from { floor } else { floor + Days::new(1) };
+        let end_day = to.date_naive();
+        if first_day < end_day {
+            DaySplit { days_from: midnight(first_day), days_to: midnight(end_day), first_day, end_day }
+        } else {
+            // no whole day: all of it from the hours, the second hour range empty
+            DaySplit { days_from: to, days_to: to, first_day, end_day: first_day }
+        }
+    }
 }
 
 /// The end of the newest stored hour before `t` (any cluster).
@@ -65,4 +108,37 @@ pub async fn stored_until(pool: &PgPool, t: DateTime<Utc>) -> Result<Option<Date
     sqlx::query_scalar!(r#"SELECT max(hour) + interval '1 hour' AS "until" FROM ingested_hours WHERE hour < $1"#, t)
         .fetch_one(pool)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn d(s: &str) -> NaiveDate {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn windows_are_cut_at_utc_midnights() {
+        // a week up to 16:00: 8 hours, 6 whole days, 16 hours
+        let w = DaySplit::of(t("2026-11-23T16:00:00Z"), t("2026-11-30T16:00:00Z"));
+        assert_eq!((w.days_from, w.days_to), (t("2026-11-24T00:00:00Z"), t("2026-11-30T00:00:00Z")));
+        assert_eq!((w.first_day, w.end_day), (d("2026-11-24"), d("2026-11-30")));
+        // whole days only
+        let w = DaySplit::of(t("2026-11-23T00:00:00Z"), t("2026-11-30T00:00:00Z"));
+        assert_eq!((w.days_from, w.days_to), (t("2026-11-23T00:00:00Z"), t("2026-11-30T00:00:00Z")));
+        assert_eq!((w.first_day, w.end_day), (d("2026-11-23"), d("2026-11-30")));
+        // inside one day, and across one midnight without a whole day: hours only
+        for (from, to) in
+            [("2026-11-30T02:00:00Z", "2026-11-30T04:00:00Z"), ("2026-11-29T22:00:00Z", "2026-11-30T03:00:00Z")]
+        {
+            let w = DaySplit::of(t(from), t(to));
+            assert_eq!((w.days_from, w.days_to), (t(to), t(to)), "{from}");
+            assert_eq!(w.first_day, w.end_day, "{from}");
+        }
+    }
 }

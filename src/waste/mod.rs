@@ -127,7 +127,7 @@ pub fn idle_list(usage: &[PodUsage], rule: IdleRule, only_running: bool) -> Vec<
         b.monthly_waste
             .cmp(&a.monthly_waste)
             .then_with(|| a.average_utilization.total_cmp(&b.average_utilization))
-            .then_with(|| (&a.namespace, &a.pod).cmp(&(&b.namespace, &b.pod)))
+            .then_with(|| (&a.namespace, &a.pod, &a.cluster).cmp(&(&b.namespace, &b.pod, &b.cluster)))
     });
     out
 }
