@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# API read-path benchmark (issue 3): with a year of hourly usage of a 2,000-GPU cluster stored, how fast do a
-# team's month bill and the all-teams usage summary answer over HTTP? Measured with wrk (p50/p90/p99).
+# API read-path benchmark (issues 3 and 4): with a year of hourly usage of a 2,000-GPU cluster stored, how fast do a
+# team's month bill, the all-teams usage summary, the idle-waste list and the month's CSV and PDF exports answer
+# over HTTP? Measured with wrk (p50/p90/p99); the idle list's SQL also side by side with the former query (psql).
 #
 #   bash scripts/bench-api.sh            # seeds .cardhour/bench-api (database cardhour_bench_api) once, reuses it
 #   BENCH_RESEED=1 bash scripts/bench-api.sh
@@ -68,6 +69,9 @@ FROM hours CROSS JOIN generate_series(0, 249) n;
 INSERT INTO ingested_hours (cluster, hour, scrape_interval_ms, usage_rows) SELECT 'bench', h, 60000, 660 FROM hours;
 SELECT count(*) FROM (SELECT refresh_daily('bench', d::date)
                       FROM generate_series('2025-12-01'::date, '2026-11-30', interval '1 day') d) x;
+-- the per-pod UTC-day rollup the idle list reads, as the ingest keeps it
+SELECT count(refresh_pod_daily('bench', d::date))
+FROM generate_series('2025-11-30'::date, '2026-11-30', interval '1 day') d;
 INSERT INTO rate_versions (gpu_model, effective_from, rate, created_by) VALUES
     ('A100-80GB', '2025-12-01', 5.6893, 'bench'), ('H100-80GB', '2025-12-01', 18.5, 'bench'),
     ('H100-80GB', '2026-10-15', 21, 'bench'), ('L40S', '2025-12-01', 6.25, 'bench');
@@ -104,12 +108,30 @@ lua=$(mktemp --suffix .lua)
 cat >"$lua" <<'LUA'
 wrk.headers["Authorization"] = "Bearer " .. os.getenv("TOKEN")
 LUA
+# Every request a new cache key (min_memory_mib=1024.<thread><n>, which selects the same pods): what computing the
+# answer costs, not what serving it again from the cache costs.
+lua_uncached=$(mktemp --suffix .lua)
+cat >"$lua_uncached" <<'LUA'
+wrk.headers["Authorization"] = "Bearer " .. os.getenv("TOKEN")
+local threads = 0
+function setup(thread)
+    thread:set("id", threads)
+    threads = threads + 1
+end
+local n = 0
+function request()
+    n = n + 1
+    return wrk.format(nil, wrk.path .. string.format("&min_memory_mib=1024.%d%07d", id, n))
+end
+LUA
+# run NAME TOKEN PATH [CONNECTIONS] [uncached]
 run() {
-    local name="$1" token="$2" path="$3" connections="${4:-8}"
+    local name="$1" token="$2" path="$3" connections="${4:-8}" script="$lua"
+    [[ "${5:-}" == uncached ]] && script="$lua_uncached"
     curl -fsS -o /dev/null -H "Authorization: Bearer $token" "http://127.0.0.1:$port$path" ||
         die "$path does not answer 200"
     local out
-    out=$(TOKEN="$token" wrk -t"$((connections < 2 ? 1 : 2))" -c"$connections" -d"${duration}s" --latency -s "$lua" \
+    out=$(TOKEN="$token" wrk -t"$((connections < 2 ? 1 : 2))" -c"$connections" -d"${duration}s" --latency -s "$script" \
         "http://127.0.0.1:$port$path")
     local rps p50 p90 p99
     rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
@@ -128,19 +150,19 @@ run "team month bill (team lead)" "$lead" "/api/v1/bills/2026-10/teams/team03"
 run "all-teams usage summary of the month, GET /api/v1/usage?group_by=team" "$finance" \
     "/api/v1/usage?from=2026-09-30T16:00:00Z&to=2026-10-31T16:00:00Z&group_by=team"
 run "month summary, GET /api/v1/bills/2026-10" "$finance" "/api/v1/bills/2026-10"
-run "idle-waste list over 7 days, GET /api/v1/idle?to=…&hours=168 (pods still holding cards)" "$finance" \
+run "idle-waste list over 7 days, GET /api/v1/idle?to=…&hours=168, computed each time, one client (-c1)" \
+    "$finance" "/api/v1/idle?to=2026-11-30T16:00:00Z&hours=168" 1 uncached
+run "idle-waste list over 7 days, computed each time, 8 clients" "$finance" \
+    "/api/v1/idle?to=2026-11-30T16:00:00Z&hours=168" 8 uncached
+run "idle-waste list over 7 days, the same request again (served from the cache), 8 clients" "$finance" \
     "/api/v1/idle?to=2026-11-30T16:00:00Z&hours=168"
-run "idle-waste list over 7 days, ended pods too (&include_ended=true)" "$finance" \
-    "/api/v1/idle?to=2026-11-30T16:00:00Z&hours=168&include_ended=true"
-run "idle-waste list over 7 days, one client at a time (wrk -c1)" "$finance" \
-    "/api/v1/idle?to=2026-11-30T16:00:00Z&hours=168&include_ended=true" 1
-run "idle-waste list over 30 days, wrk -c1" "$finance" \
-    "/api/v1/idle?to=2026-11-30T16:00:00Z&hours=720&include_ended=true" 1
+run "idle-waste list over 30 days (&hours=720), computed each time, one client" "$finance" \
+    "/api/v1/idle?to=2026-11-30T16:00:00Z&hours=720" 1 uncached
 run "month CSV export (100 teams), GET /api/v1/exports/2026-10/bills.csv, wrk -c1" "$finance" \
     "/api/v1/exports/2026-10/bills.csv" 1
 run "month PDF statements (100 teams), GET /api/v1/exports/2026-10/statements.pdf, wrk -c1" "$finance" \
     "/api/v1/exports/2026-10/statements.pdf" 1
-rm -f "$lua"
+rm -f "$lua" "$lua_uncached"
 echo
 echo "cold (first request of a month, bills computed from the daily rollup), 11 months one after another:"
 echo "median ${cold_median}s, max ${cold_max}s"
@@ -148,37 +170,40 @@ echo "median ${cold_median}s, max ${cold_max}s"
 # `cardhour serve` does, the SQL of src/db/waste.rs in spirit) vs straight from the hourly rows (the query of the
 # release before the rollup). Same result; ten alternating runs each, median.
 idle_sql() {
-    local hours="$1" from to
+    local hours="$1" from to days_from days_to
     to='2026-11-30T16:00:00Z'
     from=$(date -u -d "$to - $hours hours" +%Y-%m-%dT%H:%M:%SZ)
-    local days_from days_to
     days_from=$(date -u -d "$(date -u -d "$from - 1 second + 1 day" +%Y-%m-%d)" +%Y-%m-%d)
     days_to=$(date -u -d "$to" +%Y-%m-%d)
+    # prepared, as the server's queries are (sqlx prepares every statement)
     {
-        echo '\timing on'
-        echo '\o /dev/null'
-        for _ in 1 2 3 4 5 6 7 8 9 10; do
-            cat <<SQL
--- rollup
+        cat <<'SQL'
+PREPARE rollup(timestamptz, timestamptz, date, date) AS
 WITH parts AS (SELECT cluster, namespace, pod, last_hour, team, gpu_model, cards, gpu_seconds, effective_gpu_seconds,
-                      unmetered_gpu_seconds, peak_fb_used_mib FROM usage_pod_daily WHERE day >= '$days_from' AND day < '$days_to'
+                      unmetered_gpu_seconds, peak_fb_used_mib FROM usage_pod_daily WHERE day >= $3 AND day < $4
                UNION ALL SELECT cluster, namespace, pod, hour, team, gpu_model, cards, gpu_seconds, effective_gpu_seconds,
-                      unmetered_gpu_seconds, peak_fb_used_mib FROM usage_pod_hours(NULL, '$from', '${days_from}T00:00:00Z')
+                      unmetered_gpu_seconds, peak_fb_used_mib FROM usage_pod_hours(NULL, $1, $3::timestamp AT TIME ZONE 'UTC')
                UNION ALL SELECT cluster, namespace, pod, hour, team, gpu_model, cards, gpu_seconds, effective_gpu_seconds,
-                      unmetered_gpu_seconds, peak_fb_used_mib FROM usage_pod_hours(NULL, '${days_to}T00:00:00Z', '$to')),
+                      unmetered_gpu_seconds, peak_fb_used_mib FROM usage_pod_hours(NULL, $4::timestamp AT TIME ZONE 'UTC', $2)),
      w AS (SELECT cluster, namespace, pod, max(last_hour) AS last_hour, max(cards), sum(gpu_seconds),
                   sum(effective_gpu_seconds), sum(unmetered_gpu_seconds), max(peak_fb_used_mib)
            FROM parts GROUP BY cluster, namespace, pod)
 SELECT w.*, p.team, p.gpu_model FROM w JOIN parts p USING (cluster, namespace, pod, last_hour);
--- hourly (the query of the previous release)
+-- the query of the release before the rollup
+PREPARE hourly(timestamptz, timestamptz) AS
 WITH w AS (SELECT cluster, namespace, pod, max(hour) AS last_hour, max(units * fraction), sum(gpu_seconds),
                   sum(effective_gpu_seconds), sum(unmetered_gpu_seconds), max(peak_fb_used_mib)
-           FROM gpu_usage_hourly WHERE hour >= '$from' AND hour < '$to' GROUP BY cluster, namespace, pod)
+           FROM gpu_usage_hourly WHERE hour >= $1 AND hour < $2 GROUP BY cluster, namespace, pod)
 SELECT w.*, l.team, l.gpu_model FROM w
 CROSS JOIN LATERAL (SELECT x.team, x.gpu_model FROM gpu_usage_hourly x
                     WHERE x.cluster = w.cluster AND x.hour = w.last_hour AND x.namespace = w.namespace AND x.pod = w.pod
                     ORDER BY x.gpu_seconds DESC LIMIT 1) l;
+\timing on
+\o /dev/null
 SQL
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            echo "EXECUTE rollup('$from', '$to', '$days_from', '$days_to');"
+            echo "EXECUTE hourly('$from', '$to');"
         done
     } | psql "$url" -Xq 2>&1 | awk '/^Time:/ {print (n++ % 2 ? "hourly" : "rollup"), $2}' >"$times"
     local m1 m2
