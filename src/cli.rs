@@ -525,7 +525,8 @@ async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
 }
 
 async fn budgets_cmd(a: BudgetsArgs) -> anyhow::Result<()> {
-    let pool = db::connect(&a.db.database_url, 2).await.context("cannot connect to the database")?;
+    // one connection holds the turn at alerting (alerts::check_budgets) while the others read
+    let pool = db::connect(&a.db.database_url, 4).await.context("cannot connect to the database")?;
     let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
     let at = a.at.unwrap_or_else(Utc::now);
     let month = match &a.month {

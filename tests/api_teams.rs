@@ -126,6 +126,34 @@ async fn a_team_lead_sees_only_its_teams_usage(pool: PgPool) {
     let (status, err) =
         api.call(Method::GET, "/api/v1/usage?from=yesterday&to=2026-11-01T00:00:00Z", Some(&api.lead), None).await;
     assert_eq!((status, err["field"].as_str()), (400, Some("from")), "{err}");
+
+    // a mapping moves `misc` to vision: the answers given (and kept) before follow at once, and so does the
+    // per-pod day rollup the idle list reads (the range is one whole UTC day)
+    let body = json!({"namespace": "misc", "team_id": "vision", "valid_from": "2026-11-01"});
+    let (status, out) = api.call(Method::POST, "/api/v1/mappings", Some(&api.finance), Some(body)).await;
+    assert_eq!(status, 201, "{out}");
+    let (_, all) =
+        api.call(Method::GET, &format!("/api/v1/usage?{RANGE}&group_by=team"), Some(&api.finance), None).await;
+    let teams: Vec<(&str, f64)> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["team"].as_str().unwrap(), r["gpu_hours"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(teams, [("nlp", 2.0), ("vision", 1.5)]);
+    let (_, mine) =
+        api.call(Method::GET, &format!("/api/v1/usage?{RANGE}&group_by=namespace"), Some(&api.lead), None).await;
+    assert_eq!(mine.as_array().unwrap().len(), 2, "{mine}");
+    let pods = cardhour::db::waste::pods(
+        &api.pool,
+        "2026-11-01T00:00:00Z".parse().unwrap(),
+        "2026-11-02T00:00:00Z".parse().unwrap(),
+        &cardhour::db::usage::Scope::all(),
+    )
+    .await
+    .unwrap();
+    let misc: Vec<&str> = pods.iter().filter(|p| p.namespace == "misc").map(|p| p.team.as_str()).collect();
+    assert_eq!(misc, ["vision"]);
 }
 
 #[sqlx::test]
