@@ -39,20 +39,19 @@ STABLE LANGUAGE sql AS $$
     GROUP BY cluster, hour, namespace, pod
 $$;
 
--- Rebuilds the rows of one cluster and UTC day from the hourly ones. Team and model come from the pod's last hour
--- (a join on it, cheaper than ordered aggregates).
+-- Rebuilds the rows of one cluster and UTC day from the hourly ones. Team and model come from the pod's last hour:
+-- one sort by pod and hour, whatever the statistics say (a join on the last hour chose nested loops on the stale
+-- statistics of a table a backfill had just filled, and took seconds).
 CREATE FUNCTION refresh_pod_daily(p_cluster text, p_day date) RETURNS void VOLATILE LANGUAGE sql AS $$
     DELETE FROM usage_pod_daily WHERE cluster = p_cluster AND day = p_day;
     INSERT INTO usage_pod_daily
-    WITH h AS MATERIALIZED (SELECT * FROM usage_pod_hours(p_cluster, p_day::timestamp AT TIME ZONE 'UTC',
-                                                          (p_day + 1)::timestamp AT TIME ZONE 'UTC')),
-         s AS (SELECT cluster, namespace, pod, max(hour) AS last_hour, max(cards) AS cards,
-                      sum(gpu_seconds) AS gpu_seconds, sum(effective_gpu_seconds) AS effective_gpu_seconds,
-                      sum(unmetered_gpu_seconds) AS unmetered_gpu_seconds, max(peak_fb_used_mib) AS peak_fb_used_mib
-               FROM h GROUP BY cluster, namespace, pod)
-    SELECT s.cluster, p_day, s.namespace, s.pod, s.last_hour, h.team, h.gpu_model, s.cards, s.gpu_seconds,
-           s.effective_gpu_seconds, s.unmetered_gpu_seconds, s.peak_fb_used_mib
-    FROM s JOIN h ON h.cluster = s.cluster AND h.namespace = s.namespace AND h.pod = s.pod AND h.hour = s.last_hour;
+    SELECT DISTINCT ON (cluster, namespace, pod) cluster, p_day, namespace, pod, hour, team, gpu_model,
+           max(cards) OVER p, sum(gpu_seconds) OVER p, sum(effective_gpu_seconds) OVER p,
+           sum(unmetered_gpu_seconds) OVER p, max(peak_fb_used_mib) OVER p
+    FROM usage_pod_hours(p_cluster, p_day::timestamp AT TIME ZONE 'UTC', (p_day + 1)::timestamp AT TIME ZONE 'UTC')
+    WINDOW p AS (PARTITION BY cluster, namespace, pod ORDER BY hour DESC
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+    ORDER BY cluster, namespace, pod, hour DESC;
 $$;
 
 SELECT count(refresh_pod_daily(c, d))

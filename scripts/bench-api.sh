@@ -185,10 +185,13 @@ WITH parts AS (SELECT cluster, namespace, pod, last_hour, team, gpu_model, cards
                       unmetered_gpu_seconds, peak_fb_used_mib FROM usage_pod_hours(NULL, $1, $3::timestamp AT TIME ZONE 'UTC')
                UNION ALL SELECT cluster, namespace, pod, hour, team, gpu_model, cards, gpu_seconds, effective_gpu_seconds,
                       unmetered_gpu_seconds, peak_fb_used_mib FROM usage_pod_hours(NULL, $4::timestamp AT TIME ZONE 'UTC', $2)),
-     w AS (SELECT cluster, namespace, pod, max(last_hour) AS last_hour, max(cards), sum(gpu_seconds),
-                  sum(effective_gpu_seconds), sum(unmetered_gpu_seconds), max(peak_fb_used_mib)
-           FROM parts GROUP BY cluster, namespace, pod)
-SELECT w.*, p.team, p.gpu_model FROM w JOIN parts p USING (cluster, namespace, pod, last_hour);
+     w AS (SELECT DISTINCT ON (cluster, namespace, pod) cluster, namespace, pod, last_hour, team, gpu_model,
+                  max(cards) OVER p, sum(gpu_seconds) OVER p, sum(effective_gpu_seconds) OVER p,
+                  sum(unmetered_gpu_seconds) OVER p, max(peak_fb_used_mib) OVER p
+           FROM parts WINDOW p AS (PARTITION BY cluster, namespace, pod ORDER BY last_hour DESC
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+           ORDER BY cluster, namespace, pod, last_hour DESC)
+SELECT * FROM w;
 -- the query of the release before the rollup
 PREPARE hourly(timestamptz, timestamptz) AS
 WITH w AS (SELECT cluster, namespace, pod, max(hour) AS last_hour, max(units * fraction), sum(gpu_seconds),

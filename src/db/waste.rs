@@ -51,21 +51,24 @@ pub async fn pods(
                           SELECT cluster, namespace, pod, hour, team, gpu_model, cards, gpu_seconds,
                                  effective_gpu_seconds, unmetered_gpu_seconds, peak_fb_used_mib
                           FROM usage_pod_hours(NULL, $6, $2)),
-                w AS (SELECT cluster, namespace, pod, max(last_hour) AS last_hour, max(cards) AS cards,
-                             sum(gpu_seconds) AS g, sum(effective_gpu_seconds) AS e, sum(unmetered_gpu_seconds) AS m,
-                             max(peak_fb_used_mib) AS fb
-                      FROM parts GROUP BY cluster, namespace, pod)
-           -- team and model from the part holding the pod's last hour (a join, cheaper than ordered aggregates)
-           SELECT w.cluster AS "cluster!", w.namespace AS "namespace!", w.pod AS "pod!", p.team AS "team!",
-                  t.owner AS "owner?", p.gpu_model AS "gpu_model!", w.cards AS "cards!", w.g AS "gpu_seconds!",
+                -- a pod's sums over its parts, and team and model from the part holding its last hour: one sort
+                -- by pod, robust to stale statistics (unlike a join on the last hour)
+                w AS (SELECT DISTINCT ON (cluster, namespace, pod) cluster, namespace, pod, last_hour, team, gpu_model,
+                             max(cards) OVER p AS cards, sum(gpu_seconds) OVER p AS g,
+                             sum(effective_gpu_seconds) OVER p AS e, sum(unmetered_gpu_seconds) OVER p AS m,
+                             max(peak_fb_used_mib) OVER p AS fb
+                      FROM parts
+                      WINDOW p AS (PARTITION BY cluster, namespace, pod ORDER BY last_hour DESC
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+                      ORDER BY cluster, namespace, pod, last_hour DESC)
+           SELECT w.cluster AS "cluster!", w.namespace AS "namespace!", w.pod AS "pod!", w.team AS "team!",
+                  t.owner AS "owner?", w.gpu_model AS "gpu_model!", w.cards AS "cards!", w.g AS "gpu_seconds!",
                   w.e AS "effective_gpu_seconds!", w.m AS "unmetered_gpu_seconds!", w.fb AS peak_fb_used_mib,
                   (w.last_hour = last.hour) IS TRUE AS "still_running!"
            FROM w
-           JOIN parts p ON p.cluster = w.cluster AND p.namespace = w.namespace AND p.pod = w.pod
-                       AND p.last_hour = w.last_hour
            JOIN last ON last.cluster = w.cluster
-           LEFT JOIN teams t ON t.id = p.team
-           WHERE $7::text[] IS NULL OR p.team = ANY($7)"#,
+           LEFT JOIN teams t ON t.id = w.team
+           WHERE $7::text[] IS NULL OR w.team = ANY($7)"#,
         from,
         to,
         w.first_day,
