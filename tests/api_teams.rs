@@ -44,6 +44,11 @@ async fn store_usage(pool: &PgPool, hour: &str) {
     tx.commit().await.unwrap();
 }
 
+/// (team, GPU-hours) of a `/usage?group_by=team` answer.
+fn team_hours(usage: &serde_json::Value) -> Vec<(&str, f64)> {
+    usage.as_array().unwrap().iter().map(|r| (r["team"].as_str().unwrap(), r["gpu_hours"].as_f64().unwrap())).collect()
+}
+
 const RANGE: &str = "from=2026-11-01T00:00:00Z&to=2026-11-02T00:00:00Z";
 
 #[sqlx::test]
@@ -100,13 +105,7 @@ async fn a_team_lead_sees_only_its_teams_usage(pool: PgPool) {
     let (status, all) =
         api.call(Method::GET, &format!("/api/v1/usage?{RANGE}&group_by=team"), Some(&api.finance), None).await;
     assert_eq!(status, 200);
-    let teams: Vec<(&str, f64)> = all
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r["team"].as_str().unwrap(), r["gpu_hours"].as_f64().unwrap()))
-        .collect();
-    assert_eq!(teams, [("nlp", 2.0), ("unassigned", 0.5), ("vision", 1.0)]);
+    assert_eq!(team_hours(&all), [("nlp", 2.0), ("unassigned", 0.5), ("vision", 1.0)]);
     // a range of whole billing days (Shanghai midnights) reads the daily rollup: same figures
     let day = "from=2026-10-31T16:00:00Z&to=2026-11-01T16:00:00Z&group_by=team";
     let (_, daily) = api.call(Method::GET, &format!("/api/v1/usage?{day}"), Some(&api.finance), None).await;
@@ -134,13 +133,7 @@ async fn a_team_lead_sees_only_its_teams_usage(pool: PgPool) {
     assert_eq!(status, 201, "{out}");
     let (_, all) =
         api.call(Method::GET, &format!("/api/v1/usage?{RANGE}&group_by=team"), Some(&api.finance), None).await;
-    let teams: Vec<(&str, f64)> = all
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r["team"].as_str().unwrap(), r["gpu_hours"].as_f64().unwrap()))
-        .collect();
-    assert_eq!(teams, [("nlp", 2.0), ("vision", 1.5)]);
+    assert_eq!(team_hours(&all), [("nlp", 2.0), ("vision", 1.5)]);
     let (_, mine) =
         api.call(Method::GET, &format!("/api/v1/usage?{RANGE}&group_by=namespace"), Some(&api.lead), None).await;
     assert_eq!(mine.as_array().unwrap().len(), 2, "{mine}");
