@@ -4,7 +4,7 @@
 #
 #   bash scripts/sqlx-prepare.sh
 #
-# How: a scratch database (cardhour_sqlx_prepare, on the server of DATABASE_URL) is recreated and migrated with psql
+# How: a scratch database (cardhour_sqlx_prepare, or $SQLX_PREPARE_DB, on the server of DATABASE_URL) is recreated and migrated with psql
 # from migrations/*.sql; every .rs file is touched so the macros expand again; `cargo check --all-targets` runs with
 # SQLX_OFFLINE=false, DATABASE_URL=<scratch db> and SQLX_OFFLINE_DIR=<a new directory>, into which sqlx 0.8's macros
 # write one query-<hash>.json per query; on success that directory replaces .sqlx/ (so stale entries disappear).
@@ -14,7 +14,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
 
 ensure_postgres
-scratch_db=cardhour_sqlx_prepare
+scratch_db="${SQLX_PREPARE_DB:-cardhour_sqlx_prepare}"
 admin_url="$(_url_with_db "$DATABASE_URL" postgres)"
 scratch_url="$(_url_with_db "$DATABASE_URL" "$scratch_db")"
 
