@@ -14,11 +14,15 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && install -m 0755 target/release/cardhour /usr/local/bin/cardhour
 
 FROM debian:bookworm-slim
+# tini as PID 1 forwards SIGTERM (`docker stop`) and reaps children; the fonts set the PDF statements (Chinese
+# names in Noto Sans CJK, symbols in DejaVu Sans, emoji in Symbola).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates tzdata \
+    && apt-get install -y --no-install-recommends ca-certificates tzdata tini \
+       fonts-noto-cjk fonts-dejavu-core fonts-symbola \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin cardhour
 COPY --from=builder /usr/local/bin/cardhour /usr/local/bin/cardhour
 USER cardhour
-ENTRYPOINT ["cardhour"]
+# SIGTERM: the server finishes its requests, the worker the hour it is storing (CARDHOUR_SHUTDOWN_GRACE).
+ENTRYPOINT ["/usr/bin/tini", "--", "cardhour"]
 CMD ["worker"]

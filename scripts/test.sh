@@ -23,8 +23,8 @@ step "PostgreSQL"
 ensure_postgres
 step "Prometheus tools"
 ensure_prometheus_tools
-step "PDF tools (a CJK font for statements, pdftotext for their tests)"
-ensure_apt_packages fonts-noto-cjk poppler-utils
+step "PDF tools (a CJK font and its fallbacks for statements, pdftotext for their tests)"
+ensure_apt_packages fonts-noto-cjk fonts-dejavu-core fonts-symbola poppler-utils
 
 export SQLX_OFFLINE=true
 # Every CARDHOUR_* setting of the caller's shell stays out of the tests.

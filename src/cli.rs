@@ -124,6 +124,9 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "CARDHOUR_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: std::net::SocketAddr,
+    /// After SIGTERM or SIGINT: how long in-flight requests may take before the process exits anyway.
+    #[arg(long, env = "CARDHOUR_SHUTDOWN_GRACE", default_value = "8s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
 }
 
 #[derive(Debug, Subcommand)]
@@ -219,6 +222,10 @@ pub struct WorkerArgs {
     /// (without it crossings are only recorded).
     #[arg(long, env = "CARDHOUR_WEBHOOK_URL", value_parser = parse_webhook_url)]
     pub webhook: Option<String>,
+    /// After SIGTERM or SIGINT: how long the hour being stored may take before the process exits anyway (its
+    /// transaction then rolls back; the hour is ingested again by the next run).
+    #[arg(long, env = "CARDHOUR_SHUTDOWN_GRACE", default_value = "8s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
 }
 
 #[derive(Debug, clap::Args)]
@@ -298,7 +305,7 @@ async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
     let hours = window::hours(a.from, a.to)?;
     ingest::validate_cluster_name(&a.source.cluster)?;
     let client = PromClient::new(&a.source.prometheus, a.source.timeout)?;
-    let pool = db::connect(&a.db.database_url, 4).await.context("cannot connect to the database")?;
+    let pool = a.db.connect(4).await.context("cannot connect to the database")?;
     let opts = ingest_options(&a.source, RetryPolicy::cli());
     let bar =
         if std::io::stderr().is_terminal() { ProgressBar::new(hours.len() as u64) } else { ProgressBar::hidden() };
@@ -308,7 +315,9 @@ async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
             .progress_chars("=> "),
     );
     bar.set_message(format!("ingesting {}", opts.cluster));
-    let result = ingest::backfill(&pool, &client, &opts, a.from, a.to, |_| bar.inc(1)).await;
+    // a signal ends the ingest after the hour being stored; the hours before it stay stored
+    let stop = crate::shutdown::on_signals("the ingest", Duration::from_secs(8));
+    let result = ingest::backfill_until(&pool, &client, &opts, a.from, a.to, |_| bar.inc(1), &stop).await;
     bar.finish_and_clear();
     let summary = result.with_context(|| {
         format!("ingest of {} [{} .. {}) stopped; hours before the watermark are stored", opts.cluster, a.from, a.to)
@@ -344,13 +353,20 @@ async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
             }
         }
     }
+    if summary.stopped {
+        bail!(
+            "stopped by a signal after {} of {} hours; run the same command again to ingest the rest",
+            summary.hours,
+            hours.len()
+        );
+    }
     Ok(())
 }
 
 async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
     ingest::validate_cluster_name(&a.source.cluster)?;
     let client = PromClient::new(&a.source.prometheus, a.source.timeout)?;
-    let pool = db::connect(&a.db.database_url, 4).await.context("cannot connect to the database")?;
+    let pool = a.db.connect(4).await.context("cannot connect to the database")?;
     let opts = WorkerOptions {
         ingest: ingest_options(&a.source, RetryPolicy::worker()),
         lateness: a.lateness,
@@ -367,11 +383,11 @@ async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
         Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "budget check failed; it runs again after the next cycle"),
     };
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-        tracing::info!("shutting down after the current hour");
-    };
-    ingest::run_worker(&pool, &client, &opts, check_budgets, shutdown).await?;
+    let stop = crate::shutdown::on_signals("the worker", a.shutdown_grace);
+    ingest::run_worker(&pool, &client, &opts, check_budgets, stop.requested()).await?;
+    if stop.is_requested() {
+        tracing::info!("worker stopped");
+    }
     Ok(())
 }
 
@@ -379,7 +395,7 @@ async fn usage_cmd(a: UsageArgs) -> anyhow::Result<()> {
     if a.to <= a.from {
         bail!("--to {} must be after --from {}", a.to.to_rfc3339(), a.from.to_rfc3339());
     }
-    let pool = db::connect(&a.db.database_url, 2).await.context("cannot connect to the database")?;
+    let pool = a.db.connect(2).await.context("cannot connect to the database")?;
     let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
     let totals =
         db::usage::totals(&pool, a.from, a.to, a.group_by, a.cluster.as_deref(), &Scope::default(), tz).await?;
@@ -389,17 +405,21 @@ async fn usage_cmd(a: UsageArgs) -> anyhow::Result<()> {
 }
 
 async fn serve_cmd(a: ServeArgs) -> anyhow::Result<()> {
-    let pool = db::connect(&a.db.database_url, 16).await.context("cannot connect to the database")?;
+    let pool = a.db.connect(16).await.context("cannot connect to the database")?;
     let billing_tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
     let app = crate::api::app(crate::api::AppState::new(pool, billing_tz));
     let listener =
         tokio::net::TcpListener::bind(a.listen).await.with_context(|| format!("cannot listen on {}", a.listen))?;
+    // PDF statements need the CJK font: say so at start-up rather than on finance's first download
+    match crate::export::FontChain::installed() {
+        Ok(fonts) => tracing::info!(fonts = %fonts.describe(), "PDF statements are set in"),
+        Err(e) => tracing::error!("{e}; PDF exports will fail until it is installed"),
+    }
     tracing::info!("serving on http://{} (Swagger UI at /swagger-ui)", a.listen);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    let stop = crate::shutdown::on_signals("the server", a.shutdown_grace);
+    // stops accepting at once, then waits for the requests in flight
+    axum::serve(listener, app).with_graceful_shutdown(async move { stop.requested().await }).await?;
+    tracing::info!("server stopped");
     Ok(())
 }
 
@@ -454,7 +474,7 @@ async fn idle_cmd(a: IdleArgs) -> anyhow::Result<()> {
     if window::floor_hour(to) != to {
         bail!("--to {} is not on a whole hour", to.to_rfc3339());
     }
-    let pool = db::connect(&a.db.database_url, 2).await.context("cannot connect to the database")?;
+    let pool = a.db.connect(2).await.context("cannot connect to the database")?;
     let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
     let list = crate::waste::idle_report(&pool, to, hours, rule, !a.include_ended, &Scope::default(), tz).await?;
     match a.format {
@@ -489,7 +509,7 @@ async fn idle_cmd(a: IdleArgs) -> anyhow::Result<()> {
 
 async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
     let month = crate::billing::Month::parse(&a.month).map_err(|e| anyhow::anyhow!("--month: {e}"))?;
-    let pool = db::connect(&a.db.database_url, 2).await.context("cannot connect to the database")?;
+    let pool = a.db.connect(2).await.context("cannot connect to the database")?;
     let st = crate::ledger::statement(&pool, month, None).await?;
     if let Some(team) = &a.team {
         let known = st.bills.teams.iter().any(|t| &t.team == team) || st.restatements.iter().any(|r| &r.team == team);
@@ -501,11 +521,10 @@ async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
     let bytes = match a.format {
         ExportFormat::Csv => crate::export::bill_csv(&st, include)?,
         ExportFormat::Pdf => {
-            let font = crate::export::find_cjk_font()
-                .context("no CJK font found: install Debian's fonts-noto-cjk (apt-get install fonts-noto-cjk)")?;
+            let fonts = crate::export::FontChain::installed()?;
             let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
             let extras = crate::waste::statement_extras(&pool, month, tz).await?;
-            crate::export::statement_pdf(&st, include, &font, &extras)?
+            crate::export::statement_pdf(&st, include, &fonts, &extras)?
         }
     };
     match a.out {
@@ -526,7 +545,7 @@ async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
 
 async fn budgets_cmd(a: BudgetsArgs) -> anyhow::Result<()> {
     // one connection holds the turn at alerting (alerts::check_budgets) while the others read
-    let pool = db::connect(&a.db.database_url, 4).await.context("cannot connect to the database")?;
+    let pool = a.db.connect(4).await.context("cannot connect to the database")?;
     let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
     let at = a.at.unwrap_or_else(Utc::now);
     let month = match &a.month {

@@ -14,6 +14,17 @@ pub struct DatabaseArgs {
     /// Postgres connection URL.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
+    /// Longest one SQL statement may run before PostgreSQL cancels it (`migrate` has no limit), so no request or
+    /// report holds the database for minutes.
+    #[arg(long, env = "CARDHOUR_STATEMENT_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub statement_timeout: Duration,
+}
+
+impl DatabaseArgs {
+    /// A pool of at most `max_connections`, every statement bounded by `--statement-timeout`.
+    pub async fn connect(&self, max_connections: u32) -> Result<sqlx::PgPool, sqlx::Error> {
+        crate::db::connect_bounded(&self.database_url, max_connections, Some(self.statement_timeout)).await
+    }
 }
 
 /// How to read one cluster's Prometheus.

@@ -9,17 +9,16 @@ use std::time::Instant;
 use cardhour::billing::{
     BillMode, BillPolicy, CapacityLine, Month, RestatementLine, UnallocatedPolicy, UsageLine, compute_month,
 };
-use cardhour::export::{find_cjk_font, statement_pdf};
+use cardhour::export::{FontChain, statement_pdf};
 use cardhour::ledger::{MonthStatus, Statement, TeamInfo};
 use cardhour::money::{Money, RatePerCardHour};
 use rust_decimal::Decimal;
 use rust_decimal_macros::dec;
 
-fn font() -> Vec<u8> {
-    find_cjk_font().expect(
-        "no Noto Sans CJK font found (e.g. /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc): \
-         install the Debian package fonts-noto-cjk (apt-get install -y fonts-noto-cjk)",
-    )
+fn font() -> std::sync::Arc<FontChain> {
+    FontChain::installed().unwrap_or_else(|e| {
+        panic!("{e} (e.g. /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc: apt-get install -y fonts-noto-cjk)")
+    })
 }
 
 fn pdftotext(pdf: &[u8]) -> String {
@@ -201,12 +200,20 @@ fn hundred_teams_render_quickly() {
 }
 
 #[test]
-fn a_character_without_glyph_is_a_clear_error() {
+fn a_character_no_font_has_never_fails_the_export() {
     let mut st = three_teams();
+    // an emoji: Noto Sans CJK has none; the fallback chain (Symbola) or the replacement glyph draws it
     st.teams.get_mut("rec").unwrap().name = "推荐 🚀".into();
-    let err = statement_pdf(&st, |_| true, &font(), &Default::default()).expect_err("no glyph for the emoji");
-    assert!(err.to_string().contains("no glyph for '🚀'"), "{err}");
+    let pdf = statement_pdf(&st, |_| true, &font(), &Default::default()).expect("an emoji renders");
+    let text = pdftotext(&pdf);
+    assert!(text.contains("推荐"), "{text}");
+    assert!(text.contains(&st.team_total("rec").to_string()), "the team's statement is there: {text}");
+    // a character no installed font has (private use) prints as the visible replacement, U+FFFD
+    st.teams.get_mut("rec").unwrap().name = "推荐\u{10FFFD}组".into();
+    let text = pdftotext(&statement_pdf(&st, |_| true, &font(), &Default::default()).expect("render"));
+    assert!(text.contains("推荐�组"), "{text}");
     // A tab in a name is printed as a space, not an error.
     st.teams.get_mut("rec").unwrap().name = "推荐\t算法组".into();
-    statement_pdf(&st, |_| true, &font(), &Default::default()).expect("render");
+    let text = pdftotext(&statement_pdf(&st, |_| true, &font(), &Default::default()).expect("render"));
+    assert!(text.contains("推荐 算法组"), "{text}");
 }

@@ -427,10 +427,9 @@ async fn export_pdf(
     let st = s.statements.statement(&s.pool, month, None).await?;
     let extras = crate::waste::statement_extras(&s.pool, month, s.billing_tz).await?;
     // rendering is CPU work: off the async threads
+    let fonts = crate::export::FontChain::installed().map_err(|e| ApiError::Internal(e.into()))?;
     let body = tokio::task::spawn_blocking(move || {
-        let font = crate::export::find_cjk_font()
-            .ok_or_else(|| anyhow::anyhow!("no CJK font on the server: install fonts-noto-cjk"))?;
-        crate::export::statement_pdf(&st, include, &font, &extras).map_err(anyhow::Error::from)
+        crate::export::statement_pdf(&st, include, &fonts, &extras).map_err(anyhow::Error::from)
     })
     .await
     .map_err(|e| ApiError::Internal(e.into()))??;

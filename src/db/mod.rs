@@ -20,7 +20,20 @@ use std::time::Duration;
 
 /// Connects to `DATABASE_URL` with a small pool; statement logging goes to debug level only.
 pub async fn connect(url: &str, max_connections: u32) -> Result<PgPool, sqlx::Error> {
-    let opts = PgConnectOptions::from_str(url)?.log_statements(tracing::log::LevelFilter::Debug);
+    connect_bounded(url, max_connections, None).await
+}
+
+/// [`connect`] with PostgreSQL's `statement_timeout` set on every connection of the pool: a statement running
+/// longer is cancelled by the server (SQLSTATE 57014), whatever the client does meanwhile.
+pub async fn connect_bounded(
+    url: &str,
+    max_connections: u32,
+    statement_timeout: Option<Duration>,
+) -> Result<PgPool, sqlx::Error> {
+    let mut opts = PgConnectOptions::from_str(url)?.log_statements(tracing::log::LevelFilter::Debug);
+    if let Some(t) = statement_timeout {
+        opts = opts.options([("statement_timeout", format!("{}ms", t.as_millis()))]);
+    }
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))

@@ -1,7 +1,9 @@
 //! Finance's exports of a month: bill lines as CSV, statements as PDF (Chinese names in an embedded CJK font subset).
 
 mod csv_export;
+mod fonts;
 mod pdf;
 
 pub use csv_export::{bill_csv, neutralise};
-pub use pdf::{PdfError, StatementExtras, find_cjk_font, statement_pdf};
+pub use fonts::{FontChain, FontsMissing};
+pub use pdf::{PdfError, StatementExtras, statement_pdf};

@@ -16,11 +16,11 @@ use krilla::geom::{PathBuilder, Point, Size};
 use krilla::num::NormalizedF32;
 use krilla::page::PageSettings;
 use krilla::paint::{Fill, Stroke};
-use krilla::text::{Font, GlyphId, KrillaGlyph};
+use krilla::text::{Font, KrillaGlyph};
 use krilla_svg::{SurfaceExt, SvgSettings};
 use rust_decimal::prelude::ToPrimitive;
-use skrifa::{FontRef, MetadataProvider};
 
+use super::fonts::{ChainMetrics, FontChain};
 use crate::billing::TeamBill;
 use crate::ledger::{MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
@@ -30,8 +30,6 @@ use crate::waste::{Figures, IdlePod};
 pub enum PdfError {
     #[error("the font cannot be read (not an OpenType/TrueType font or collection): {0}")]
     Font(String),
-    #[error("the font has no glyph for {0:?}: use a CJK font such as Noto Sans CJK (Debian: fonts-noto-cjk)")]
-    MissingGlyph(char),
     #[error("the chart cannot be drawn: {0}")]
     Chart(String),
     #[error("the chart's SVG cannot be read: {0}")]
@@ -40,27 +38,11 @@ pub enum PdfError {
     Pdf(String),
 }
 
-/// Where Debian's `fonts-noto-cjk` (and a few other distributions) put Noto Sans CJK.
-const CJK_FONT_PATHS: [&str; 6] = [
-    "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
-    "/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc",
-    "/usr/share/fonts/google-noto-cjk/NotoSansCJK-Regular.ttc",
-    "/usr/share/fonts/opentype/noto/NotoSansCJKsc-Regular.otf",
-    "/usr/share/fonts/truetype/noto/NotoSansCJK-Regular.ttc",
-    "/usr/share/fonts/noto/NotoSansCJK-Regular.ttc",
-];
-
-/// The bytes of a Noto Sans CJK font installed on this machine (Debian package `fonts-noto-cjk`), if any. A `.ttc`
-/// collection is fine: [`statement_pdf`] picks its Simplified Chinese face.
 /// What a statement shows besides the bills: the idle pods of the period's last week and the month's utilization.
 #[derive(Debug, Clone, Default)]
 pub struct StatementExtras {
     pub idle: Vec<IdlePod>,
     pub utilization: Option<Figures>,
-}
-
-pub fn find_cjk_font() -> Option<Vec<u8>> {
-    CJK_FONT_PATHS.iter().find_map(|p| std::fs::read(p).ok())
 }
 
 // Page geometry: A4 landscape, in points.
@@ -78,53 +60,14 @@ enum Align {
 }
 
 enum Op {
-    Text { x: f32, y: f32, size: f32, text: String, glyphs: Vec<KrillaGlyph>, gray: u8 },
+    Text { x: f32, y: f32, size: f32, face: usize, text: String, glyphs: Vec<KrillaGlyph>, gray: u8 },
     Rule { x0: f32, x1: f32, y: f32, width: f32 },
     Svg { x: f32, y: f32, w: f32, h: f32, tree: Box<usvg::Tree> },
 }
 
-/// Text measurement with the font's advances (for right-aligned numbers and fitting cells).
-struct Metrics<'a> {
-    charmap: skrifa::charmap::Charmap<'a>,
-    glyphs: skrifa::metrics::GlyphMetrics<'a>,
-    upem: f32,
-}
-
-impl<'a> Metrics<'a> {
-    fn new(font: &FontRef<'a>) -> Self {
-        let (size, loc) = (skrifa::instance::Size::unscaled(), skrifa::instance::LocationRef::default());
-        Metrics {
-            charmap: font.charmap(),
-            glyphs: font.glyph_metrics(size, loc),
-            upem: f32::from(font.metrics(size, loc).units_per_em),
-        }
-    }
-
-    fn width(&self, text: &str, size: f32) -> Result<f32, PdfError> {
-        let mut units = 0.0;
-        for c in text.chars() {
-            let gid = self.charmap.map(c).ok_or(PdfError::MissingGlyph(c))?;
-            units += self.glyphs.advance_width(gid).unwrap_or(0.0);
-        }
-        Ok(units * size / self.upem)
-    }
-
-    /// The glyphs of `text`, one per character with the font's advances (no shaping: statements hold CJK and
-    /// Latin text, which needs none, and shaping every cell with rustybuzz dominated the rendering time).
-    fn glyphs(&self, text: &str) -> Result<Vec<KrillaGlyph>, PdfError> {
-        text.char_indices()
-            .map(|(i, c)| {
-                let gid = self.charmap.map(c).ok_or(PdfError::MissingGlyph(c))?;
-                let advance = self.glyphs.advance_width(gid).unwrap_or(0.0) / self.upem;
-                Ok(KrillaGlyph::new(GlyphId::new(gid.to_u32()), advance, 0.0, 0.0, 0.0, i..i + c.len_utf8(), None))
-            })
-            .collect()
-    }
-}
-
 /// A display list of pages, laid out top-down with page breaks.
 struct Layout<'a> {
-    m: &'a Metrics<'a>,
+    m: &'a ChainMetrics<'a>,
     pages: Vec<Vec<Op>>,
     y: f32,
     /// Drawn at the top of a continuation page (e.g. the team's name and "continued").
@@ -132,7 +75,7 @@ struct Layout<'a> {
 }
 
 impl<'a> Layout<'a> {
-    fn new(m: &'a Metrics<'a>) -> Self {
+    fn new(m: &'a ChainMetrics<'a>) -> Self {
         Layout { m, pages: Vec::new(), y: MARGIN, running_head: String::new() }
     }
 
@@ -167,16 +110,17 @@ impl<'a> Layout<'a> {
         if text.is_empty() {
             return Ok(());
         }
-        // Control characters (a tab or newline in a name imported from a CMDB) have no glyph: print a space.
-        let text: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-        let text = text.as_str();
-        let w = self.m.width(text, size)?;
-        let x = match align {
+        let w = self.m.width(text, size);
+        let mut x = match align {
             Align::Left => x,
             Align::Right => x - w,
         };
-        let glyphs = self.m.glyphs(text)?;
-        self.push(Op::Text { x, y, size, text: text.to_string(), glyphs, gray });
+        // one text operation per face of the chain the characters need
+        for run in self.m.runs(text) {
+            let advance = run.advance * size;
+            self.push(Op::Text { x, y, size, face: run.face, text: run.text, glyphs: run.glyphs, gray });
+            x += advance;
+        }
         Ok(())
     }
 
@@ -205,7 +149,7 @@ impl<'a> Layout<'a> {
         let base = self.y + size;
         for (c, text) in cols.iter().zip(cells) {
             let mut s = size;
-            let w = self.m.width(&text.replace(char::is_control, " "), s)?;
+            let w = self.m.width(text, s);
             if w > c.w - 4.0 && w > 0.0 {
                 s = (s * (c.w - 4.0) / w).max(4.0);
             }
@@ -259,40 +203,20 @@ fn cols(spec: &[(f32, Align)]) -> Vec<Col> {
         .collect()
 }
 
-/// The face to use from a font file: in a collection, the Simplified Chinese one when there is one.
-fn pick_face(font: &[u8]) -> Result<(u32, String), PdfError> {
-    let file = skrifa::raw::FileRef::new(font).map_err(|e| PdfError::Font(e.to_string()))?;
-    let faces: Vec<FontRef> = file.fonts().filter_map(Result::ok).collect();
-    if faces.is_empty() {
-        return Err(PdfError::Font("no font face in the file".into()));
-    }
-    let family = |f: &FontRef| {
-        f.localized_strings(skrifa::string::StringId::FAMILY_NAME)
-            .english_or_first()
-            .map(|s| s.to_string())
-            .unwrap_or_default()
-    };
-    let index = faces.iter().position(|f| family(f).ends_with(" SC")).unwrap_or(0);
-    Ok((index as u32, family(&faces[index])))
-}
-
 /// The statement of `st` as a PDF: the finance summary, then the statement of each team `include` accepts (in
-/// team order), all text set in `font` (an OpenType/TrueType font or collection with CJK glyphs).
+/// team order), set in `fonts` (Noto Sans CJK and its fallbacks: a character none has prints as a replacement).
 pub fn statement_pdf(
     st: &Statement,
     include: impl Fn(&str) -> bool,
-    font: &[u8],
+    fonts: &FontChain,
     extras: &StatementExtras,
 ) -> Result<Vec<u8>, PdfError> {
-    let (index, family) = pick_face(font)?;
-    let font_ref = FontRef::from_index(font, index).map_err(|e| PdfError::Font(e.to_string()))?;
-    let metrics = Metrics::new(&font_ref);
-    let data: Arc<Vec<u8>> = Arc::new(font.to_vec());
+    let metrics = fonts.metrics()?;
 
     let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| include(t)).collect();
 
     let mut lay = Layout::new(&metrics);
-    summary(&mut lay, st, &teams, &data, &family, extras.utilization.as_ref())?;
+    summary(&mut lay, st, &teams, fonts, extras.utilization.as_ref())?;
     for team in &teams {
         team_statement(&mut lay, st, team)?;
         idle_pods(&mut lay, team, &extras.idle)?;
@@ -301,17 +225,31 @@ pub fn statement_pdf(
     // Page numbers, bottom right.
     let total = lay.pages.len();
     for n in 0..total {
-        let op = {
-            let text = format!("{} / {total}", n + 1);
-            let glyphs = metrics.glyphs(&text)?;
-            let x = PAGE_W - MARGIN - metrics.width(&text, 8.0)?;
-            Op::Text { x, y: PAGE_H - 20.0, size: 8.0, text, glyphs, gray: 110 }
-        };
-        lay.pages[n].push(op);
+        let text = format!("{} / {total}", n + 1);
+        let mut x = PAGE_W - MARGIN - metrics.width(&text, 8.0);
+        for run in metrics.runs(&text) {
+            let advance = run.advance * 8.0;
+            lay.pages[n].push(Op::Text {
+                x,
+                y: PAGE_H - 20.0,
+                size: 8.0,
+                face: run.face,
+                text: run.text,
+                glyphs: run.glyphs,
+                gray: 110,
+            });
+            x += advance;
+        }
     }
-    let kfont = Font::new(krilla::Data::from(data.clone()), index)
-        .ok_or_else(|| PdfError::Font(format!("face {index} cannot be loaded")))?;
-    render(lay.pages, &kfont)
+    let kfonts = fonts
+        .faces
+        .iter()
+        .map(|f| {
+            Font::new(krilla::Data::from(f.data.clone()), f.index)
+                .ok_or_else(|| PdfError::Font(format!("face {} of {} cannot be loaded", f.index, f.family)))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    render(lay.pages, &kfonts)
 }
 
 fn status_str(s: MonthStatus) -> &'static str {
@@ -354,8 +292,7 @@ fn summary(
     lay: &mut Layout,
     st: &Statement,
     teams: &[&str],
-    font: &Arc<Vec<u8>>,
-    family: &str,
+    fonts: &FontChain,
     utilization: Option<&Figures>,
 ) -> Result<(), PdfError> {
     lay.new_page();
@@ -414,7 +351,7 @@ fn summary(
         lay.ensure(h + 15.0)?; // the title stays with its chart
         lay.line(10.0, &title)?;
         let svg = chart_svg(&totals[..shown], w as u32, h as u32)?;
-        let tree = svg_tree(&svg, font, family)?;
+        let tree = svg_tree(&svg, fonts)?;
         let y = lay.y;
         lay.push(Op::Svg { x: MARGIN, y, w, h, tree: Box::new(tree) });
         lay.gap(h + 10.0);
@@ -660,17 +597,20 @@ fn chart_svg(bars: &[(String, f64)], w: u32, h: u32) -> Result<String, PdfError>
     Ok(svg)
 }
 
-/// The SVG parsed by usvg with the statement's font as its only (sans-serif) font.
-fn svg_tree(svg: &str, font: &Arc<Vec<u8>>, family: &str) -> Result<usvg::Tree, PdfError> {
+/// The SVG parsed by usvg with the statement's fonts (the primary as its sans-serif, the fallbacks for the rest).
+fn svg_tree(svg: &str, fonts: &FontChain) -> Result<usvg::Tree, PdfError> {
     let mut db = usvg::fontdb::Database::new();
-    let source: Arc<dyn AsRef<[u8]> + Send + Sync> = font.clone();
-    db.load_font_source(usvg::fontdb::Source::Binary(source));
-    db.set_sans_serif_family(family);
-    let opt = usvg::Options { font_family: family.to_string(), fontdb: Arc::new(db), ..usvg::Options::default() };
+    for face in &fonts.faces {
+        let source: Arc<dyn AsRef<[u8]> + Send + Sync> = face.data.clone();
+        db.load_font_source(usvg::fontdb::Source::Binary(source));
+    }
+    db.set_sans_serif_family(fonts.family());
+    let opt =
+        usvg::Options { font_family: fonts.family().to_string(), fontdb: Arc::new(db), ..usvg::Options::default() };
     usvg::Tree::from_str(svg, &opt).map_err(|e| PdfError::Svg(e.to_string()))
 }
 
-fn render(pages: Vec<Vec<Op>>, font: &Font) -> Result<Vec<u8>, PdfError> {
+fn render(pages: Vec<Vec<Op>>, fonts: &[Font]) -> Result<Vec<u8>, PdfError> {
     let mut doc = Document::new();
     let settings = PageSettings::from_wh(PAGE_W, PAGE_H).expect("A4 is a valid page size");
     for ops in pages {
@@ -678,10 +618,10 @@ fn render(pages: Vec<Vec<Op>>, font: &Font) -> Result<Vec<u8>, PdfError> {
         let mut s = page.surface();
         for op in ops {
             match op {
-                Op::Text { x, y, size, text, glyphs, gray } => {
+                Op::Text { x, y, size, face, text, glyphs, gray } => {
                     s.set_fill(Some(fill(gray)));
                     s.set_stroke(None);
-                    s.draw_glyphs(Point::from_xy(x, y), &glyphs, font.clone(), &text, size, false);
+                    s.draw_glyphs(Point::from_xy(x, y), &glyphs, fonts[face].clone(), &text, size, false);
                 }
                 Op::Rule { x0, x1, y, width } => {
                     let mut pb = PathBuilder::new();

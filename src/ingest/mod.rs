@@ -18,6 +18,7 @@ pub use worker::{WorkerOptions, run_worker};
 use crate::db;
 use crate::metering::{Anomaly, AnomalyKind, HourOutput, MeterConfig, meter_hour};
 use crate::prom::{PromClient, PromError, RetryPolicy};
+use crate::shutdown::Stop;
 use window::HOUR_MS;
 
 /// How one cluster is read.
@@ -59,6 +60,8 @@ pub struct IngestSummary {
     /// Anomaly kind → subject → count, over all hours.
     pub anomalies: BTreeMap<String, BTreeMap<String, u64>>,
     pub watermark: Option<DateTime<Utc>>,
+    /// A stop was asked for: the hours after the last stored one were left for the next run.
+    pub stopped: bool,
 }
 
 impl IngestSummary {
@@ -100,7 +103,21 @@ pub async fn backfill(
     opts: &IngestOptions,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
+    on_hour: impl FnMut(DateTime<Utc>),
+) -> Result<IngestSummary, IngestError> {
+    backfill_until(pool, client, opts, from, to, on_hour, &Stop::never()).await
+}
+
+/// [`backfill`] that ends early, between two hours, once `stop` is asked for: the hour being stored is finished
+/// (its transaction committed), a read in progress is dropped, and the summary says `stopped`.
+pub async fn backfill_until(
+    pool: &PgPool,
+    client: &PromClient,
+    opts: &IngestOptions,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
     mut on_hour: impl FnMut(DateTime<Utc>),
+    stop: &Stop,
 ) -> Result<IngestSummary, IngestError> {
     validate_cluster_name(&opts.cluster)?;
     let hours = window::hours(from, to)?;
@@ -114,9 +131,18 @@ pub async fn backfill(
             async move { fetch::fetch(&client, &spec, start, end, retry).await.map(|f| (chunk, f)) }
         })
         .buffered(2);
-    while let Some((chunk, data)) = fetched.try_next().await? {
+    'chunks: loop {
+        let next = tokio::select! {
+            biased;
+            () = stop.requested() => None,
+            next = fetched.try_next() => next?,
+        };
+        let Some((chunk, data)) = next else { break };
         let hours_ms: Vec<i64> = chunk.iter().map(DateTime::timestamp_millis).collect();
         for (hour, (input, non_finite)) in chunk.into_iter().zip(data.into_hours(&hours_ms)) {
+            if stop.is_requested() {
+                break 'chunks;
+            }
             let samples = input_samples(&input);
             let meter = opts.meter.clone();
             let mut out = tokio::task::spawn_blocking(move || meter_hour(&input, &meter))
@@ -133,6 +159,7 @@ pub async fn backfill(
             on_hour(hour);
         }
     }
+    summary.stopped = summary.hours < hours.len() as u64;
     Ok(summary)
 }
 

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use super::window::floor_hour;
-use super::{IngestError, IngestOptions, backfill};
+use super::{IngestError, IngestOptions, backfill_until};
 use crate::db;
 use crate::prom::{PromClient, RetryPolicy};
 
@@ -38,7 +38,8 @@ pub fn cycle_range(
     (from < to).then_some((from, to))
 }
 
-/// Runs until `shutdown` resolves (between hours, never inside one's transaction) or, with `once`, after one cycle.
+/// Runs until `shutdown` resolves or, with `once`, after one cycle. A shutdown during a cycle lets the hour being
+/// stored finish (its transaction commits) and skips the rest; one while waiting returns at once.
 /// `after_cycle` is called with the span each successful cycle ingested (the budget checks hang here); what it
 /// does cannot fail the ingest.
 pub async fn run_worker(
@@ -49,6 +50,7 @@ pub async fn run_worker(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), IngestError> {
     tokio::pin!(shutdown);
+    let (stop_handle, stop) = crate::shutdown::channel();
     let mut ingest = opts.ingest.clone();
     ingest.retry = RetryPolicy::worker();
     let mut failures = 0u32;
@@ -59,17 +61,22 @@ pub async fn run_worker(
             drop(conn);
             match cycle_range(Utc::now(), watermark, opts) {
                 Some((from, to)) => {
-                    let s = backfill(pool, client, &ingest, from, to, |_| {}).await?;
+                    let s = backfill_until(pool, client, &ingest, from, to, |_| {}, &stop).await?;
                     tracing::info!(cluster = %s.cluster, hours = s.hours, rows = s.usage_rows, watermark = ?s.watermark,
-                        non_finite = s.non_finite_samples, "ingested {from} .. {to}");
+                        non_finite = s.non_finite_samples, stopped = s.stopped, "ingested {from} .. {to}");
                     Ok::<_, IngestError>(Some((from, to)))
                 }
                 None => Ok(None),
             }
         };
+        tokio::pin!(cycle);
         let result = tokio::select! {
-            r = cycle => r,
-            () = &mut shutdown => return Ok(()),
+            r = &mut cycle => r,
+            () = &mut shutdown => {
+                tracing::info!("stopping after the hour being stored");
+                stop_handle.request();
+                return cycle.await.map(|_| ());
+            }
         };
         if let Ok(Some((from, to))) = result {
             tokio::select! {
