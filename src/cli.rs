@@ -26,14 +26,31 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Parses the process's arguments. `ingest undo RUN` is `ingest-undo RUN` underneath: clap cannot give a
+    /// command both required flags and a subcommand, and `ingest --cluster … --from … --to …` is a stable
+    /// contract.
+    pub fn parse_args() -> Cli {
+        let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if args.get(1).is_some_and(|a| a == "ingest") && args.get(2).is_some_and(|a| a == "undo") {
+            args.splice(1..3, [std::ffi::OsString::from("ingest-undo")]);
+        }
+        Cli::parse_from(args)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create or update the database schema.
     Migrate(DatabaseArgs),
     /// Write a deterministic simulated GPU cluster as OpenMetrics, with its ground truth.
     Simulate(SimulateArgs),
-    /// Ingest whole hours [from, to) of one cluster from Prometheus.
+    /// Ingest whole hours [from, to) of one cluster from Prometheus (`ingest undo RUN` puts back what a run
+    /// replaced).
     Ingest(IngestArgs),
+    /// Put back the rows an ingest run replaced: `cardhour ingest undo RUN` (its id is printed by `ingest`).
+    #[command(name = "ingest-undo", hide = true)]
+    IngestUndo(UndoArgs),
     /// Ingest continuously: each hour once complete, re-processing a recent span.
     Worker(WorkerArgs),
     /// Print stored usage totals.
@@ -192,6 +209,19 @@ pub struct IngestArgs {
     /// Summary format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: SummaryFormat,
+    /// Replace stored hours even where this read holds fewer rows or samples (e.g. usage that was wrong); without
+    /// it such hours are kept and listed. Audited; `ingest undo RUN` puts the replaced rows back.
+    #[arg(long)]
+    pub replace_smaller: bool,
+}
+
+/// `cardhour ingest undo RUN`.
+#[derive(Debug, clap::Args)]
+pub struct UndoArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// The run whose replacements to undo.
+    pub run: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -255,6 +285,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Simulate(a) => simulate_cmd(a)?,
         Command::Ingest(a) => ingest_cmd(a).await?,
+        Command::IngestUndo(u) => undo_cmd(u).await?,
         Command::Worker(a) => worker_cmd(a).await?,
         Command::Usage(a) => usage_cmd(a).await?,
         Command::Idle(a) => idle_cmd(a).await?,
@@ -317,7 +348,8 @@ async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
     bar.set_message(format!("ingesting {}", opts.cluster));
     // a signal ends the ingest after the hour being stored; the hours before it stay stored
     let stop = crate::shutdown::on_signals("the ingest", Duration::from_secs(8));
-    let result = ingest::backfill_until(&pool, &client, &opts, a.from, a.to, |_| bar.inc(1), &stop).await;
+    let mode = ingest::WriteMode { replace_smaller: a.replace_smaller, ..ingest::WriteMode::ingest(cli_actor()) };
+    let result = ingest::backfill_until(&pool, &client, &opts, a.from, a.to, |_| bar.inc(1), &mode, &stop).await;
     bar.finish_and_clear();
     let summary = result.with_context(|| {
         format!("ingest of {} [{} .. {}) stopped; hours before the watermark are stored", opts.cluster, a.from, a.to)
@@ -353,13 +385,59 @@ async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
             }
         }
     }
+    if let Some(run) = summary.run_id {
+        println!(
+            "run: {run} ({} stored hours changed; `cardhour ingest undo {run}` puts them back)",
+            summary.hours_changed
+        );
+    }
     if summary.stopped {
         bail!(
             "stopped by a signal after {} of {} hours; run the same command again to ingest the rest",
-            summary.hours,
+            summary.hours + summary.kept.len() as u64,
             hours.len()
         );
     }
+    if !summary.kept.is_empty() {
+        eprintln!(
+            "kept {} stored hours: this read holds less than what is stored (stored vs read):",
+            summary.kept.len()
+        );
+        for k in &summary.kept {
+            eprintln!(
+                "  {}: {} rows / {} samples stored, {} rows / {} samples read",
+                k.hour.to_rfc3339(),
+                k.stored_rows,
+                k.stored_samples.map_or_else(|| "?".to_string(), |s| s.to_string()),
+                k.read_rows,
+                k.read_samples
+            );
+        }
+        bail!(
+            "{} hours were kept, not replaced (is the source past its retention, restarted without its data, or the \
+             wrong URL?); --replace-smaller replaces them anyway",
+            summary.kept.len()
+        );
+    }
+    Ok(())
+}
+
+/// Who runs a command, for the audit log: the login name.
+fn cli_actor() -> String {
+    format!("cli:{}", std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into()))
+}
+
+async fn undo_cmd(a: UndoArgs) -> anyhow::Result<()> {
+    let pool = a.db.connect(2).await.context("cannot connect to the database")?;
+    let s = ingest::undo(&pool, a.run, &cli_actor()).await?;
+    println!(
+        "put back {} hours of {} replaced by run {} (as run {}; `cardhour ingest undo {}` reverses this)",
+        s.hours.len(),
+        s.cluster,
+        s.run_id,
+        s.undo_run_id,
+        s.undo_run_id
+    );
     Ok(())
 }
 

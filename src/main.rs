@@ -1,7 +1,5 @@
 //! `cardhour` binary: parses the command line and hands over to the library.
 
-use clap::Parser;
-
 // The ingest allocates many small strings and sample vectors per hour; mimalloc spends a fraction of glibc's time on
 // them (BENCHMARKS.md).
 #[global_allocator]
@@ -15,7 +13,7 @@ async fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = cardhour::cli::Cli::parse();
+    let cli = cardhour::cli::Cli::parse_args();
     match cardhour::cli::run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

@@ -13,13 +13,9 @@ pub async fn lock_hour(conn: &mut PgConnection, cluster: &str, hour: DateTime<Ut
     Ok(())
 }
 
-/// Replaces everything stored for one cluster-hour with `out`. Idempotent: the same `out` gives the same rows.
-pub async fn replace_hour(
-    conn: &mut PgConnection,
-    cluster: &str,
-    hour: DateTime<Utc>,
-    out: &HourOutput,
-) -> Result<(), sqlx::Error> {
+/// Removes everything stored for an hour (usage, its namespace rollup, capacity, anomalies); the daily rollups
+/// are rebuilt by [`rebuild_hour_rollups`] once the hour's new rows are in.
+pub async fn delete_hour(conn: &mut PgConnection, cluster: &str, hour: DateTime<Utc>) -> Result<(), sqlx::Error> {
     sqlx::query!("DELETE FROM gpu_usage_hourly WHERE cluster = $1 AND hour = $2", cluster, hour)
         .execute(&mut *conn)
         .await?;
@@ -32,6 +28,43 @@ pub async fn replace_hour(
     sqlx::query!("DELETE FROM ingest_anomalies WHERE cluster = $1 AND hour = $2", cluster, hour)
         .execute(&mut *conn)
         .await?;
+    Ok(())
+}
+
+/// Rebuilds the rollups an hour feeds from its stored rows: namespace × hour, then the billing day and the UTC
+/// pod-day it belongs to.
+pub async fn rebuild_hour_rollups(
+    conn: &mut PgConnection,
+    cluster: &str,
+    hour: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO usage_namespace_hourly (cluster, hour, namespace, team, gpu_model, kind, gpu_seconds,
+             effective_gpu_seconds, unmetered_gpu_seconds)
+         SELECT cluster, hour, namespace, max(team), gpu_model, kind, sum(gpu_seconds), sum(effective_gpu_seconds),
+             sum(unmetered_gpu_seconds)
+         FROM gpu_usage_hourly WHERE cluster = $1 AND hour = $2
+         GROUP BY cluster, hour, namespace, gpu_model, kind",
+        cluster,
+        hour
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!("SELECT refresh_daily($1, billing_date($2))", cluster, hour).execute(&mut *conn).await?;
+    sqlx::query!("SELECT refresh_pod_daily($1, ($2 AT TIME ZONE 'UTC')::date)", cluster, hour)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Replaces everything stored for one cluster-hour with `out`. Idempotent: the same `out` gives the same rows.
+pub async fn replace_hour(
+    conn: &mut PgConnection,
+    cluster: &str,
+    hour: DateTime<Utc>,
+    out: &HourOutput,
+) -> Result<(), sqlx::Error> {
+    delete_hour(conn, cluster, hour).await?;
 
     let r = &out.rows;
     let col = |f: fn(&crate::metering::UsageRow) -> String| r.iter().map(f).collect::<Vec<String>>();
@@ -68,19 +101,6 @@ pub async fn replace_hour(
     .execute(&mut *conn)
     .await?;
 
-    sqlx::query!(
-        "INSERT INTO usage_namespace_hourly (cluster, hour, namespace, team, gpu_model, kind, gpu_seconds,
-             effective_gpu_seconds, unmetered_gpu_seconds)
-         SELECT cluster, hour, namespace, max(team), gpu_model, kind, sum(gpu_seconds), sum(effective_gpu_seconds),
-             sum(unmetered_gpu_seconds)
-         FROM gpu_usage_hourly WHERE cluster = $1 AND hour = $2
-         GROUP BY cluster, hour, namespace, gpu_model, kind",
-        cluster,
-        hour
-    )
-    .execute(&mut *conn)
-    .await?;
-
     let c = &out.capacity;
     sqlx::query!(
         "INSERT INTO node_capacity_hourly (cluster, hour, node, gpu_model, cards, card_seconds)
@@ -108,10 +128,7 @@ pub async fn replace_hour(
     .execute(&mut *conn)
     .await?;
 
-    sqlx::query!("SELECT refresh_daily($1, billing_date($2))", cluster, hour).execute(&mut *conn).await?;
-    sqlx::query!("SELECT refresh_pod_daily($1, ($2 AT TIME ZONE 'UTC')::date)", cluster, hour)
-        .execute(&mut *conn)
-        .await?;
+    rebuild_hour_rollups(conn, cluster, hour).await?;
 
     sqlx::query!(
         "INSERT INTO ingested_hours (cluster, hour, scrape_interval_ms, usage_rows) VALUES ($1, $2, $3, $4)

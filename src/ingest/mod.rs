@@ -16,6 +16,7 @@ pub use fetch::{FetchSpec, Fetched, UTIL_MARGIN_MS, selectors};
 pub use worker::{WorkerOptions, run_worker};
 
 use crate::db;
+pub use crate::db::history::RunCommand;
 use crate::metering::{Anomaly, AnomalyKind, HourOutput, MeterConfig, meter_hour};
 use crate::prom::{PromClient, PromError, RetryPolicy};
 use crate::shutdown::Stop;
@@ -62,6 +63,43 @@ pub struct IngestSummary {
     pub watermark: Option<DateTime<Utc>>,
     /// A stop was asked for: the hours after the last stored one were left for the next run.
     pub stopped: bool,
+    /// The run's id: `cardhour ingest undo RUN` puts back what it replaced.
+    pub run_id: Option<i64>,
+    /// Stored hours whose rows this run changed (their former rows are kept with the run).
+    pub hours_changed: u64,
+    /// Stored hours left as they were because this run read less for them.
+    pub kept: Vec<KeptRead>,
+}
+
+/// A stored hour not replaced: what is stored and what was read.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeptRead {
+    pub hour: DateTime<Utc>,
+    pub stored_rows: i64,
+    pub stored_samples: Option<i64>,
+    pub read_rows: u64,
+    pub read_samples: u64,
+}
+
+/// Who is writing and whether a smaller read may replace what is stored.
+#[derive(Debug, Clone)]
+pub struct WriteMode {
+    pub command: RunCommand,
+    pub actor: String,
+    /// Replace stored hours even by a read with fewer rows or samples (audited).
+    pub replace_smaller: bool,
+}
+
+impl WriteMode {
+    /// A one-off ingest that keeps every stored hour a smaller read would shrink.
+    pub fn ingest(actor: impl Into<String>) -> Self {
+        WriteMode { command: RunCommand::Ingest, actor: actor.into(), replace_smaller: false }
+    }
+
+    /// The worker: never shrinks an hour.
+    pub fn worker() -> Self {
+        WriteMode { command: RunCommand::Worker, actor: "worker".into(), replace_smaller: false }
+    }
 }
 
 impl IngestSummary {
@@ -105,11 +143,14 @@ pub async fn backfill(
     to: DateTime<Utc>,
     on_hour: impl FnMut(DateTime<Utc>),
 ) -> Result<IngestSummary, IngestError> {
-    backfill_until(pool, client, opts, from, to, on_hour, &Stop::never()).await
+    backfill_until(pool, client, opts, from, to, on_hour, &WriteMode::ingest("library"), &Stop::never()).await
 }
 
-/// [`backfill`] that ends early, between two hours, once `stop` is asked for: the hour being stored is finished
-/// (its transaction committed), a read in progress is dropped, and the summary says `stopped`.
+/// [`backfill`] as one run of `mode` that ends early, between two hours, once `stop` is asked for: the hour being
+/// stored is finished (its transaction committed), a read in progress is dropped, and the summary says `stopped`.
+/// A stored hour is replaced only by a read with at least as many rows and samples, unless `mode` says
+/// otherwise (the run is then audited); what a replacement removes is kept with the run.
+#[allow(clippy::too_many_arguments)]
 pub async fn backfill_until(
     pool: &PgPool,
     client: &PromClient,
@@ -117,11 +158,14 @@ pub async fn backfill_until(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     mut on_hour: impl FnMut(DateTime<Utc>),
+    mode: &WriteMode,
     stop: &Stop,
 ) -> Result<IngestSummary, IngestError> {
     validate_cluster_name(&opts.cluster)?;
     let hours = window::hours(from, to)?;
     let mut summary = IngestSummary { cluster: opts.cluster.clone(), ..IngestSummary::default() };
+    let run_id = start_run(pool, &opts.cluster, client.base_url(), mode, from, to).await?;
+    summary.run_id = Some(run_id);
     // Fetching the next run of hours overlaps with metering and storing this one.
     let mut fetched = stream::iter(window::chunks(&hours, opts.chunk_hours))
         .map(|chunk| {
@@ -153,13 +197,26 @@ pub async fn backfill_until(
                 subject: metric,
                 count,
             }));
-            summary.watermark = Some(store_hour(pool, &opts.cluster, client.base_url(), hour, &out).await?);
+            let stored = store_hour(pool, &opts.cluster, hour, &out, samples, run_id, mode).await?;
+            summary.watermark = Some(stored.watermark);
+            match stored.outcome {
+                HourOutcome::Kept(k) => {
+                    tracing::warn!(cluster = %opts.cluster, %hour, stored_rows = k.stored_rows,
+                        stored_samples = ?k.stored_samples, read_rows = k.read_rows, read_samples = k.read_samples,
+                        "kept the stored hour: this read holds less (source past its retention, restarted without \
+                         its data, or the wrong URL?)");
+                    summary.kept.push(k);
+                }
+                HourOutcome::Replaced { changed } => {
+                    summary.hours_changed += u64::from(changed);
+                    summary.add(&out, samples);
+                }
+            }
             tracing::debug!(cluster = %opts.cluster, %hour, rows = out.rows.len(), "stored hour");
-            summary.add(&out, samples);
             on_hour(hour);
         }
     }
-    summary.stopped = summary.hours < hours.len() as u64;
+    summary.stopped = summary.hours + (summary.kept.len() as u64) < hours.len() as u64;
     Ok(summary)
 }
 
@@ -173,23 +230,144 @@ fn input_samples(i: &crate::metering::HourInput) -> u64 {
     n as u64
 }
 
-/// Writes one metered hour in one transaction (registering the cluster with its first hour) and moves the
-/// watermark.
-async fn store_hour(
+/// Registers the cluster and the run; a run that replaces smaller reads on purpose is audited.
+async fn start_run(
     pool: &PgPool,
     cluster: &str,
     prometheus_url: &str,
-    hour: DateTime<Utc>,
-    out: &HourOutput,
-) -> Result<DateTime<Utc>, sqlx::Error> {
+    mode: &WriteMode,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<i64, sqlx::Error> {
     let mut tx = pool.begin().await?;
     db::clusters::upsert(&mut tx, cluster, prometheus_url).await?;
-    db::usage::lock_hour(&mut tx, cluster, hour).await?;
-    db::usage::replace_hour(&mut tx, cluster, hour, out).await?;
-    let mark = db::watermark::advance(&mut tx, cluster, hour).await?;
+    let run = db::history::start_run(&mut tx, cluster, mode.command, &mode.actor, mode.replace_smaller, None).await?;
+    if mode.replace_smaller {
+        let what = serde_json::json!({"run": run, "from": from, "to": to, "source": prometheus_url});
+        db::audit::record(
+            &mut tx,
+            &mode.actor,
+            "ingest.replace_smaller",
+            &format!("cluster:{cluster}"),
+            None,
+            Some(what),
+        )
+        .await?;
+    }
     tx.commit().await?;
-    Ok(mark)
+    Ok(run)
+}
+
+enum HourOutcome {
+    Replaced { changed: bool },
+    Kept(KeptRead),
+}
+
+struct StoredHour {
+    watermark: DateTime<Utc>,
+    outcome: HourOutcome,
+}
+
+/// Writes one metered hour in one transaction and moves the watermark — unless what is stored holds more rows or
+/// samples than this read and `mode` does not force it: then the stored hour stays and is listed as kept.
+async fn store_hour(
+    pool: &PgPool,
+    cluster: &str,
+    hour: DateTime<Utc>,
+    out: &HourOutput,
+    samples: u64,
+    run_id: i64,
+    mode: &WriteMode,
+) -> Result<StoredHour, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    db::usage::lock_hour(&mut tx, cluster, hour).await?;
+    let stored = db::history::stored_hour(&mut tx, cluster, hour).await?;
+    let rows = out.rows.len() as u64;
+    let outcome = match &stored {
+        Some(s) if !mode.replace_smaller && s.is_larger_than(rows, samples) => {
+            db::history::keep_hour(&mut tx, cluster, hour, run_id, s, rows, samples).await?;
+            HourOutcome::Kept(KeptRead {
+                hour,
+                stored_rows: s.usage_rows,
+                stored_samples: s.samples_read,
+                read_rows: rows,
+                read_samples: samples,
+            })
+        }
+        _ => {
+            if stored.is_some() {
+                db::history::save_replaced(&mut tx, run_id, cluster, hour).await?;
+            }
+            db::usage::replace_hour(&mut tx, cluster, hour, out).await?;
+            db::history::record_read(&mut tx, cluster, hour, samples, run_id).await?;
+            let changed = match stored {
+                Some(_) => db::history::forget_if_unchanged(&mut tx, run_id, cluster, hour).await?,
+                None => false,
+            };
+            HourOutcome::Replaced { changed }
+        }
+    };
+    let watermark = db::watermark::advance(&mut tx, cluster, hour).await?;
+    tx.commit().await?;
+    Ok(StoredHour { watermark, outcome })
 }
 
 /// The default Prometheus request timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What an undo did.
+#[derive(Debug, Serialize)]
+pub struct UndoSummary {
+    pub run_id: i64,
+    pub undo_run_id: i64,
+    pub cluster: String,
+    /// The hours whose former rows were put back.
+    pub hours: Vec<DateTime<Utc>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UndoError {
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("ingest run {0} does not exist")]
+    NoSuchRun(i64),
+    #[error("ingest run {0} replaced no stored hour: there is nothing to put back")]
+    NothingReplaced(i64),
+    #[error("ingest run {0} was undone already, by run {1} (undo that one to redo it)")]
+    AlreadyUndone(i64, i64),
+    #[error("hour {hour} was ingested again by run {by} after run {run}: undo run {by} first")]
+    Superseded { run: i64, hour: DateTime<Utc>, by: String },
+}
+
+/// Puts back the rows run `run_id` replaced, in one transaction: all of its hours or none. What is stored now is
+/// kept with a new `undo` run first, so an undo can itself be undone; audited.
+pub async fn undo(pool: &PgPool, run_id: i64, actor: &str) -> Result<UndoSummary, UndoError> {
+    let mut tx = pool.begin().await?;
+    let run = db::history::run(&mut tx, run_id).await?.ok_or(UndoError::NoSuchRun(run_id))?;
+    if let Some(by) = db::history::undone_by(&mut tx, run_id).await? {
+        return Err(UndoError::AlreadyUndone(run_id, by));
+    }
+    let replaced = db::history::replaced_by(&mut tx, run_id).await?;
+    if replaced.is_empty() {
+        return Err(UndoError::NothingReplaced(run_id));
+    }
+    let undo_run = db::history::start_run(&mut tx, &run.cluster, RunCommand::Undo, actor, true, Some(run_id)).await?;
+    let mut hours = Vec::new();
+    for h in &replaced {
+        db::usage::lock_hour(&mut tx, &h.cluster, h.hour).await?;
+        let now = db::history::stored_hour(&mut tx, &h.cluster, h.hour).await?;
+        let current_run = now.as_ref().and_then(|s| s.run_id);
+        if current_run != Some(run_id) {
+            let by = current_run.map_or_else(|| "an older version".to_string(), |r| r.to_string());
+            return Err(UndoError::Superseded { run: run_id, hour: h.hour, by });
+        }
+        db::history::save_replaced(&mut tx, undo_run, &h.cluster, h.hour).await?;
+        db::history::restore(&mut tx, run_id, h).await?;
+        hours.push(h.hour);
+    }
+    let what = serde_json::json!({"run": run_id, "undo_run": undo_run, "hours": hours.len(),
+        "from": hours.first(), "to": hours.last()});
+    db::audit::record(&mut tx, actor, "ingest.undo", &format!("cluster:{}", run.cluster), None, Some(what)).await?;
+    tx.commit().await?;
+    Ok(UndoSummary { run_id, undo_run_id: undo_run, cluster: run.cluster, hours })
+}

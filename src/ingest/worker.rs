@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use super::window::floor_hour;
-use super::{IngestError, IngestOptions, backfill_until};
+use super::{IngestError, IngestOptions, WriteMode, backfill_until};
 use crate::db;
 use crate::prom::{PromClient, RetryPolicy};
 
@@ -61,9 +61,11 @@ pub async fn run_worker(
             drop(conn);
             match cycle_range(Utc::now(), watermark, opts) {
                 Some((from, to)) => {
-                    let s = backfill_until(pool, client, &ingest, from, to, |_| {}, &stop).await?;
+                    let s =
+                        backfill_until(pool, client, &ingest, from, to, |_| {}, &WriteMode::worker(), &stop).await?;
                     tracing::info!(cluster = %s.cluster, hours = s.hours, rows = s.usage_rows, watermark = ?s.watermark,
-                        non_finite = s.non_finite_samples, stopped = s.stopped, "ingested {from} .. {to}");
+                        non_finite = s.non_finite_samples, stopped = s.stopped, kept = s.kept.len(),
+                        "ingested {from} .. {to}");
                     Ok::<_, IngestError>(Some((from, to)))
                 }
                 None => Ok(None),
