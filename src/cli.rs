@@ -55,6 +55,8 @@ pub enum Command {
     Worker(WorkerArgs),
     /// Print stored usage totals.
     Usage(UsageArgs),
+    /// Ingest health per cluster: watermark and lag, hours kept over smaller reads, recent anomalies.
+    Health(HealthArgs),
     /// The idle-waste list: pods holding GPUs and memory while barely using them.
     Idle(IdleArgs),
     /// Check the month's budgets: record thresholds crossed and POST them to the webhook until delivered.
@@ -215,6 +217,14 @@ pub struct IngestArgs {
     pub replace_smaller: bool,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct HealthArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: SummaryFormat,
+}
+
 /// `cardhour ingest undo RUN`.
 #[derive(Debug, clap::Args)]
 pub struct UndoArgs {
@@ -286,6 +296,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(a) => simulate_cmd(a)?,
         Command::Ingest(a) => ingest_cmd(a).await?,
         Command::IngestUndo(u) => undo_cmd(u).await?,
+        Command::Health(a) => health_cmd(a).await?,
         Command::Worker(a) => worker_cmd(a).await?,
         Command::Usage(a) => usage_cmd(a).await?,
         Command::Idle(a) => idle_cmd(a).await?,
@@ -425,6 +436,49 @@ async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
 /// Who runs a command, for the audit log: the login name.
 fn cli_actor() -> String {
     format!("cli:{}", std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into()))
+}
+
+async fn health_cmd(a: HealthArgs) -> anyhow::Result<()> {
+    let pool = a.db.connect(2).await.context("cannot connect to the database")?;
+    let clusters = ingest::health::health(&pool, Utc::now()).await?;
+    if a.format == SummaryFormat::Json {
+        println!("{}", serde_json::to_string_pretty(&clusters)?);
+        return Ok(());
+    }
+    if clusters.is_empty() {
+        println!("no cluster ingested yet");
+    }
+    let t = |t: Option<DateTime<Utc>>| t.map_or_else(|| "-".to_string(), |t| t.to_rfc3339());
+    for c in &clusters {
+        println!(
+            "{}: watermark {}, lag {} h, {} hours stored ({} .. {}), last written {}",
+            c.cluster,
+            t(c.watermark),
+            c.lag_hours.map_or_else(|| "-".to_string(), |l| l.to_string()),
+            c.hours_stored,
+            t(c.first_hour),
+            t(c.last_hour),
+            t(c.last_ingested_at)
+        );
+        if !c.kept_hours.is_empty() {
+            println!("  kept {} stored hours over smaller reads (stored vs read):", c.kept_hours.len());
+            for k in c.kept_hours.iter().take(10) {
+                println!(
+                    "    {}: {} rows / {} samples stored, {} rows / {} samples read (run {})",
+                    k.hour.to_rfc3339(),
+                    k.stored_rows,
+                    k.stored_samples.map_or_else(|| "?".to_string(), |s| s.to_string()),
+                    k.read_rows,
+                    k.read_samples,
+                    k.run_id
+                );
+            }
+        }
+        for an in &c.anomalies {
+            println!("  anomaly (24 h): {}: {} subjects, {} in all", an.kind, an.subjects, an.count);
+        }
+    }
+    Ok(())
 }
 
 async fn undo_cmd(a: UndoArgs) -> anyhow::Result<()> {

@@ -93,6 +93,18 @@ fn a_smaller_read_keeps_the_stored_hours_and_a_forced_one_can_be_undone() {
         "SELECT count(*) FROM kept_hours k JOIN ingest_runs r ON r.id = k.run_id WHERE r.command = 'worker'",
     );
     assert_eq!(by_worker, 24, "the worker's kept hours are recorded for ingest health");
+    let health: serde_json::Value =
+        serde_json::from_str(&run_cardhour_ok(["health", "--format", "json"], &db.env())).unwrap();
+    let sim_health = health.as_array().unwrap().iter().find(|c| c["cluster"] == "sim").expect("sim in health");
+    let kept = sim_health["kept_hours"].as_array().unwrap();
+    assert_eq!(kept.len(), 24, "ingest health lists the kept hours");
+    assert!(kept.iter().all(|k| k["read_rows"] == 0 && k["stored_rows"].as_i64().unwrap() > 0), "{kept:?}");
+    // the worker also stored the (empty) hours after the simulation up to the newest complete hour
+    assert!(sim_health["hours_stored"].as_i64().unwrap() >= 24, "{sim_health}");
+    // (the newest hour waits for the worker's 10 minutes of lateness)
+    assert!(sim_health["lag_hours"].as_i64().unwrap() <= 1, "{sim_health}");
+    let text = run_cardhour_ok(["health"], &db.env());
+    assert!(text.contains("kept 24 stored hours over smaller reads"), "{text}");
 
     // forced: the hours are emptied, the run audited
     let out = run_cardhour_ok([&ingest(&empty.url)[..], &["--replace-smaller".to_string()]].concat(), &db.env());

@@ -4,6 +4,7 @@ pub mod audit;
 pub mod bills;
 pub mod budgets;
 pub mod clusters;
+pub mod health;
 pub mod history;
 pub mod rates;
 pub mod reports;

@@ -1,6 +1,7 @@
 //! The ingest: whole hours read from Prometheus, metered, and written to Postgres one transaction per hour.
 
 mod fetch;
+pub mod health;
 pub mod window;
 mod worker;
 

@@ -1,0 +1,55 @@
+//! What ingest health shows per cluster: how far the stored hours reach, when they were last written, the hours
+//! kept over smaller reads, and the anomalies of recent hours.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+
+#[derive(Debug, Clone)]
+pub struct ClusterRow {
+    pub cluster: String,
+    pub prometheus_url: String,
+    pub watermark: Option<DateTime<Utc>>,
+    pub first_hour: Option<DateTime<Utc>>,
+    pub last_hour: Option<DateTime<Utc>>,
+    pub hours_stored: i64,
+    pub last_ingested_at: Option<DateTime<Utc>>,
+    pub kept_hours: i64,
+}
+
+pub async fn clusters(pool: &PgPool) -> Result<Vec<ClusterRow>, sqlx::Error> {
+    sqlx::query_as!(
+        ClusterRow,
+        r#"SELECT c.name AS cluster, c.prometheus_url, w.complete_until AS "watermark?",
+                  h.first_hour, h.last_hour, coalesce(h.hours, 0) AS "hours_stored!", h.last_ingested_at,
+                  (SELECT count(*) FROM kept_hours k WHERE k.cluster = c.name) AS "kept_hours!"
+           FROM clusters c
+           LEFT JOIN ingest_watermarks w ON w.cluster = c.name
+           LEFT JOIN LATERAL (
+               SELECT min(hour) AS first_hour, max(hour) AS last_hour, count(*) AS hours,
+                      max(ingested_at) AS last_ingested_at
+               FROM ingested_hours i WHERE i.cluster = c.name) h ON true
+           ORDER BY c.name"#
+    )
+    .fetch_all(pool)
+    .await
+}
+
+#[derive(Debug, Clone)]
+pub struct AnomalyRow {
+    pub cluster: String,
+    pub kind: String,
+    pub subjects: i64,
+    pub count: i64,
+}
+
+/// Anomalies of the stored hours since `since`, per cluster and kind.
+pub async fn anomalies(pool: &PgPool, since: DateTime<Utc>) -> Result<Vec<AnomalyRow>, sqlx::Error> {
+    sqlx::query_as!(
+        AnomalyRow,
+        r#"SELECT cluster, kind, count(DISTINCT subject) AS "subjects!", sum(count)::int8 AS "count!"
+           FROM ingest_anomalies WHERE hour >= $1 GROUP BY cluster, kind ORDER BY cluster, kind"#,
+        since
+    )
+    .fetch_all(pool)
+    .await
+}

@@ -1,0 +1,62 @@
+//! Ingest health: per cluster, whether the stored numbers are complete — how far the hours reach and how late
+//! they are, what was kept over smaller reads, and the anomalies of the last day.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+use sqlx::PgPool;
+
+use crate::db;
+use crate::db::history::KeptHour;
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ClusterHealth {
+    pub cluster: String,
+    pub prometheus_url: String,
+    /// Every hour from the first stored one up to here is stored.
+    pub watermark: Option<DateTime<Utc>>,
+    /// Whole hours between the watermark and the newest hour that has ended.
+    pub lag_hours: Option<i64>,
+    pub first_hour: Option<DateTime<Utc>>,
+    pub last_hour: Option<DateTime<Utc>>,
+    pub hours_stored: i64,
+    pub last_ingested_at: Option<DateTime<Utc>>,
+    /// Stored hours a later read held less for, left as they were (newest first).
+    pub kept_hours: Vec<KeptHour>,
+    /// Anomalies of the hours of the last 24 h (unknown resources, non-finite samples …).
+    pub anomalies: Vec<AnomalyCount>,
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct AnomalyCount {
+    pub kind: String,
+    /// Distinct series, resources or nodes concerned.
+    pub subjects: i64,
+    pub count: i64,
+}
+
+/// The health of every cluster at `now`.
+pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<Vec<ClusterHealth>, sqlx::Error> {
+    let ended = super::window::floor_hour(now);
+    let anomalies = db::health::anomalies(pool, ended - Duration::hours(24)).await?;
+    let kept = db::history::kept_hours(pool, None).await?;
+    let clusters = db::health::clusters(pool).await?;
+    Ok(clusters
+        .into_iter()
+        .map(|c| ClusterHealth {
+            lag_hours: c.watermark.map(|w| (ended - w).num_hours().max(0)),
+            kept_hours: kept.iter().filter(|k| k.cluster == c.cluster).cloned().collect(),
+            anomalies: anomalies
+                .iter()
+                .filter(|a| a.cluster == c.cluster)
+                .map(|a| AnomalyCount { kind: a.kind.clone(), subjects: a.subjects, count: a.count })
+                .collect(),
+            cluster: c.cluster,
+            prometheus_url: c.prometheus_url,
+            watermark: c.watermark,
+            first_hour: c.first_hour,
+            last_hour: c.last_hour,
+            hours_stored: c.hours_stored,
+            last_ingested_at: c.last_ingested_at,
+        })
+        .collect())
+}
