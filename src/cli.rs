@@ -619,10 +619,15 @@ async fn idle_cmd(a: IdleArgs) -> anyhow::Result<()> {
                 rule.max_utilization * 100.0,
                 rule.min_memory_mib
             );
+            let (spent, projected) = crate::waste::idle_totals(&list);
+            println!(
+                "spent idle in the window: {spent} yuan; projected for the pods still running: {projected} yuan/month"
+            );
             for p in &list {
                 println!(
-                    "{:>12} yuan/month  {:<12} {}/{}  {} × {:.3} cards, {:.1} h, {:.1} %, {:.0} MiB{}",
-                    p.monthly_waste.to_string(),
+                    "{:>10} yuan spent idle, {:>10} yuan/month projected  {:<12} {}/{}  {} × {:.3} cards, {:.1} h, {:.1} %, {:.0} MiB{}",
+                    p.idle_spend.to_string(),
+                    p.monthly_projection.map_or_else(|| "-".to_string(), |m| m.to_string()),
                     p.team,
                     p.namespace,
                     p.pod,

@@ -332,6 +332,7 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
         }
     };
     let mut want_idle: BTreeMap<(String, String), (String, Decimal)> = BTreeMap::new();
+    let mut want_spend: BTreeMap<(String, String), Decimal> = BTreeMap::new();
     let mut squatters = Vec::new();
     for p in truth["by_pod"].as_array().unwrap() {
         let metered = p["gpu_hours"].as_f64().unwrap() - p["unmetered_gpu_hours"].as_f64().unwrap();
@@ -346,9 +347,15 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
             let cards = Decimal::from_f64_retain(p["units"].as_f64().unwrap() * p["fraction"].as_f64().unwrap())
                 .unwrap()
                 .round_dp(6);
-            let waste = end_rate(pricing_key(p["gpu_model"].as_str())).map_or(Decimal::ZERO, |r| {
+            let rate = end_rate(pricing_key(p["gpu_model"].as_str()));
+            let waste = rate.map_or(Decimal::ZERO, |r| {
                 (cards * r * Decimal::from(730)).round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero)
             });
+            // the money actually spent idle: held card-hours × rate × (1 − utilization)
+            let idle_hours =
+                p["gpu_hours"].as_f64().unwrap() * (1.0 - p["effective_gpu_hours"].as_f64().unwrap() / metered);
+            let spent = rate.map_or(Decimal::ZERO, |r| Decimal::from_f64_retain(idle_hours).unwrap() * r);
+            want_spend.insert(key.clone(), spent);
             want_idle.insert(key, (team.to_string(), waste));
         }
     }
@@ -358,16 +365,37 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
         .iter()
         .map(|p| {
             let key = (p["namespace"].as_str().unwrap().to_string(), p["pod"].as_str().unwrap().to_string());
-            (key, (p["team"].as_str().unwrap().to_string(), dec(&p["monthly_waste"])))
+            // every pod of this list has ended or runs on: a projection only for the latter
+            let projected = if p["still_running"] == true { dec(&p["monthly_projection"]) } else { Decimal::ZERO };
+            assert_eq!(dec(&p["monthly_waste"]), projected, "the deprecated field follows the projection");
+            (key, (p["team"].as_str().unwrap().to_string(), projected))
+        })
+        .collect();
+    let want_idle: BTreeMap<(String, String), (String, Decimal)> = want_idle
+        .into_iter()
+        .map(|(k, (team, waste))| {
+            let running = idle
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["namespace"] == k.0.as_str() && p["pod"] == k.1.as_str() && p["still_running"] == true);
+            (k, (team, if running { waste } else { Decimal::ZERO }))
         })
         .collect();
     assert_eq!(got_idle, want_idle, "the idle list");
+    // the money spent idle, to the fen of an independent computation from the simulation's truth
+    for p in idle.as_array().unwrap() {
+        let key = (p["namespace"].as_str().unwrap().to_string(), p["pod"].as_str().unwrap().to_string());
+        let want = want_spend[&key];
+        let got = dec(&p["idle_spend"]);
+        assert!((got - want).abs() <= dec!(0.01), "{key:?} spent idle: {got} vs truth {want}");
+    }
     // … which are exactly the simulated squatters: no busy pod, none missing
     squatters.sort();
     assert!(!squatters.is_empty());
     assert_eq!(got_idle.keys().cloned().collect::<Vec<_>>(), squatters, "the idle list is the squatters");
-    let wastes: Vec<Decimal> = idle.as_array().unwrap().iter().map(|p| dec(&p["monthly_waste"])).collect();
-    assert!(wastes.windows(2).all(|w| w[0] >= w[1]), "sorted by money wasted");
+    let spent: Vec<Decimal> = idle.as_array().unwrap().iter().map(|p| dec(&p["idle_spend"])).collect();
+    assert!(!spent.is_empty() && spent.windows(2).all(|w| w[0] >= w[1]), "ranked by the money spent idle: {spent:?}");
     // the default list (7 days, pods still holding cards): the squatters hold theirs to the end
     let (_, running) = api.call(Method::GET, &format!("/api/v1/idle?to={END}"), fin, None).await;
     let mut running: Vec<(String, String)> = running
@@ -715,7 +743,7 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     for p in idle_now.as_array().unwrap() {
         let pod = p["pod"].as_str().unwrap();
         assert!(text.contains(pod), "idle pod {pod} in its team's statement");
-        assert!(text.contains(p["monthly_waste"].as_str().unwrap()), "{pod}'s monthly waste");
+        assert!(text.contains(p["idle_spend"].as_str().unwrap()), "{pod}'s money spent idle");
     }
     for t in month_view["teams"].as_array().unwrap() {
         assert!(text.contains(t["total"].as_str().unwrap()), "{} total {} in the PDF", t["team"], t["total"]);

@@ -525,12 +525,13 @@ fn idle_pods(lay: &mut Layout, team: &str, idle: &[IdlePod]) -> Result<(), PdfEr
     lay.gap(10.0);
     lay.line(10.0, "Idle pods (utilization under the threshold while holding GPU memory)")?;
     let c = cols(&[
-        (110.0, Align::Left),
-        (170.0, Align::Left),
+        (100.0, Align::Left),
+        (160.0, Align::Left),
         (90.0, Align::Left),
-        (70.0, Align::Right),
-        (70.0, Align::Right),
-        (70.0, Align::Right),
+        (55.0, Align::Right),
+        (55.0, Align::Right),
+        (55.0, Align::Right),
+        (110.0, Align::Right),
         (110.0, Align::Right),
     ]);
     let rows: Vec<Vec<String>> = mine
@@ -543,11 +544,16 @@ fn idle_pods(lay: &mut Layout, team: &str, idle: &[IdlePod]) -> Result<(), PdfEr
                 format!("{:.3}", p.cards_held),
                 format!("{:.1}", p.hours_held),
                 format!("{:.1} %", p.average_utilization * 100.0),
-                p.monthly_waste.to_string(),
+                p.idle_spend.to_string(),
+                p.monthly_projection.map_or_else(|| "ended".to_string(), |m| m.to_string()),
             ]
         })
         .collect();
-    lay.table(&c, &["Namespace", "Pod", "GPU model", "Cards", "Hours", "Util.", "Waste/month (CNY)"], &rows)
+    lay.table(
+        &c,
+        &["Namespace", "Pod", "GPU model", "Cards", "Hours", "Util.", "Spent idle (CNY)", "Projected/month"],
+        &rows,
+    )
 }
 
 /// A horizontal bar chart of `(label, value)` as SVG, drawn with plotters.

@@ -1,5 +1,5 @@
-//! The idle-waste list (闲置清单, SPEC §7): pods that hold GPUs and memory while barely using them, with what
-//! that costs a month. The rule and the ranking here are pure (per-pod sums in, the list out); `report` loads
+//! The idle-waste list (闲置清单, SPEC §7): pods that hold GPUs and memory while barely using them, with the money
+//! actually spent idle in the window and, for pods still running, what holding their cards costs a month. The rule and the ranking here are pure (per-pod sums in, the list out); `report` loads
 //! the sums and rates.
 
 mod budget;
@@ -84,11 +84,25 @@ pub struct IdlePod {
     pub peak_fb_used_mib: f64,
     pub still_running: bool,
     pub rate: Option<RatePerCardHour>,
-    /// cards × rate × 730 h: what holding these cards costs a month.
+    /// Money actually spent idle in the window: held card-hours × rate × (1 − utilization). The list is ranked
+    /// and totalled by it.
+    pub idle_spend: Money,
+    /// A projection, for pods still running: cards × rate × 730 h, what holding these cards costs a month.
+    /// `null` for a pod that has ended (it costs nothing more).
+    pub monthly_projection: Option<Money>,
+    /// Deprecated: `monthly_projection`, and 0 for an ended pod (before, ended pods projected too).
     pub monthly_waste: Money,
 }
 
-/// The pods of `usage` that `rule` calls idle, most money wasted first. A pod without any metered time is not
+/// What an idle list adds up to: the money actually spent idle (the figure to total), and the projection of the
+/// pods still running.
+pub fn idle_totals(list: &[IdlePod]) -> (Money, Money) {
+    let spent = list.iter().map(|p| p.idle_spend).sum();
+    let projected = list.iter().filter_map(|p| p.monthly_projection).sum();
+    (spent, projected)
+}
+
+/// The pods of `usage` that `rule` calls idle, most money spent idle first. A pod without any metered time is not
 /// judged (its utilization is unknown, not 0 %).
 pub fn idle_list(usage: &[PodUsage], rule: IdleRule, only_running: bool) -> Vec<IdlePod> {
     let mut out: Vec<IdlePod> = usage
@@ -105,7 +119,12 @@ pub fn idle_list(usage: &[PodUsage], rule: IdleRule, only_running: bool) -> Vec<
                 return None;
             }
             let cards = Decimal::from_f64_retain(p.cards).unwrap_or_default().round_dp(6);
-            let monthly_waste = p.rate.map_or(Money::ZERO, |r| r.amount(cards * Decimal::from(HOURS_PER_MONTH)));
+            let idle_card_hours =
+                Decimal::from_f64_retain(p.gpu_seconds / 3600.0 * (1.0 - utilization)).unwrap_or_default().round_dp(6);
+            let idle_spend = p.rate.map_or(Money::ZERO, |r| r.amount(idle_card_hours));
+            let monthly_projection = p
+                .still_running
+                .then(|| p.rate.map_or(Money::ZERO, |r| r.amount(cards * Decimal::from(HOURS_PER_MONTH))));
             Some(IdlePod {
                 cluster: p.cluster.clone(),
                 team: p.team.clone(),
@@ -119,13 +138,15 @@ pub fn idle_list(usage: &[PodUsage], rule: IdleRule, only_running: bool) -> Vec<
                 peak_fb_used_mib: memory,
                 still_running: p.still_running,
                 rate: p.rate,
-                monthly_waste,
+                idle_spend,
+                monthly_projection,
+                monthly_waste: monthly_projection.unwrap_or(Money::ZERO),
             })
         })
         .collect();
     out.sort_by(|a, b| {
-        b.monthly_waste
-            .cmp(&a.monthly_waste)
+        b.idle_spend
+            .cmp(&a.idle_spend)
             .then_with(|| a.average_utilization.total_cmp(&b.average_utilization))
             .then_with(|| (&a.namespace, &a.pod, &a.cluster).cmp(&(&b.namespace, &b.pod, &b.cluster)))
     });
@@ -168,12 +189,31 @@ mod tests {
         let list = idle_list(&usage, IdleRule::WEEKLY, true);
         let names: Vec<&str> = list.iter().map(|p| p.pod.as_str()).collect();
         assert_eq!(names, ["four-cards-idle", "one-card-idle"]);
-        // 4 cards × 10 yuan × 730 h = 29,200.00
-        assert_eq!(list[0].monthly_waste.to_string(), "29200.00");
+        // spent idle: 4 cards × 24 h × 10 yuan × (1 − 0.05) = 912.00; 1 × 24 × 10 × 0.99 = 237.60
+        assert_eq!(list[0].idle_spend.to_string(), "912.00");
+        assert_eq!(list[1].idle_spend.to_string(), "237.60");
+        // projected for a pod still running: 4 cards × 10 yuan × 730 h = 29,200.00
+        assert_eq!(list[0].monthly_projection.map(|m| m.to_string()).as_deref(), Some("29200.00"));
+        assert_eq!(idle_totals(&list), (Money::round_fen(dec!(1149.60)), Money::round_fen(dec!(36500.00))));
         assert_eq!(list[0].hours_held, 24.0);
         // the short-term rule is looser: 15 %
         assert_eq!(idle_list(&[pod("x", 1.0, 0.12, Some(2048.0), None)], IdleRule::SHORT_TERM, true).len(), 1);
         assert!(idle_list(&[pod("x", 1.0, 0.12, Some(2048.0), None)], IdleRule::WEEKLY, true).is_empty());
+    }
+
+    #[test]
+    fn an_ended_pod_has_spent_but_projects_nothing() {
+        // a big pod idle for a day that has ended, and a small one still running: the ended one spent more and
+        // ranks first; only the running one projects a month
+        let mut ended = pod("ended", 8.0, 0.02, Some(30_000.0), Some(dec!(10)));
+        ended.still_running = false;
+        let running = pod("running", 1.0, 0.02, Some(30_000.0), Some(dec!(10)));
+        let list = idle_list(&[running, ended], IdleRule::WEEKLY, false);
+        assert_eq!(list.iter().map(|p| p.pod.as_str()).collect::<Vec<_>>(), ["ended", "running"]);
+        assert_eq!(list[0].idle_spend.to_string(), "1881.60");
+        assert_eq!(list[0].monthly_projection, None);
+        assert!(list[0].monthly_waste.is_zero());
+        assert_eq!(list[1].monthly_projection.map(|m| m.to_string()).as_deref(), Some("7300.00"));
     }
 
     #[test]
