@@ -326,6 +326,9 @@ pub async fn close(
 pub struct StatementCache {
     open: crate::cache::StampedCache<(Month, Option<BillPolicy>), Statement>,
     closed: std::sync::Mutex<HashMap<(Month, String), Arc<Statement>>>,
+    /// Held while a closed month is read: requests arriving meanwhile wait for that one read instead of each
+    /// reading and decoding the snapshot (a burst of 16 did so at once, hence seconds at the start of a load).
+    loading: tokio::sync::Mutex<()>,
 }
 
 impl StatementCache {
@@ -345,7 +348,12 @@ impl StatementCache {
                 .get_or_compute_at(version, (month, policy), async || statement(pool, month, policy).await)
                 .await;
         };
-        if let Some(st) = self.closed_lock().get(&(month, hash.clone())) {
+        let key = (month, hash);
+        if let Some(st) = self.closed_lock().get(&key) {
+            return Ok(st.clone());
+        }
+        let _loading = self.loading.lock().await;
+        if let Some(st) = self.closed_lock().get(&key) {
             return Ok(st.clone());
         }
         // The snapshot was verified against its stored hash when it was read (an altered one is an error, never
