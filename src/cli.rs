@@ -41,8 +41,8 @@ impl Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create or update the database schema.
-    Migrate(DatabaseArgs),
+    /// Create or update the database schema (run as the role that owns the tables).
+    Migrate(MigrateArgs),
     /// Write a deterministic simulated GPU cluster as OpenMetrics, with its ground truth.
     Simulate(SimulateArgs),
     /// Ingest whole hours [from, to) of one cluster from Prometheus (`ingest undo RUN` puts back what a run
@@ -70,6 +70,17 @@ pub enum Command {
     Token(TokenCommand),
     /// Print the OpenAPI document (as committed in openapi/openapi.json).
     Openapi,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// After migrating, create (if needed) and grant the service's least-privilege role NAME: what ingest, serve
+    /// and worker need, no TRUNCATE, no UPDATE/DELETE of the audit log or closed months, owning nothing.
+    /// Idempotent; repeat it after every migration (docs/database.md).
+    #[arg(long, value_name = "NAME")]
+    pub grant_app_role: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -289,9 +300,15 @@ pub struct UsageArgs {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Migrate(a) => {
-            let pool = db::connect(&a.database_url, 2).await.context("cannot connect to the database")?;
+            let pool = db::connect(&a.db.database_url, 2).await.context("cannot connect to the database")?;
             db::migrate(&pool).await.context("migration failed")?;
             println!("database schema is up to date");
+            if let Some(role) = &a.grant_app_role {
+                db::roles::grant_app_role(&pool, role).await.context("granting the service role failed")?;
+                println!(
+                    "role {role} may run ingest, serve and worker (set its password: ALTER ROLE {role} PASSWORD …)"
+                );
+            }
         }
         Command::Simulate(a) => simulate_cmd(a)?,
         Command::Ingest(a) => ingest_cmd(a).await?,

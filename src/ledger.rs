@@ -1,7 +1,8 @@
 //! The ledger: a month's bills from stored usage, the rate history and capacity; closing a month into an
 //! immutable snapshot; restatement lines for changes to closed months on the first open month after them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -27,6 +28,12 @@ pub enum LedgerError {
     NotEnded(Month),
     #[error("the snapshot of {0} cannot be read: {1}")]
     Snapshot(String, serde_json::Error),
+    /// A closed month's snapshot no longer has the content hash stored at close: it was altered behind the
+    /// application's back. Never served.
+    #[error(
+        "closed month {month} fails its integrity check: content hash stored {stored}, snapshot hashes to {actual}"
+    )]
+    Integrity { month: String, stored: String, actual: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -52,6 +59,10 @@ pub struct Statement {
     pub bills: MonthBills,
     pub restatements: Vec<RestatementLine>,
     pub teams: BTreeMap<String, TeamInfo>,
+    /// A closed month's content hash (sha256 hex of the frozen snapshot, stored at close and checked whenever
+    /// the statement is read); `None` for an open month.
+    #[serde(default)]
+    pub content_hash: Option<String>,
 }
 
 impl Statement {
@@ -153,7 +164,20 @@ pub async fn compute(pool: &PgPool, month: Month, policy: BillPolicy) -> Result<
     Ok(compute_month(&usage, &capacity, policy))
 }
 
+/// A closed month's snapshot, only if it still has the content hash stored at close.
 fn read_snapshot(c: &db::bills::ClosedMonth) -> Result<Snapshot, LedgerError> {
+    if !c.intact() {
+        // loud: someone altered a closed month in the database (the triggers refuse it, so with them bypassed)
+        tracing::error!(
+            month = %c.month, stored = %c.content_hash, actual = %c.actual_hash,
+            "INTEGRITY: a closed month's snapshot does not match its content hash; refusing to serve it"
+        );
+        return Err(LedgerError::Integrity {
+            month: c.month.clone(),
+            stored: c.content_hash.clone(),
+            actual: c.actual_hash.clone(),
+        });
+    }
     serde_json::from_value(c.snapshot.clone()).map_err(|e| LedgerError::Snapshot(c.month.clone(), e))
 }
 
@@ -167,6 +191,7 @@ fn from_closed(month: Month, c: &db::bills::ClosedMonth) -> Result<Statement, Le
         bills: s.bills,
         restatements: s.restatements,
         teams: s.teams,
+        content_hash: Some(c.content_hash.clone()),
     })
 }
 
@@ -190,7 +215,16 @@ pub async fn statement(pool: &PgPool, month: Month, policy: Option<BillPolicy>) 
         .filter(|t| bills.teams.iter().any(|b| b.team == t.id) || restatements.iter().any(|r| r.team == t.id))
         .map(|t| (t.id, TeamInfo { name: t.name, owner: t.owner }))
         .collect();
-    Ok(Statement { month, status: MonthStatus::Open, closed_at: None, closed_by: None, bills, restatements, teams })
+    Ok(Statement {
+        month,
+        status: MonthStatus::Open,
+        closed_at: None,
+        closed_by: None,
+        bills,
+        restatements,
+        teams,
+        content_hash: None,
+    })
 }
 
 type RestateKey = (String, String, String, String, Option<crate::money::RatePerCardHour>);
@@ -285,36 +319,58 @@ pub async fn close(
     }
 }
 
-/// What a statement depends on has changed since `Stamp` was read when any hour was (re-)ingested, anything
-/// audited happened (rates, aliases, teams, mappings, closes) or a setting changed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stamp {
-    last_ingest: Option<DateTime<Utc>>,
-    last_audit: Option<i64>,
-    settings: Option<String>,
+/// Statements served from memory. A closed month is read once from what was stored at close and kept under its
+/// content hash: it never changes, so only the (tiny) hash is read per request, never the snapshot, and nothing is
+/// recomputed. An open month is computed and kept under the data version, recomputed once that moves.
+#[derive(Default)]
+pub struct StatementCache {
+    open: crate::cache::StampedCache<(Month, Option<BillPolicy>), Statement>,
+    closed: std::sync::Mutex<HashMap<(Month, String), Arc<Statement>>>,
+    /// Held while a closed month is read: requests arriving meanwhile wait for that one read instead of each
+    /// reading and decoding the snapshot (a burst of 16 did so at once, hence seconds at the start of a load).
+    loading: tokio::sync::Mutex<()>,
 }
-
-pub async fn stamp(pool: &PgPool) -> Result<Stamp, sqlx::Error> {
-    let r = sqlx::query!(
-        "SELECT (SELECT max(ingested_at) FROM ingested_hours) AS last_ingest,
-                (SELECT max(id) FROM audit_log) AS last_audit,
-                (SELECT string_agg(key || '=' || value, ',' ORDER BY key) FROM settings) AS settings"
-    )
-    .fetch_one(pool)
-    .await?;
-    Ok(Stamp { last_ingest: r.last_ingest, last_audit: r.last_audit, settings: r.settings })
-}
-
-/// Statements computed once and served until the data behind them changes.
-pub type StatementCache = crate::cache::StampedCache<(Month, Option<BillPolicy>), Statement>;
 
 impl StatementCache {
+    /// Closed statements kept at most (a few months are hot at a time); past that the map starts over.
+    const MAX_CLOSED: usize = 64;
+
     pub async fn statement(
         &self,
         pool: &PgPool,
         month: Month,
         policy: Option<BillPolicy>,
-    ) -> Result<std::sync::Arc<Statement>, LedgerError> {
-        self.get_or_compute(pool, (month, policy), async || statement(pool, month, policy).await).await
+    ) -> Result<Arc<Statement>, LedgerError> {
+        let (version, closed_hash) = db::version::with_closed_hash(pool, &month.to_string()).await?;
+        let Some(hash) = closed_hash else {
+            return self
+                .open
+                .get_or_compute_at(version, (month, policy), async || statement(pool, month, policy).await)
+                .await;
+        };
+        let key = (month, hash);
+        if let Some(st) = self.closed_lock().get(&key) {
+            return Ok(st.clone());
+        }
+        let _loading = self.loading.lock().await;
+        if let Some(st) = self.closed_lock().get(&key) {
+            return Ok(st.clone());
+        }
+        // The snapshot was verified against its stored hash when it was read (an altered one is an error, never
+        // cached); the entry is keyed by that hash, so should the stored hash change, the month is read again.
+        let st = Arc::new(statement(pool, month, None).await?);
+        let Some(verified) = st.content_hash.clone() else {
+            return Ok(st); // not closed any more: impossible (closed months cannot be deleted); serve, keep nothing
+        };
+        let mut closed = self.closed_lock();
+        if closed.len() >= Self::MAX_CLOSED {
+            closed.clear();
+        }
+        closed.insert((month, verified), st.clone());
+        Ok(st)
+    }
+
+    fn closed_lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Month, String), Arc<Statement>>> {
+        self.closed.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -67,6 +67,7 @@ fn statement(usage: Vec<UsageLine>, capacity: Vec<CapacityLine>, teams: &[(&str,
                 (id.to_string(), TeamInfo { name: name.to_string(), owner: owner.map(str::to_string) })
             })
             .collect::<BTreeMap<_, _>>(),
+        content_hash: None,
     }
 }
 

@@ -59,19 +59,29 @@ pub async fn capacity_by_day(pool: &PgPool, from: NaiveDate, to: NaiveDate) -> R
     .await
 }
 
-/// A closed month as stored.
+/// A closed month as stored, with the content hash stored at close and the one of the snapshot as read now
+/// (both from SQL `snapshot_hash`, the one definition): they differ only if the snapshot was altered.
 #[derive(Debug, Clone)]
 pub struct ClosedMonth {
     pub month: String,
     pub closed_at: DateTime<Utc>,
     pub closed_by: String,
     pub snapshot: serde_json::Value,
+    pub content_hash: String,
+    pub actual_hash: String,
+}
+
+impl ClosedMonth {
+    pub fn intact(&self) -> bool {
+        self.content_hash == self.actual_hash
+    }
 }
 
 pub async fn closed(conn: &mut PgConnection, month: &str) -> Result<Option<ClosedMonth>, sqlx::Error> {
     sqlx::query_as!(
         ClosedMonth,
-        "SELECT month, closed_at, closed_by, snapshot FROM closed_months WHERE month = $1",
+        r#"SELECT month, closed_at, closed_by, snapshot, content_hash, snapshot_hash(snapshot) AS "actual_hash!"
+         FROM closed_months WHERE month = $1"#,
         month
     )
     .fetch_optional(conn)
@@ -82,7 +92,8 @@ pub async fn closed(conn: &mut PgConnection, month: &str) -> Result<Option<Close
 pub async fn closed_before(conn: &mut PgConnection, month: &str) -> Result<Vec<ClosedMonth>, sqlx::Error> {
     sqlx::query_as!(
         ClosedMonth,
-        "SELECT month, closed_at, closed_by, snapshot FROM closed_months WHERE month < $1 ORDER BY month DESC",
+        r#"SELECT month, closed_at, closed_by, snapshot, content_hash, snapshot_hash(snapshot) AS "actual_hash!"
+         FROM closed_months WHERE month < $1 ORDER BY month DESC"#,
         month
     )
     .fetch_all(conn)
@@ -93,14 +104,16 @@ pub async fn closed_before(conn: &mut PgConnection, month: &str) -> Result<Vec<C
 pub async fn closed_after(conn: &mut PgConnection, month: &str) -> Result<Vec<ClosedMonth>, sqlx::Error> {
     sqlx::query_as!(
         ClosedMonth,
-        "SELECT month, closed_at, closed_by, snapshot FROM closed_months WHERE month > $1 ORDER BY month",
+        r#"SELECT month, closed_at, closed_by, snapshot, content_hash, snapshot_hash(snapshot) AS "actual_hash!"
+         FROM closed_months WHERE month > $1 ORDER BY month"#,
         month
     )
     .fetch_all(conn)
     .await
 }
 
-/// Stores a close; `false` when the month was closed already (nothing written).
+/// Stores a close; `false` when the month was closed already (nothing written). The content hash is set by the
+/// database (trigger `content_hash`), from the snapshot as stored.
 pub async fn insert_closed(
     conn: &mut PgConnection,
     month: &str,

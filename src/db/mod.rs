@@ -8,10 +8,12 @@ pub mod health;
 pub mod history;
 pub mod rates;
 pub mod reports;
+pub mod roles;
 pub mod settings;
 pub mod teams;
 pub mod tokens;
 pub mod usage;
+pub mod version;
 pub mod waste;
 pub mod watermark;
 
