@@ -172,7 +172,7 @@ fn include_filters_teams() {
         "finance summary".to_string(),
         st.bills.capacity_cost.to_string(),
         st.bills.allocated.to_string(),
-        st.bills.platform_kept.to_string(),
+        st.bills.unallocated.to_string(),
         st.team_total("nlp").to_string(),
         "NLP".to_string(),
     ] {
@@ -216,8 +216,8 @@ fn hundred_teams_render_quickly() {
         took.as_secs_f64(),
         if cfg!(debug_assertions) { "debug" } else { "release" }
     );
-    // the target is < 1 s in release; a debug build on a shared 2-core machine gets 10× that
-    let limit = if cfg!(debug_assertions) { 10.0 } else { 1.0 };
+    // the target is < 1 s in release; a debug build on a shared 2-core machine gets 5× that (0.9 s measured)
+    let limit = if cfg!(debug_assertions) { 5.0 } else { 1.0 };
     assert!(took.as_secs_f64() < limit, "100 teams took {:.3} s (limit {limit} s)", took.as_secs_f64());
     let text = pdftotext(&pdf);
     for t in &teams {
