@@ -452,8 +452,10 @@ async fn token_cmd(t: TokenCommand) -> anyhow::Result<()> {
                                             "expires_at": expires_at });
             db::audit::record(&mut tx, "cli", "token.create", &format!("token:{id}"), None, Some(after)).await?;
             tx.commit().await?;
-            let until =
-                expires_at.map_or_else(|| "does not expire".to_string(), |t| format!("expires {}", t.to_rfc3339()));
+            let until = expires_at.map_or_else(
+                || "does not expire".to_string(),
+                |t| format!("expires {}", t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            );
             eprintln!("token {id} for {} ({}, {until}); shown only now:", name.trim(), role.as_str());
             println!("{}", token.secret);
         }
