@@ -65,7 +65,7 @@ pub enum Command {
     Export(ExportArgs),
     /// Serve the REST API (and Swagger UI).
     Serve(ServeArgs),
-    /// Issue or revoke API tokens.
+    /// Issue, list or revoke API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
     /// Print the OpenAPI document (as committed in openapi/openapi.json).
@@ -173,6 +173,19 @@ pub enum TokenCommand {
         /// A team lead's team (repeat for several).
         #[arg(long = "team")]
         teams: Vec<String>,
+        /// Refused after this long, e.g. 90d, 12h (default: never expires).
+        #[arg(long, value_parser = parse_duration, conflicts_with = "expires_at")]
+        expires_in: Option<Duration>,
+        /// Refused from this time on, RFC 3339 or a date (midnight UTC).
+        #[arg(long, value_parser = parse_time)]
+        expires_at: Option<DateTime<Utc>>,
+    },
+    /// Every token: role, teams, expiry, last use and whether it is active (never the secret).
+    List {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        #[arg(long, value_enum, default_value = "text")]
+        format: SummaryFormat,
     },
     /// Revoke a token by id.
     Revoke {
@@ -574,13 +587,27 @@ async fn serve_cmd(a: ServeArgs) -> anyhow::Result<()> {
 
 async fn token_cmd(t: TokenCommand) -> anyhow::Result<()> {
     match t {
-        TokenCommand::Create { db: d, name, role, teams } => {
+        TokenCommand::Create { db: d, name, role, teams, expires_in, expires_at } => {
             if name.trim().is_empty() {
                 bail!("--name must not be empty");
             }
             if (role == crate::auth::Role::TeamLead) == teams.is_empty() {
                 bail!("--team is required for a team_lead token, and only for one");
             }
+            let now = Utc::now();
+            let expires_at = match (expires_in, expires_at) {
+                (Some(d), _) => Some(
+                    chrono::Duration::from_std(d)
+                        .ok()
+                        .and_then(|d| now.checked_add_signed(d))
+                        .filter(|t| chrono::Datelike::year(t) <= 9999)
+                        .with_context(|| {
+                            format!("--expires-in {}: too far in the future", humantime::format_duration(d))
+                        })?,
+                ),
+                (None, Some(t)) if t <= now => bail!("--expires-at {} is not in the future", t.to_rfc3339()),
+                (None, t) => t,
+            };
             let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
             let mut tx = pool.begin().await?;
             for team in &teams {
@@ -589,12 +616,25 @@ async fn token_cmd(t: TokenCommand) -> anyhow::Result<()> {
                 }
             }
             let token = crate::auth::new_token();
-            let id = db::tokens::insert(&mut tx, name.trim(), &token.hash, role, &teams).await?;
-            let after = serde_json::json!({ "id": id, "name": name.trim(), "role": role.as_str(), "teams": teams });
+            let id = db::tokens::insert_expiring(&mut tx, name.trim(), &token.hash, role, &teams, expires_at).await?;
+            let after = serde_json::json!({ "id": id, "name": name.trim(), "role": role.as_str(), "teams": teams,
+                                            "expires_at": expires_at });
             db::audit::record(&mut tx, "cli", "token.create", &format!("token:{id}"), None, Some(after)).await?;
             tx.commit().await?;
-            eprintln!("token {id} for {} ({}); shown only now:", name.trim(), role.as_str());
+            let until = expires_at.map_or_else(
+                || "does not expire".to_string(),
+                |t| format!("expires {}", t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            );
+            eprintln!("token {id} for {} ({}, {until}); shown only now:", name.trim(), role.as_str());
             println!("{}", token.secret);
+        }
+        TokenCommand::List { db: d, format } => {
+            let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
+            let tokens = db::tokens::list(&pool).await?;
+            match format {
+                SummaryFormat::Json => println!("{}", serde_json::to_string_pretty(&tokens)?),
+                SummaryFormat::Text => print!("{}", token_table(&tokens, Utc::now())),
+            }
         }
         TokenCommand::Revoke { db: d, id } => {
             let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
@@ -608,6 +648,36 @@ async fn token_cmd(t: TokenCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `token list` as text: one line per token, with its state now.
+fn token_table(tokens: &[db::tokens::TokenInfo], now: DateTime<Utc>) -> String {
+    let time = |t: Option<DateTime<Utc>>, none: &str| {
+        t.map_or_else(|| none.to_string(), |t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+    };
+    let mut out = format!(
+        "{:>5}  {:<20} {:<9} {:<16} {:<8} {:<20} {:<20} {}\n",
+        "id", "name", "role", "teams", "state", "expires", "last used", "created"
+    );
+    for t in tokens {
+        let state = match (t.revoked_at, t.expires_at) {
+            (Some(_), _) => "revoked",
+            (None, Some(e)) if e <= now => "expired",
+            _ => "active",
+        };
+        out.push_str(&format!(
+            "{:>5}  {:<20} {:<9} {:<16} {:<8} {:<20} {:<20} {}\n",
+            t.id,
+            t.name,
+            t.role,
+            if t.teams.is_empty() { "-".to_string() } else { t.teams.join(",") },
+            state,
+            time(t.expires_at, "never"),
+            time(t.last_used_at, "never"),
+            time(Some(t.created_at), "")
+        ));
+    }
+    out
 }
 
 async fn idle_cmd(a: IdleArgs) -> anyhow::Result<()> {
@@ -677,7 +747,9 @@ async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
         ExportFormat::Pdf => {
             let fonts = crate::export::FontChain::installed()?;
             let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
-            let extras = crate::waste::statement_extras(&pool, month, tz).await?;
+            // one team's statement is what goes to its lead: no cluster-wide summary then
+            let scope = a.team.clone().map_or_else(Scope::all, |t| Scope::teams(vec![t]));
+            let extras = crate::waste::statement_extras(&pool, month, tz, &scope).await?;
             crate::export::statement_pdf(&st, include, &fonts, &extras)?
         }
     };

@@ -152,8 +152,9 @@ async fn rate_endpoints_enforce_their_access_rules(pool: PgPool) {
             Some(json!({"amount": "1000"})),
             [401, 404, 404, 403, 403],
         ),
-        (Method::GET, "/api/v1/exports/2026-10/bills.csv?team=nlp".into(), None, [401, 200, 200, 200, 404]),
-        (Method::GET, "/api/v1/exports/2026-10/statements.pdf?team=nlp".into(), None, [401, 200, 200, 200, 404]),
+        // no usage stored: nlp has no statement this month, for anyone (not an empty file)
+        (Method::GET, "/api/v1/exports/2026-10/bills.csv?team=nlp".into(), None, [401, 404, 404, 404, 404]),
+        (Method::GET, "/api/v1/exports/2026-10/statements.pdf?team=nlp".into(), None, [401, 404, 404, 404, 404]),
         (
             Method::PUT,
             "/api/v1/model-aliases/Tesla%20X".into(),
@@ -168,6 +169,14 @@ async fn rate_endpoints_enforce_their_access_rules(pool: PgPool) {
         for (token, want) in tokens.into_iter().zip(expected) {
             let (status, out) = api.call(method.clone(), &path, token.map(String::as_str), body.clone()).await;
             assert_eq!(status, want, "{method} {path}: {out}");
+            // every refusal is the JSON error it says it is
+            if status >= 400 {
+                assert_eq!(out["status"], status, "{method} {path}: {out}");
+            }
+            // the team lead (of vision) is never told about nlp
+            if token == Some(&api.lead) && status < 300 {
+                assert!(!out.to_string().contains("nlp"), "{method} {path}: {out}");
+            }
         }
     }
     for (i, (token, want)) in

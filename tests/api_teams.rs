@@ -73,8 +73,20 @@ async fn every_endpoint_enforces_its_access_rule(pool: PgPool) {
             if status >= 400 {
                 assert_eq!(body_out["status"], want, "errors are JSON with their status");
             }
+            if token == Some(&api.lead) && status < 300 {
+                assert!(!body_out.to_string().contains("nlp"), "{method} {path}: the lead sees nlp: {body_out}");
+            }
         }
     }
+    // … and what the 200s hold: the lead's teams are exactly its own, the others see every team
+    let ids = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(ids(&api.call(Method::GET, "/api/v1/teams", Some(&api.lead), None).await.1), ["vision"]);
+    let everyone = ids(&api.call(Method::GET, "/api/v1/teams", Some(&api.viewer), None).await.1);
+    assert!(everyone.contains(&"nlp".to_string()) && everyone.contains(&"vision".to_string()), "{everyone:?}");
+    let (_, team) = api.call(Method::GET, "/api/v1/teams/vision", Some(&api.lead), None).await;
+    assert_eq!(team["name"], "视觉组");
     // creating mappings: finance and admin only (each attempt a new date so the allowed ones do not conflict)
     for (i, (token, want)) in
         [(&api.admin, 201), (&api.finance, 201), (&api.viewer, 403), (&api.lead, 403)].into_iter().enumerate()

@@ -7,7 +7,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{ApiQuery, AppState};
-use crate::auth::Caller;
+use crate::auth::GlobalReader;
 use crate::db::{self, audit::AuditEntry};
 use crate::error::{ApiError, ErrorBody};
 
@@ -27,10 +27,9 @@ pub struct AuditQuery {
     responses((status = 200, body = Vec<AuditEntry>), (status = 403, body = ErrorBody)))]
 async fn list_audit(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    GlobalReader(_reader): GlobalReader,
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<Json<Vec<AuditEntry>>, ApiError> {
-    p.require_global_read()?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::bad_request("limit", "must be between 1 and 1000"));

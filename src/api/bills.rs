@@ -11,8 +11,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{ApiQuery, AppState};
-use crate::auth::{Caller, Principal};
+use crate::auth::{Finance, ScopedReader};
 use crate::billing::{BillMode, BillPolicy, Month, UnallocatedPolicy};
+use crate::db::usage::Scope;
 use crate::error::{ApiError, ErrorBody};
 use crate::ledger::{self, LedgerError, MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
@@ -179,8 +180,7 @@ fn team_summary(st: &Statement, team: &str) -> TeamSummary {
 }
 
 /// Every team on a statement: with a bill or with restatements.
-fn month_view(st: &Statement, p: &Principal) -> MonthView {
-    let scope = p.scope();
+fn month_view(st: &Statement, scope: &Scope) -> MonthView {
     let global = scope.teams.is_none();
     let b = &st.bills;
     MonthView {
@@ -215,13 +215,13 @@ fn month_view(st: &Statement, p: &Principal) -> MonthView {
     responses((status = 200, body = MonthView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 async fn get_month(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    ScopedReader(scope): ScopedReader,
     Path(month): Path<String>,
     ApiQuery(policy): ApiQuery<PolicyInput>,
 ) -> Result<Json<MonthView>, ApiError> {
     let month = parse_month(&month)?;
     let st = s.statements.statement(&s.pool, month, policy.resolve()?).await?;
-    Ok(Json(month_view(&st, &p)))
+    Ok(Json(month_view(&st, &scope)))
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -318,13 +318,13 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
     responses((status = 200, body = TeamStatementView), (status = 404, body = ErrorBody)))]
 async fn get_team_statement(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    ScopedReader(scope): ScopedReader,
     Path((month, team)): Path<(String, String)>,
     ApiQuery(policy): ApiQuery<PolicyInput>,
 ) -> Result<Json<TeamStatementView>, ApiError> {
     let month = parse_month(&month)?;
     let not_found = || ApiError::NotFound(format!("a statement of team {team} for {month}"));
-    if !p.scope().allows(&team) {
+    if !scope.allows(&team) {
         return Err(not_found());
     }
     let st = s.statements.statement(&s.pool, month, policy.resolve()?).await?;
@@ -341,11 +341,10 @@ async fn get_team_statement(
     responses((status = 201, body = MonthView), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)))]
 async fn close_month(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    Finance(p): Finance,
     Path(month): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<MonthView>), ApiError> {
-    p.require_finance()?;
     let month = parse_month(&month)?;
     // the body is optional: no body closes with the default policy
     let input: PolicyInput = if body.iter().all(u8::is_ascii_whitespace) {
@@ -355,7 +354,7 @@ async fn close_month(
     };
     let policy = input.resolve()?;
     let st = ledger::close(&s.pool, month, policy, s.billing_tz, &p.actor()).await?;
-    Ok((StatusCode::CREATED, Json(month_view(&st, &p))))
+    Ok((StatusCode::CREATED, Json(month_view(&st, &p.scope()))))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -365,67 +364,116 @@ pub struct ExportQuery {
     pub team: Option<String>,
 }
 
-/// The teams an export may hold: the caller's scope, narrowed to `team` when asked (404 outside the scope).
-fn export_filter(p: &Principal, team: Option<String>) -> Result<impl Fn(&str) -> bool + Send + 'static, ApiError> {
-    let scope = p.scope();
-    if let Some(t) = &team
-        && !scope.allows(t)
-    {
-        return Err(ApiError::NotFound(format!("team {t}")));
+/// A team id as `PUT /teams/{id}` accepts it: a-z, 0-9, `.`, `_`, `-`, at most 63.
+fn is_team_id(id: &str) -> bool {
+    id.bytes().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && id.len() <= 63
+        && id.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'.' | b'-'))
+}
+
+/// Refuses a `team` that is not a team id (before anything is read): it would end up in a header.
+fn check_export_team(team: Option<&str>) -> Result<(), ApiError> {
+    match team {
+        Some(t) if !is_team_id(t) => {
+            Err(ApiError::invalid("team", "not a team id (a-z, 0-9, `.`, `_`, `-`, at most 63 characters)"))
+        }
+        _ => Ok(()),
     }
+}
+
+/// The teams an export holds: the caller's scope, narrowed to `team` when asked. A team without a statement this
+/// month — unknown, or outside the scope — is the same 404, so a team lead learns nothing of other teams.
+fn export_filter(
+    st: &Statement,
+    scope: &Scope,
+    team: Option<&str>,
+) -> Result<impl Fn(&str) -> bool + Send + 'static, ApiError> {
+    if let Some(t) = team
+        && !(scope.allows(t) && st.team_ids().contains(&t))
+    {
+        return Err(ApiError::NotFound(format!("a statement of team {t} for {}", st.month)));
+    }
+    let (scope, team) = (scope.clone(), team.map(str::to_string));
     Ok(move |t: &str| scope.allows(t) && team.as_deref().is_none_or(|only| only == t))
+}
+
+/// `attachment` with the file name twice (RFC 6266): `filename=` reduced to characters that are safe in a quoted
+/// string for every client, and `filename*=UTF-8''…` (RFC 5987) percent-encoding every byte outside attr-char, so
+/// no input can close the quotes, add a parameter or break the header.
+fn content_disposition(name: &str) -> axum::http::HeaderValue {
+    use std::fmt::Write;
+    let plain: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' }).collect();
+    let mut encoded = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+            encoded.push(char::from(b));
+        } else {
+            let _ = write!(encoded, "%{b:02X}");
+        }
+    }
+    axum::http::HeaderValue::from_str(&format!("attachment; filename=\"{plain}\"; filename*=UTF-8''{encoded}"))
+        .unwrap_or_else(|_| axum::http::HeaderValue::from_static("attachment"))
 }
 
 /// A download: its content type and a file name `cardhour-<month>[-<team>].<ext>`.
 fn attachment(
-    content_type: &str,
+    content_type: &'static str,
     month: Month,
     team: Option<&str>,
     ext: &str,
     body: Vec<u8>,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let name =
-        format!("attachment; filename=\"cardhour-{month}{}.{ext}\"", team.map(|t| format!("-{t}")).unwrap_or_default());
+    let name = format!("cardhour-{month}{}.{ext}", team.map(|t| format!("-{t}")).unwrap_or_default());
     (
-        [(axum::http::header::CONTENT_TYPE, content_type.to_string()), (axum::http::header::CONTENT_DISPOSITION, name)],
+        [
+            (axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static(content_type)),
+            (axum::http::header::CONTENT_DISPOSITION, content_disposition(&name)),
+        ],
         body,
     )
         .into_response()
 }
 
-/// The month's bill lines as CSV (UTF-8 with BOM, RFC 4180): usage lines, unallocated shares, restatements.
+/// The month's bill lines as CSV (UTF-8 with BOM, RFC 4180): usage lines, unallocated shares, restatements — of
+/// the caller's teams only for a team lead.
 #[utoipa::path(get, path = "/exports/{month}/bills.csv", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM"), ExportQuery),
-    responses((status = 200, content_type = "text/csv", body = String), (status = 404, body = ErrorBody)))]
+    responses((status = 200, content_type = "text/csv", body = String), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn export_csv(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    ScopedReader(scope): ScopedReader,
     Path(month): Path<String>,
     ApiQuery(q): ApiQuery<ExportQuery>,
 ) -> Result<axum::response::Response, ApiError> {
     let month = parse_month(&month)?;
-    let include = export_filter(&p, q.team.clone())?;
+    check_export_team(q.team.as_deref())?;
     let st = s.statements.statement(&s.pool, month, None).await?;
+    let include = export_filter(&st, &scope, q.team.as_deref())?;
     let body = crate::export::bill_csv(&st, include).map_err(|e| ApiError::Internal(e.into()))?;
     Ok(attachment("text/csv; charset=utf-8", month, q.team.as_deref(), "csv", body))
 }
 
-/// The month's statements as PDF: a finance summary with a chart, then one statement per team (the caller's
-/// teams only for a team lead). Chinese names are set in an embedded subset of Noto Sans CJK.
+/// The month's statements as PDF: for global readers a finance summary with a chart, then one statement per team;
+/// a team lead gets its own teams' statements only, without any cluster-wide figure. Chinese names are set in an
+/// embedded subset of Noto Sans CJK.
 #[utoipa::path(get, path = "/exports/{month}/statements.pdf", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM"), ExportQuery),
-    responses((status = 200, content_type = "application/pdf", body = Vec<u8>), (status = 404, body = ErrorBody)))]
+    responses((status = 200, content_type = "application/pdf", body = Vec<u8>), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn export_pdf(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    ScopedReader(scope): ScopedReader,
     Path(month): Path<String>,
     ApiQuery(q): ApiQuery<ExportQuery>,
 ) -> Result<axum::response::Response, ApiError> {
     let month = parse_month(&month)?;
-    let include = export_filter(&p, q.team.clone())?;
+    check_export_team(q.team.as_deref())?;
     let st = s.statements.statement(&s.pool, month, None).await?;
-    let extras = crate::waste::statement_extras(&s.pool, month, s.billing_tz).await?;
+    let include = export_filter(&st, &scope, q.team.as_deref())?;
+    let extras = crate::waste::statement_extras(&s.pool, month, s.billing_tz, &scope).await?;
     // rendering is CPU work: off the async threads
     let fonts = crate::export::FontChain::installed().map_err(|e| ApiError::Internal(e.into()))?;
     let body = tokio::task::spawn_blocking(move || {
@@ -434,4 +482,40 @@ async fn export_pdf(
     .await
     .map_err(|e| ApiError::Internal(e.into()))??;
     Ok(attachment("application/pdf", month, q.team.as_deref(), "pdf", body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_disposition_cannot_be_injected() {
+        let v = content_disposition("cardhour-2026-10-a\";filename=\"evil.exe.csv");
+        let v = v.to_str().unwrap();
+        assert_eq!(
+            v,
+            "attachment; filename=\"cardhour-2026-10-a__filename__evil.exe.csv\"; \
+             filename*=UTF-8''cardhour-2026-10-a%22%3Bfilename%3D%22evil.exe.csv"
+        );
+        assert_eq!(v.matches("filename=").count(), 1);
+        let v = content_disposition("cardhour-2026-10-视觉\r\n.pdf");
+        assert_eq!(
+            v.to_str().unwrap(),
+            "attachment; filename=\"cardhour-2026-10-____.pdf\"; \
+             filename*=UTF-8''cardhour-2026-10-%E8%A7%86%E8%A7%89%0D%0A.pdf"
+        );
+    }
+
+    #[test]
+    fn export_teams_must_be_team_ids() {
+        for ok in ["vision", "nlp-2", "a.b_c"] {
+            assert!(check_export_team(Some(ok)).is_ok(), "{ok}");
+        }
+        assert!(check_export_team(None).is_ok());
+        for bad in ["a\";filename=\"evil.exe", "a\r\nx: y", "", "Vision", "视觉", &"a".repeat(64)] {
+            let err = check_export_team(Some(bad)).unwrap_err();
+            assert_eq!(err.status(), StatusCode::UNPROCESSABLE_ENTITY, "{bad:?}");
+            assert!(matches!(&err, ApiError::Invalid(f) if f[0].field == "team"), "{bad:?}");
+        }
+    }
 }

@@ -10,7 +10,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{ApiJson, AppState};
-use crate::auth::Caller;
+use crate::auth::{Finance, ScopedReader};
 use crate::billing::Month;
 use crate::db::{self, audit, budgets::Alert, budgets::Budget};
 use crate::error::{ApiError, ErrorBody, FieldError};
@@ -42,11 +42,10 @@ pub struct BudgetInput {
     responses((status = 200, body = Budget), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn put_budget(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    Finance(p): Finance,
     Path((month, team)): Path<(String, String)>,
     ApiJson(input): ApiJson<BudgetInput>,
 ) -> Result<Json<Budget>, ApiError> {
-    p.require_finance()?;
     let month = parse_month(&month)?;
     let mut errors = Vec::new();
     if input.amount <= Decimal::ZERO || input.amount > Decimal::from(10_000_000_000u64) {
@@ -98,11 +97,11 @@ pub struct BudgetStatus {
     responses((status = 200, body = Vec<BudgetStatus>), (status = 400, body = ErrorBody)))]
 async fn list_budgets(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    ScopedReader(scope): ScopedReader,
     Path(month): Path<String>,
 ) -> Result<Json<Vec<BudgetStatus>>, ApiError> {
     let month = parse_month(&month)?;
-    let budgets = db::budgets::for_month(&s.pool, &month.to_string(), &p.scope()).await?;
+    let budgets = db::budgets::for_month(&s.pool, &month.to_string(), &scope).await?;
     let st = s.statements.statement(&s.pool, month, None).await?;
     let part = crate::alerts::elapsed(month, s.billing_tz, Utc::now());
     let alerts = db::budgets::alerts(&s.pool, &month.to_string(), false).await?;

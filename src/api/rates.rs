@@ -11,7 +11,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{ApiJson, ApiQuery, AppState};
-use crate::auth::Caller;
+use crate::auth::{Finance, GlobalReader, ScopedReader};
 use crate::db::{self, audit, rates::StoredCloudRates, rates::StoredRate};
 use crate::error::{ApiError, ErrorBody, FieldError};
 use crate::money::RatePerCardHour;
@@ -42,7 +42,7 @@ pub struct ModelAlias {
     responses((status = 200, body = Vec<ModelAlias>), (status = 401, body = ErrorBody)))]
 async fn list_model_aliases(
     State(s): State<AppState>,
-    Caller(_caller): Caller,
+    ScopedReader(_scope): ScopedReader,
 ) -> Result<Json<Vec<ModelAlias>>, ApiError> {
     let mut conn = s.pool.acquire().await?;
     let aliases = db::rates::aliases(&mut conn).await?;
@@ -61,11 +61,10 @@ pub struct AliasInput {
     responses((status = 200, body = ModelAlias), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn put_model_alias(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    Finance(p): Finance,
     Path(model_name): Path<String>,
     ApiJson(input): ApiJson<AliasInput>,
 ) -> Result<Json<ModelAlias>, ApiError> {
-    p.require_finance()?;
     let key = input.pricing_model.trim();
     if key.is_empty() || key.len() > 100 {
         return Err(ApiError::invalid("pricing_model", "must be 1 to 100 characters"));
@@ -96,7 +95,10 @@ fn pricing_errors(errors: Vec<crate::pricing::FieldError>, prefix: &str) -> ApiE
 
 #[utoipa::path(get, path = "/rates", tag = "rates", security(("bearer" = [])),
     responses((status = 200, body = Vec<StoredRate>), (status = 401, body = ErrorBody)))]
-async fn list_rates(State(s): State<AppState>, Caller(_caller): Caller) -> Result<Json<Vec<StoredRate>>, ApiError> {
+async fn list_rates(
+    State(s): State<AppState>,
+    ScopedReader(_scope): ScopedReader,
+) -> Result<Json<Vec<StoredRate>>, ApiError> {
     let mut conn = s.pool.acquire().await?;
     Ok(Json(db::rates::list(&mut conn).await?))
 }
@@ -119,10 +121,9 @@ pub struct RateInput {
         (status = 422, body = ErrorBody)))]
 async fn create_rate(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    Finance(p): Finance,
     ApiJson(input): ApiJson<RateInput>,
 ) -> Result<(StatusCode, Json<StoredRate>), ApiError> {
-    p.require_finance()?;
     let model = input.gpu_model.trim();
     if model.is_empty() || model.len() > 100 {
         return Err(ApiError::invalid("gpu_model", "must be 1 to 100 characters"));
@@ -161,10 +162,9 @@ async fn create_rate(
     responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn delete_rate(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    Finance(p): Finance,
     Path(id): Path<i64>,
 ) -> Result<StatusCode, ApiError> {
-    p.require_finance()?;
     let mut tx = s.pool.begin().await?;
     let before = db::rates::get(&mut tx, id).await?.ok_or_else(|| ApiError::NotFound(format!("rate {id}")))?;
     db::rates::delete(&mut tx, id).await?;
@@ -178,7 +178,7 @@ async fn delete_rate(
 #[utoipa::path(post, path = "/rates/preview", tag = "rates", security(("bearer" = [])), request_body = TcoInputs,
     responses((status = 200, body = RateBreakdown), (status = 422, body = ErrorBody)))]
 async fn preview_rate(
-    Caller(_caller): Caller,
+    ScopedReader(_scope): ScopedReader,
     ApiJson(input): ApiJson<TcoInputs>,
 ) -> Result<Json<RateBreakdown>, ApiError> {
     let tco = input.validate().map_err(|e| pricing_errors(e, ""))?;
@@ -189,7 +189,7 @@ async fn preview_rate(
     responses((status = 200, body = Vec<StoredCloudRates>), (status = 401, body = ErrorBody)))]
 async fn list_cloud_rates(
     State(s): State<AppState>,
-    Caller(_caller): Caller,
+    ScopedReader(_scope): ScopedReader,
 ) -> Result<Json<Vec<StoredCloudRates>>, ApiError> {
     let mut conn = s.pool.acquire().await?;
     Ok(Json(db::rates::cloud_rates(&mut conn).await?))
@@ -201,11 +201,10 @@ async fn list_cloud_rates(
     responses((status = 200, body = CloudRates), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn put_cloud_rates(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    Finance(p): Finance,
     Path(model): Path<String>,
     ApiJson(rates): ApiJson<CloudRates>,
 ) -> Result<Json<CloudRates>, ApiError> {
-    p.require_finance()?;
     let mut errors = Vec::new();
     for (field, v) in [("on_demand", rates.on_demand), ("spot", rates.spot), ("reserved", rates.reserved)] {
         if v.is_some_and(|v| v < Decimal::ZERO || v > Decimal::from(1_000_000)) {
@@ -259,10 +258,9 @@ pub struct RentVsBuildView {
     responses((status = 200, body = RentVsBuildView), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn get_rent_vs_build(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    GlobalReader(_reader): GlobalReader,
     ApiQuery(q): ApiQuery<RentQuery>,
 ) -> Result<Json<RentVsBuildView>, ApiError> {
-    p.require_global_read()?;
     if q.to <= q.from {
         return Err(ApiError::bad_request("to", "must be after `from`"));
     }

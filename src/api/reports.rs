@@ -9,7 +9,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{ApiQuery, AppState};
-use crate::auth::Caller;
+use crate::auth::{GlobalReader, ScopedReader};
 use crate::billing::Month;
 use crate::db;
 use crate::error::{ApiError, ErrorBody};
@@ -39,10 +39,9 @@ pub struct HourQuery {
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn cluster_fragmentation(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    GlobalReader(_reader): GlobalReader,
     ApiQuery(q): ApiQuery<HourQuery>,
 ) -> Result<Json<crate::waste::Fragmentation>, ApiError> {
-    p.require_global_read()?;
     let hour = match q.hour {
         Some(h) if floor_hour(h) != h => return Err(ApiError::bad_request("hour", "must be a whole hour")),
         Some(h) => h,
@@ -88,7 +87,7 @@ pub struct WastefulPod {
     responses((status = 200, body = Vec<WastefulPod>), (status = 400, body = ErrorBody)))]
 async fn low_utilization(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    ScopedReader(scope): ScopedReader,
     ApiQuery(q): ApiQuery<TopQuery>,
 ) -> Result<Json<Vec<WastefulPod>>, ApiError> {
     let to = q.to.unwrap_or_else(|| floor_hour(Utc::now()));
@@ -100,7 +99,7 @@ async fn low_utilization(
     if !(1..=500).contains(&top) {
         return Err(ApiError::bad_request("top", "must be between 1 and 500"));
     }
-    let pods = db::reports::most_wasteful_pods(&s.pool, from, to, top, &p.scope()).await?;
+    let pods = db::reports::most_wasteful_pods(&s.pool, from, to, top, &scope).await?;
     Ok(Json(
         pods.into_iter()
             .map(|t| {
@@ -136,10 +135,9 @@ async fn month_report(s: &AppState, month: Month) -> Result<UtilizationReport, A
     responses((status = 200, body = UtilizationReport), (status = 403, body = ErrorBody)))]
 async fn monthly_utilization(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    GlobalReader(_reader): GlobalReader,
     Path(month): Path<String>,
 ) -> Result<Json<UtilizationReport>, ApiError> {
-    p.require_global_read()?;
     Ok(Json(month_report(&s, parse_month(&month)?).await?))
 }
 
@@ -162,10 +160,9 @@ pub struct TeamRank {
     responses((status = 200, body = Vec<TeamRank>), (status = 403, body = ErrorBody)))]
 async fn team_ranking(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    GlobalReader(_reader): GlobalReader,
     Path(month): Path<String>,
 ) -> Result<Json<Vec<TeamRank>>, ApiError> {
-    p.require_global_read()?;
     let month = parse_month(&month)?;
     let report = month_report(&s, month).await?;
     let st = s.statements.statement(&s.pool, month, None).await?;

@@ -10,7 +10,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::extract::ApiJson;
-use crate::auth::Caller;
+use crate::auth::{Finance, ScopedReader};
 use crate::db::{self, audit, teams::Mapping, teams::Team};
 use crate::error::{ApiError, ErrorBody, FieldError};
 
@@ -32,8 +32,8 @@ fn valid_team_id(id: &str) -> bool {
 /// The teams the caller may see (a team lead: its own).
 #[utoipa::path(get, path = "/teams", tag = "teams", security(("bearer" = [])),
     responses((status = 200, body = Vec<Team>), (status = 401, body = ErrorBody)))]
-async fn list_teams(State(s): State<AppState>, Caller(p): Caller) -> Result<Json<Vec<Team>>, ApiError> {
-    Ok(Json(db::teams::list(&s.pool, &p.scope()).await?))
+async fn list_teams(State(s): State<AppState>, ScopedReader(scope): ScopedReader) -> Result<Json<Vec<Team>>, ApiError> {
+    Ok(Json(db::teams::list(&s.pool, &scope).await?))
 }
 
 #[utoipa::path(get, path = "/teams/{id}", tag = "teams", security(("bearer" = [])),
@@ -41,11 +41,11 @@ async fn list_teams(State(s): State<AppState>, Caller(p): Caller) -> Result<Json
     responses((status = 200, body = Team), (status = 404, body = ErrorBody)))]
 async fn get_team(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    ScopedReader(scope): ScopedReader,
     Path(id): Path<String>,
 ) -> Result<Json<Team>, ApiError> {
     let not_found = || ApiError::NotFound(format!("team {id}"));
-    if !p.scope().allows(&id) {
+    if !scope.allows(&id) {
         return Err(not_found());
     }
     let mut conn = s.pool.acquire().await?;
@@ -64,11 +64,10 @@ pub struct TeamInput {
     responses((status = 200, body = Team), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn put_team(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    Finance(p): Finance,
     Path(id): Path<String>,
     ApiJson(input): ApiJson<TeamInput>,
 ) -> Result<Json<Team>, ApiError> {
-    p.require_finance()?;
     let team = validate_team(&id, &input.name, input.owner.as_deref()).map_err(ApiError::Invalid)?;
     let mut tx = s.pool.begin().await?;
     let before = db::teams::upsert(&mut tx, &team).await?;
@@ -102,8 +101,11 @@ fn validate_team(id: &str, name: &str, owner: Option<&str>) -> Result<Team, Vec<
 
 #[utoipa::path(get, path = "/mappings", tag = "teams", security(("bearer" = [])),
     responses((status = 200, body = Vec<Mapping>), (status = 401, body = ErrorBody)))]
-async fn list_mappings(State(s): State<AppState>, Caller(p): Caller) -> Result<Json<Vec<Mapping>>, ApiError> {
-    Ok(Json(db::teams::list_mappings(&s.pool, &p.scope()).await?))
+async fn list_mappings(
+    State(s): State<AppState>,
+    ScopedReader(scope): ScopedReader,
+) -> Result<Json<Vec<Mapping>>, ApiError> {
+    Ok(Json(db::teams::list_mappings(&s.pool, &scope).await?))
 }
 
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
@@ -121,10 +123,9 @@ pub struct MappingInput {
         (status = 422, body = ErrorBody)))]
 async fn create_mapping(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    Finance(p): Finance,
     ApiJson(input): ApiJson<MappingInput>,
 ) -> Result<(StatusCode, Json<Mapping>), ApiError> {
-    p.require_finance()?;
     let mut tx = s.pool.begin().await?;
     let m = insert_checked(&mut tx, &input, &p.actor(), "").await?;
     tx.commit().await?;
@@ -170,10 +171,9 @@ pub struct ImportResult {
     responses((status = 201, body = ImportResult), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn import_mappings(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    Finance(p): Finance,
     body: String,
 ) -> Result<(StatusCode, Json<ImportResult>), ApiError> {
-    p.require_finance()?;
     let rows = parse_mapping_csv(&body).map_err(ApiError::Invalid)?;
     let mut tx = s.pool.begin().await?;
     let mut teams_created = 0;

@@ -9,7 +9,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{ApiQuery, AppState};
-use crate::auth::Caller;
+use crate::auth::ScopedReader;
 use crate::db::{self, usage::GroupBy};
 use crate::error::{ApiError, ErrorBody};
 use crate::usage::UsageRow;
@@ -33,14 +33,13 @@ pub struct UsageQuery {
     responses((status = 200, body = Vec<UsageRow>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 async fn get_usage(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    ScopedReader(scope): ScopedReader,
     ApiQuery(q): ApiQuery<UsageQuery>,
 ) -> Result<Json<Vec<UsageRow>>, ApiError> {
     if q.to <= q.from {
         return Err(ApiError::bad_request("to", "must be after `from`"));
     }
     let group_by = q.group_by.unwrap_or(GroupBy::Team);
-    let scope = p.scope();
     let compute = async || {
         let totals =
             db::usage::totals(&s.pool, q.from, q.to, group_by, q.cluster.as_deref(), &scope, s.billing_tz).await?;

@@ -8,7 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{ApiQuery, AppState};
-use crate::auth::Caller;
+use crate::auth::ScopedReader;
 use crate::error::{ApiError, ErrorBody};
 use crate::ingest::window::floor_hour;
 use crate::waste::{IdlePod, IdleRule, idle_report};
@@ -39,7 +39,7 @@ pub struct IdleQuery {
     responses((status = 200, body = Vec<IdlePod>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 async fn get_idle(
     State(s): State<AppState>,
-    Caller(p): Caller,
+    ScopedReader(scope): ScopedReader,
     ApiQuery(q): ApiQuery<IdleQuery>,
 ) -> Result<Json<Vec<IdlePod>>, ApiError> {
     let (base, default_hours) = match q.rule.as_deref() {
@@ -62,7 +62,6 @@ async fn get_idle(
         return Err(ApiError::bad_request("to", "must be a whole hour"));
     }
     let only_running = !q.include_ended.unwrap_or(false);
-    let scope = p.scope();
     let key =
         (to, hours, rule.max_utilization.to_bits(), rule.min_memory_mib.to_bits(), only_running, scope.teams.clone());
     let list = s

@@ -1,15 +1,18 @@
 //! Who is calling: bearer API tokens (stored as SHA-256 digests), roles, and the data scope a role may see.
+//!
+//! Handlers never look at a role: each takes the capability extractor it needs ([`Finance`], [`GlobalReader`],
+//! [`ScopedReader`]), so a handler without one does not compile against an authenticated caller, and one with the
+//! wrong one is visible in its signature.
 
 mod extract;
 mod token;
 
-pub use extract::Caller;
+pub use extract::{AuthRejection, Finance, GlobalReader, ScopedReader};
 pub use token::{NewToken, hash_token, new_token};
 
 use serde::{Deserialize, Serialize};
 
 use crate::db::usage::Scope;
-use crate::error::ApiError;
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, utoipa::ToSchema)]
@@ -45,9 +48,19 @@ impl Role {
             _ => None,
         }
     }
+
+    /// May change rates, mappings, teams, budgets and close months.
+    fn writes(self) -> bool {
+        matches!(self, Self::Admin | Self::Finance)
+    }
+
+    /// May read every team's data and the cluster-wide figures.
+    fn reads_globally(self) -> bool {
+        !matches!(self, Self::TeamLead)
+    }
 }
 
-/// An authenticated caller.
+/// An authenticated caller (only the capability extractors hand one to a handler).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub token_id: i64,
@@ -60,26 +73,7 @@ pub struct Principal {
 impl Principal {
     /// The data this caller may read.
     pub fn scope(&self) -> Scope {
-        match self.role {
-            Role::TeamLead => Scope::teams(self.teams.clone()),
-            Role::Admin | Role::Finance | Role::Viewer => Scope::all(),
-        }
-    }
-
-    /// May change rates, mappings, teams and close months.
-    pub fn require_finance(&self) -> Result<(), ApiError> {
-        match self.role {
-            Role::Admin | Role::Finance => Ok(()),
-            Role::TeamLead | Role::Viewer => Err(ApiError::Forbidden),
-        }
-    }
-
-    /// May read everything (not only its own teams).
-    pub fn require_global_read(&self) -> Result<(), ApiError> {
-        match self.role {
-            Role::TeamLead => Err(ApiError::Forbidden),
-            _ => Ok(()),
-        }
+        if self.role.reads_globally() { Scope::all() } else { Scope::teams(self.teams.clone()) }
     }
 
     /// The name written in the audit log.

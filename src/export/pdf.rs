@@ -38,11 +38,15 @@ pub enum PdfError {
     Pdf(String),
 }
 
-/// What a statement shows besides the bills: the idle pods of the period's last week and the month's utilization.
+/// What a statement shows besides the teams' bills: the idle pods of the period's last week and, for global
+/// readers only, the finance summary page with the month's utilization. The default shows no cluster-wide figure.
 #[derive(Debug, Clone, Default)]
 pub struct StatementExtras {
     pub idle: Vec<IdlePod>,
     pub utilization: Option<Figures>,
+    /// Opens with the finance summary: capacity cost, allocated, unallocated, platform kept, utilization and every
+    /// included team's total. Never for a team lead.
+    pub finance_summary: bool,
 }
 
 // Page geometry: A4 landscape, in points.
@@ -203,8 +207,9 @@ fn cols(spec: &[(f32, Align)]) -> Vec<Col> {
         .collect()
 }
 
-/// The statement of `st` as a PDF: the finance summary, then the statement of each team `include` accepts (in
-/// team order), set in `fonts` (Noto Sans CJK and its fallbacks: a character none has prints as a replacement).
+/// The statement of `st` as a PDF: the finance summary (when `extras` asks for it), then the statement of each team
+/// `include` accepts (in team order), set in `fonts` (Noto Sans CJK and its fallbacks: a character none has prints
+/// as a replacement).
 pub fn statement_pdf(
     st: &Statement,
     include: impl Fn(&str) -> bool,
@@ -216,10 +221,18 @@ pub fn statement_pdf(
     let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| include(t)).collect();
 
     let mut lay = Layout::new(&metrics);
-    summary(&mut lay, st, &teams, fonts, extras.utilization.as_ref())?;
+    if extras.finance_summary {
+        summary(&mut lay, st, &teams, fonts, extras.utilization.as_ref())?;
+    }
     for team in &teams {
         team_statement(&mut lay, st, team)?;
         idle_pods(&mut lay, team, &extras.idle)?;
+    }
+    if lay.pages.is_empty() {
+        // a team lead whose teams have no statement this month: say so rather than hand out an empty file
+        lay.new_page();
+        lay.line(16.0, &format!("GPU cost statement {}", st.month))?;
+        lay.line(10.0, "No statement of your teams for this month.")?;
     }
 
     // Page numbers, bottom right.

@@ -66,16 +66,20 @@ pub async fn month_utilization(pool: &PgPool, month: Month) -> Result<Utilizatio
     Ok(utilization_report(&usage, &capacity))
 }
 
-/// What a month's PDF statement shows besides the bills: the idle pods of the period's last 7 days (up to now for
-/// an open month) and the month's utilization.
+/// What a month's PDF statement shows `scope` besides the bills: the idle pods of its teams in the period's last 7
+/// days (up to now for an open month); for a global scope only, the finance summary and the month's utilization
+/// (cluster-wide figures a team lead must not see).
 pub async fn statement_extras(
     pool: &PgPool,
     month: Month,
     billing_tz: chrono_tz::Tz,
+    scope: &Scope,
 ) -> Result<crate::export::StatementExtras, sqlx::Error> {
     // the week up to the period's end, or up to the newest stored hour when the month is still being ingested
     let end = month.bounds(billing_tz).1.min(crate::ingest::window::floor_hour(Utc::now()));
     let end = db::waste::stored_until(pool, end).await?.map_or(end, |until| until.min(end));
-    let idle = idle_report(pool, end, 168, IdleRule::WEEKLY, false, &Scope::all(), billing_tz).await?;
-    Ok(crate::export::StatementExtras { idle, utilization: Some(month_utilization(pool, month).await?.totals) })
+    let idle = idle_report(pool, end, 168, IdleRule::WEEKLY, false, scope, billing_tz).await?;
+    let global = scope.teams.is_none();
+    let utilization = if global { Some(month_utilization(pool, month).await?.totals) } else { None };
+    Ok(crate::export::StatementExtras { idle, utilization, finance_summary: global })
 }
