@@ -18,4 +18,5 @@ pub mod pricing;
 pub mod prom;
 pub mod simulate;
 pub mod usage;
+pub mod validate;
 pub mod waste;

@@ -31,9 +31,6 @@ async fn list_audit(
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<Json<Vec<AuditEntry>>, ApiError> {
     p.require_global_read()?;
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::bad_request("limit", "must be between 1 and 1000"));
-    }
+    let limit = crate::validate::bounded("limit", q.limit.unwrap_or(100), 1, 1000)?;
     Ok(Json(db::audit::list(&s.pool, limit, q.before).await?))
 }

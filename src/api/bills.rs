@@ -40,8 +40,9 @@ impl From<LedgerError> for ApiError {
     }
 }
 
+/// A month in a path: `YYYY-MM` within 2000-01 ..= 2100-12, else a 422 naming `month`.
 fn parse_month(s: &str) -> Result<Month, ApiError> {
-    Month::parse(s).map_err(|e| ApiError::bad_request("month", e.to_string()))
+    Ok(crate::validate::month("month", s)?)
 }
 
 /// Optional per-bill policy (open months only; a closed month shows the policy it was closed with).
@@ -323,6 +324,7 @@ async fn get_team_statement(
     ApiQuery(policy): ApiQuery<PolicyInput>,
 ) -> Result<Json<TeamStatementView>, ApiError> {
     let month = parse_month(&month)?;
+    let team = crate::validate::TeamId::parse("team", &team)?.into_string();
     let not_found = || ApiError::NotFound(format!("a statement of team {team} for {month}"));
     if !p.scope().allows(&team) {
         return Err(not_found());
@@ -351,7 +353,8 @@ async fn close_month(
     let input: PolicyInput = if body.iter().all(u8::is_ascii_whitespace) {
         PolicyInput::default()
     } else {
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("body", e.to_string()))?
+        // axum's decoder names the JSON path of a bad value (`mode`), serde_json's does not
+        axum::Json::<PolicyInput>::from_bytes(&body).map_err(ApiError::from)?.0
     };
     let policy = input.resolve()?;
     let st = ledger::close(&s.pool, month, policy, s.billing_tz, &p.actor()).await?;

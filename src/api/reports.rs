@@ -15,6 +15,7 @@ use crate::db;
 use crate::error::{ApiError, ErrorBody};
 use crate::ingest::window::floor_hour;
 use crate::money::Money;
+use crate::validate;
 use crate::waste::{UtilizationReport, month_utilization};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -44,8 +45,8 @@ async fn cluster_fragmentation(
 ) -> Result<Json<crate::waste::Fragmentation>, ApiError> {
     p.require_global_read()?;
     let hour = match q.hour {
-        Some(h) if floor_hour(h) != h => return Err(ApiError::bad_request("hour", "must be a whole hour")),
-        Some(h) => h,
+        Some(h) if floor_hour(h) != h => return Err(ApiError::invalid("hour", "must be a whole hour")),
+        Some(h) => validate::instant("hour", h)?,
         None => db::reports::newest_hour_before(&s.pool, Utc::now())
             .await?
             .ok_or_else(|| ApiError::NotFound("any stored hour".into()))?,
@@ -93,13 +94,9 @@ async fn low_utilization(
 ) -> Result<Json<Vec<WastefulPod>>, ApiError> {
     let to = q.to.unwrap_or_else(|| floor_hour(Utc::now()));
     let from = q.from.unwrap_or(to - Duration::days(7));
-    if to <= from {
-        return Err(ApiError::bad_request("to", "must be after `from`"));
-    }
-    let top = q.top.unwrap_or(10);
-    if !(1..=500).contains(&top) {
-        return Err(ApiError::bad_request("top", "must be between 1 and 500"));
-    }
+    // one row per pod: the range is capped like `/usage?group_by=pod`
+    validate::range(from, to, validate::MAX_POD_RANGE_DAYS)?;
+    let top = validate::bounded("top", q.top.unwrap_or(10), 1, 500)?;
     let pods = db::reports::most_wasteful_pods(&s.pool, from, to, top, &p.scope()).await?;
     Ok(Json(
         pods.into_iter()
@@ -122,7 +119,7 @@ async fn low_utilization(
 }
 
 fn parse_month(s: &str) -> Result<Month, ApiError> {
-    Month::parse(s).map_err(|e| ApiError::bad_request("month", e.to_string()))
+    Ok(validate::month("month", s)?)
 }
 
 async fn month_report(s: &AppState, month: Month) -> Result<UtilizationReport, ApiError> {

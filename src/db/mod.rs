@@ -4,6 +4,7 @@ pub mod audit;
 pub mod bills;
 pub mod budgets;
 pub mod clusters;
+pub mod idempotency;
 pub mod rates;
 pub mod reports;
 pub mod settings;
