@@ -386,7 +386,7 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
         .await;
     assert!(mine.as_array().unwrap().iter().all(|p| p["team"] == "vision"), "a team lead sees its own idle pods only");
     let (status, err) = api.call(Method::GET, "/api/v1/idle?max_utilization=2", fin, None).await;
-    assert_eq!((status, err["field"].as_str()), (400, Some("max_utilization")));
+    assert_eq!((status, err["field"].as_str()), (422, Some("max_utilization")));
 
     // the low-utilization top N over the whole window: by wasted (metered − effective) GPU-hours, from truth
     let (status, top) =
@@ -733,5 +733,5 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     let (status, _) = api.call(Method::POST, "/api/v1/bills/2026-10/close", Some(&api.viewer), None).await;
     assert_eq!(status, 403);
     let (status, err) = api.call(Method::GET, "/api/v1/bills/2026-13", fin, None).await;
-    assert_eq!((status, err["field"].as_str()), (400, Some("month")));
+    assert_eq!((status, err["field"].as_str()), (422, Some("month")));
 }
