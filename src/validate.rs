@@ -193,11 +193,7 @@ pub fn range(from: DateTime<Utc>, to: DateTime<Utc>, max_days: i64) -> Result<()
 
 /// A count bound such as `top` or `limit`.
 pub fn bounded(field: &str, v: i64, min: i64, max: i64) -> Result<i64, Invalid> {
-    if (min..=max).contains(&v) {
-        Ok(v)
-    } else {
-        Err(Invalid::new(field, format!("must be between {min} and {max}")))
-    }
+    if (min..=max).contains(&v) { Ok(v) } else { Err(Invalid::new(field, format!("must be between {min} and {max}"))) }
 }
 
 #[cfg(test)]
@@ -225,7 +221,8 @@ mod tests {
     #[test]
     fn dates_and_months_stay_in_range() {
         assert!(parse_date("d", "2026-11-01").is_ok());
-        for bad in ["-5000-01-01", "0000-01-01", "200000-01-01", "1999-12-31", "2101-01-01", "2026-13-01", "2026-1-01"] {
+        for bad in ["-5000-01-01", "0000-01-01", "200000-01-01", "1999-12-31", "2101-01-01", "2026-13-01", "2026-1-01"]
+        {
             assert_eq!(parse_date("d", bad).unwrap_err().field, "d", "{bad}");
         }
         assert_eq!(month("month", "2026-11").unwrap().to_string(), "2026-11");

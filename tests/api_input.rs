@@ -66,8 +66,7 @@ async fn nul_bytes_anywhere_are_a_422_naming_the_field(pool: PgPool) {
     assert_error(&r, 422, "invalid_input", "namespace");
     let r = api.call(Method::POST, "/api/v1/rates", fin, Some(rate("A100\u{0}", "2026-11-01"))).await;
     assert_error(&r, 422, "invalid_input", "gpu_model");
-    let r =
-        api.call(Method::PUT, "/api/v1/model-aliases/x", fin, Some(json!({"pricing_model": "\u{0}A100"}))).await;
+    let r = api.call(Method::PUT, "/api/v1/model-aliases/x", fin, Some(json!({"pricing_model": "\u{0}A100"}))).await;
     assert_error(&r, 422, "invalid_input", "pricing_model");
     // path parameters
     let r = api.call(Method::PUT, "/api/v1/cloud-rates/A%00", fin, Some(json!({"spot": "1"}))).await;
@@ -117,9 +116,7 @@ async fn dates_and_months_out_of_range_are_refused(pool: PgPool) {
         let r = api.call(Method::GET, &format!("/api/v1/bills/{month}"), fin, None).await;
         assert_error(&r, 422, "invalid_input", "month");
     }
-    let r = api
-        .call(Method::GET, "/api/v1/usage?from=-5000-01-01T00:00:00Z&to=2026-11-02T00:00:00Z", fin, None)
-        .await;
+    let r = api.call(Method::GET, "/api/v1/usage?from=-5000-01-01T00:00:00Z&to=2026-11-02T00:00:00Z", fin, None).await;
     assert_eq!(r.0, 422, "{}", r.1);
     assert_eq!(counts(&pool).await, before, "nothing written, no month closed");
     // a CSV import with such a date writes nothing either
@@ -211,7 +208,12 @@ async fn fields_are_named_once_and_invalid_values_are_422(pool: PgPool) {
     let r = api.call(Method::POST, "/api/v1/rates", fin, Some(body)).await;
     assert_error(&r, 422, "invalid_input", "extra");
     let r = api
-        .call(Method::POST, "/api/v1/rates", fin, Some(json!({"gpu_model": "A", "effective_from": "2026-11-01", "rate": []})))
+        .call(
+            Method::POST,
+            "/api/v1/rates",
+            fin,
+            Some(json!({"gpu_model": "A", "effective_from": "2026-11-01", "rate": []})),
+        )
         .await;
     assert_error(&r, 422, "invalid_input", "rate");
     let message = r.1["message"].as_str().unwrap();

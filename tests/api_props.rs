@@ -181,13 +181,28 @@ fn routes() -> Vec<(Method, &'static str, Value, bool)> {
         "power_kw_per_card": "0.7", "pue": "1.3", "electricity_price": "0.8", "ops_per_card_year": "2000",
         "recovery_utilization": "0.7"});
     vec![
-        (Method::POST, "/api/v1/rates", json!({"gpu_model": "A100-80GB", "effective_from": "2026-11-01", "rate": "10"}), true),
-        (Method::POST, "/api/v1/rates", json!({"gpu_model": "H100-80GB", "effective_from": "2026-11-01", "tco": tco}), true),
+        (
+            Method::POST,
+            "/api/v1/rates",
+            json!({"gpu_model": "A100-80GB", "effective_from": "2026-11-01", "rate": "10"}),
+            true,
+        ),
+        (
+            Method::POST,
+            "/api/v1/rates",
+            json!({"gpu_model": "H100-80GB", "effective_from": "2026-11-01", "tco": tco}),
+            true,
+        ),
         (Method::POST, "/api/v1/rates/preview", tco, false),
         (Method::PUT, "/api/v1/cloud-rates/A100-80GB", json!({"on_demand": "25", "spot": "9", "reserved": "15"}), true),
         (Method::PUT, "/api/v1/model-aliases/NVIDIA%20A100", json!({"pricing_model": "A100-80GB"}), true),
         (Method::PUT, "/api/v1/teams/cv", json!({"name": "视觉", "owner": "张三"}), true),
-        (Method::POST, "/api/v1/mappings", json!({"namespace": "ns", "team_id": "vision", "valid_from": "2026-11-01"}), true),
+        (
+            Method::POST,
+            "/api/v1/mappings",
+            json!({"namespace": "ns", "team_id": "vision", "valid_from": "2026-11-01"}),
+            true,
+        ),
         (Method::PUT, "/api/v1/budgets/2026-11/vision", json!({"amount": "1000", "thresholds": ["0.5", "1"]}), true),
         (Method::POST, "/api/v1/bills/2026-10/close", json!({"mode": "chargeback"}), true),
     ]

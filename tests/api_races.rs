@@ -141,7 +141,8 @@ async fn an_idempotency_key_replays_the_first_answer(pool: PgPool) {
     assert_eq!(resp.status().as_u16(), 409);
     assert_eq!(count(&pool, "SELECT count(*) FROM rate_versions").await, 1);
     assert_eq!(count(&pool, "SELECT count(*) FROM audit_log").await, 1);
-    let stored = count(&pool, "SELECT count(*) FROM idempotency_keys WHERE expires_at > now() + interval '23 hours'").await;
+    let stored =
+        count(&pool, "SELECT count(*) FROM idempotency_keys WHERE expires_at > now() + interval '23 hours'").await;
     assert_eq!(stored, 2, "finance's and admin's k-1, kept a day");
 }
 
@@ -168,7 +169,8 @@ async fn concurrent_posts_with_one_key_write_once(pool: PgPool) {
 async fn constraint_violations_map_to_409_and_422_naming_the_field(pool: PgPool) {
     use axum::response::IntoResponse;
     use cardhour::error::ApiError;
-    let insert = "INSERT INTO rate_versions (gpu_model, effective_from, rate, created_by) VALUES ('A', '2026-11-01', 1, 't')";
+    let insert =
+        "INSERT INTO rate_versions (gpu_model, effective_from, rate, created_by) VALUES ('A', '2026-11-01', 1, 't')";
     sqlx::query(insert).execute(&pool).await.unwrap();
     let dup = sqlx::query(insert).execute(&pool).await.unwrap_err();
     let e = ApiError::from(dup);

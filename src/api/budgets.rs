@@ -52,7 +52,10 @@ async fn put_budget(
     let team = TeamId::parse("team", &team)?.into_string();
     let mut errors = Vec::new();
     if input.amount <= Decimal::ZERO || input.amount > Decimal::from(10_000_000_000u64) {
-        errors.push(FieldError { field: "amount".into(), message: "must be more than 0 and at most 10,000,000,000".into() });
+        errors.push(FieldError {
+            field: "amount".into(),
+            message: "must be more than 0 and at most 10,000,000,000".into(),
+        });
     }
     let mut thresholds = input.thresholds.unwrap_or_else(|| vec![Decimal::new(8, 1), Decimal::ONE]);
     thresholds.sort();

@@ -114,7 +114,10 @@ mod tests {
         let field = |text: &str, route: Option<&str>| field_of_rejection(bad, text, route);
         assert_eq!(field("Invalid URL: Cannot parse `id` with value `x` to a `i64`", None).as_deref(), Some("id"));
         assert_eq!(field("Invalid URL: Cannot parse `x` to a `i64`", None).as_deref(), Some("path"));
-        assert_eq!(field("Invalid URL: Cannot parse `x` to a `i64`", Some("/api/v1/rates/{id}")).as_deref(), Some("id"));
+        assert_eq!(
+            field("Invalid URL: Cannot parse `x` to a `i64`", Some("/api/v1/rates/{id}")).as_deref(),
+            Some("id")
+        );
         assert_eq!(field("Request body didn't contain valid UTF-8: invalid utf-8", None).as_deref(), Some("body"));
         assert_eq!(field_of_rejection(StatusCode::METHOD_NOT_ALLOWED, "", None), None);
     }

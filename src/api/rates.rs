@@ -15,8 +15,8 @@ use crate::auth::Caller;
 use crate::db::{self, audit, rates::StoredCloudRates, rates::StoredRate};
 use crate::error::{ApiError, ErrorBody, FieldError};
 use crate::money::RatePerCardHour;
-use crate::validate;
 use crate::pricing::{CloudRates, ModelCatalog, RateBreakdown, RentVsBuild, TcoInputs, rent_vs_build};
+use crate::validate;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

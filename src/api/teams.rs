@@ -187,8 +187,7 @@ async fn import_mappings(
                 })?;
             // a concurrent import may create it first: then it is not ours to count or audit
             if db::teams::create(&mut tx, &team).await? {
-                audit::record(&mut tx, &p.actor(), "team.put", &format!("team:{}", team.id), None, json(&team))
-                    .await?;
+                audit::record(&mut tx, &p.actor(), "team.put", &format!("team:{}", team.id), None, json(&team)).await?;
                 teams_created += 1;
             }
         }
@@ -262,7 +261,8 @@ fn parse_mapping_csv(body: &str) -> Result<Vec<MappingRow>, Vec<FieldError>> {
                 bad(field, e.message);
             }
         }
-        if let Some(Err(e)) = row.cluster.as_deref().filter(|c| !c.is_empty()).map(|c| validate::cluster("cluster", c)) {
+        if let Some(Err(e)) = row.cluster.as_deref().filter(|c| !c.is_empty()).map(|c| validate::cluster("cluster", c))
+        {
             bad("cluster", e.message);
         }
         match validate::parse_date("valid_from", &row.valid_from) {

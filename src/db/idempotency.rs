@@ -62,7 +62,12 @@ pub async fn claim(
     Ok(if claimed {
         None
     } else {
-        Some(existing.unwrap_or(Stored { fingerprint: fingerprint.into(), status: None, content_type: None, body: None }))
+        Some(existing.unwrap_or(Stored {
+            fingerprint: fingerprint.into(),
+            status: None,
+            content_type: None,
+            body: None,
+        }))
     })
 }
 

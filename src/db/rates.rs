@@ -177,12 +177,10 @@ pub async fn put_alias(
     pricing_model: &str,
 ) -> Result<Option<String>, sqlx::Error> {
     // the row lock makes concurrent puts of one name see each other's value as `before`
-    let before = sqlx::query_scalar!(
-        "SELECT pricing_model FROM gpu_model_aliases WHERE model_name = $1 FOR UPDATE",
-        model_name
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
+    let before =
+        sqlx::query_scalar!("SELECT pricing_model FROM gpu_model_aliases WHERE model_name = $1 FOR UPDATE", model_name)
+            .fetch_optional(&mut *conn)
+            .await?;
     sqlx::query!(
         "INSERT INTO gpu_model_aliases (model_name, pricing_model) VALUES ($1, $2)
          ON CONFLICT (model_name) DO UPDATE SET pricing_model = EXCLUDED.pricing_model",

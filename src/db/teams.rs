@@ -34,10 +34,9 @@ pub async fn get(conn: &mut PgConnection, id: &str) -> Result<Option<Team>, sqlx
 /// Creates the team or updates its name and owner; returns the team as it was before.
 pub async fn upsert(conn: &mut PgConnection, team: &Team) -> Result<Option<Team>, sqlx::Error> {
     // the row lock makes concurrent puts of one team see each other's change as `before`
-    let before =
-        sqlx::query_as!(Team, "SELECT id, name, owner FROM teams WHERE id = $1 FOR UPDATE", team.id)
-            .fetch_optional(&mut *conn)
-            .await?;
+    let before = sqlx::query_as!(Team, "SELECT id, name, owner FROM teams WHERE id = $1 FOR UPDATE", team.id)
+        .fetch_optional(&mut *conn)
+        .await?;
     sqlx::query!(
         "INSERT INTO teams (id, name, owner) VALUES ($1, $2, $3)
          ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, owner = EXCLUDED.owner",
