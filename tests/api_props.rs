@@ -214,6 +214,7 @@ fn every_json_body_is_answered_without_5xx_or_partial_writes() {
     let routes = routes();
     let mut runner = TestRunner::new(Config { cases: 160, failure_persistence: None, ..Config::default() });
     let strategy = (0..routes.len(), arb_mutation());
+    let (ok, refused) = (std::sync::atomic::AtomicUsize::new(0), std::sync::atomic::AtomicUsize::new(0));
     runner
         .run(&strategy, |(i, m)| {
             let (method, path, base, writes) = &routes[i];
@@ -224,6 +225,8 @@ fn every_json_body_is_answered_without_5xx_or_partial_writes() {
                 let after = counts(&h.api.pool).await;
                 prop_assert!(status < 500, "{method} {path} {body} → {status} {answer}");
                 prop_assert!(answer["status"].is_u64() || status < 400, "errors are JSON: {answer}");
+                let seen = if status >= 400 { &refused } else { &ok };
+                seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if status >= 400 {
                     prop_assert_eq!(&after, &before, "{} {} {} → {} wrote something", method, path, body, status);
                 } else if *writes {
@@ -233,6 +236,8 @@ fn every_json_body_is_answered_without_5xx_or_partial_writes() {
             })
         })
         .unwrap();
+    let (ok, refused) = (ok.into_inner(), refused.into_inner());
+    assert!(ok > 0 && refused > 0, "both outcomes reached: {ok} accepted, {refused} refused");
 }
 
 fn csv_cell() -> impl Strategy<Value = String> {
@@ -266,6 +271,22 @@ fn arb_csv() -> impl Strategy<Value = Vec<u8>> {
             s.into_bytes()
         }),
         1 => prop::collection::vec(any::<u8>(), 0..200),
+        // well-formed imports, so that the all-rows half is reached too
+        2 => prop::collection::vec(
+            (
+                "[a-z][a-z0-9-]{0,12}",
+                prop::sample::select(vec!["vision", "nlp", "new-team", "rec"]),
+                prop::sample::select(vec!["2026-10-01", "2026-11-01", "2026-11-15"]),
+            ),
+            1..4,
+        )
+        .prop_map(|rows| {
+            let mut s = "namespace,team,valid_from\n".to_string();
+            for (ns, team, day) in rows {
+                s.push_str(&format!("{ns},{team},{day}\n"));
+            }
+            s.into_bytes()
+        }),
     ]
 }
 
@@ -273,7 +294,6 @@ fn arb_csv() -> impl Strategy<Value = Vec<u8>> {
 fn the_csv_import_is_all_or_nothing_on_any_bytes() {
     let h = Harness::new();
     let mut runner = TestRunner::new(Config { cases: 96, failure_persistence: None, ..Config::default() });
-    let mut created = 0;
     runner
         .run(&arb_csv(), |body| {
             h.rt.block_on(async {
@@ -310,7 +330,7 @@ fn the_csv_import_is_all_or_nothing_on_any_bytes() {
         })
         .unwrap();
     // the generator must reach the success path too, or the all-rows half is untested
-    created += h.rt.block_on(async {
+    let created = h.rt.block_on(async {
         sqlx::query_scalar::<_, i64>("SELECT count(*) FROM namespace_mappings").fetch_one(&h.api.pool).await.unwrap()
     });
     assert!(created > 0, "no generated import succeeded");
