@@ -61,16 +61,55 @@ async fn concurrent_identical_rate_posts_give_one_201_and_409s(pool: PgPool) {
     assert_eq!(count(&pool, "SELECT count(*) FROM audit_log WHERE action = 'rate.create'").await, 1);
 }
 
+/// Two days of stored usage of `vision-train`: a mapping's re-attribution then takes a while, and the
+/// requests that lose the race overlap the winner's transaction.
+async fn store_usage(pool: &PgPool) {
+    use cardhour::metering::{ContainerKey, HourOutput, UsageRow, UtilSource};
+    let mut tx = pool.begin().await.unwrap();
+    cardhour::db::clusters::upsert(&mut tx, "c1", "http://127.0.0.1:9").await.unwrap();
+    let start: chrono::DateTime<chrono::Utc> = "2026-11-01T00:00:00Z".parse().unwrap();
+    for h in 0..48 {
+        let rows = (0..20)
+            .map(|p| UsageRow {
+                key: ContainerKey { namespace: "vision-train".into(), pod: format!("p{p}"), container: "c".into() },
+                resource: "nvidia_com_gpu".into(),
+                kind: "whole",
+                gpu_model: "NVIDIA A100-SXM4-80GB".into(),
+                mig_profile: None,
+                node: "n1".into(),
+                units: 1.0,
+                fraction: 1.0,
+                gpu_seconds: 3600.0,
+                effective_gpu_seconds: 1800.0,
+                unmetered_gpu_seconds: 0.0,
+                util_source: UtilSource::SmActive,
+                peak_fb_used_mib: None,
+                label_team: None,
+            })
+            .collect();
+        let out = HourOutput { interval_ms: Some(60_000), rows, ..HourOutput::default() };
+        cardhour::db::usage::replace_hour(&mut tx, "c1", start + chrono::Duration::hours(h), &out).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
 #[sqlx::test]
 async fn concurrent_identical_mapping_posts_give_one_201_and_409s(pool: PgPool) {
+    store_usage(&pool).await;
     let api = TestApi::start(pool.clone()).await;
-    let body = json!({"namespace": "vision-train", "team_id": "vision", "valid_from": "2026-11-01"});
-    let answers = burst(&api, Method::POST, "/api/v1/mappings", Some(body), None).await;
-    assert_eq!(tally(&answers), BTreeMap::from([(201, 1), (409, N - 1)]), "{answers:?}");
-    let conflict = answers.iter().find(|(s, _)| *s == 409).unwrap();
-    assert_eq!(conflict.1["field"], "valid_from", "{}", conflict.1);
-    assert_eq!(count(&pool, "SELECT count(*) FROM namespace_mappings").await, 1);
-    assert_eq!(count(&pool, "SELECT count(*) FROM audit_log WHERE action = 'mapping.create'").await, 1);
+    for (round, day) in ["2026-11-01", "2026-11-02", "2026-11-03"].into_iter().enumerate() {
+        let body = json!({"namespace": "vision-train", "team_id": "vision", "valid_from": day});
+        let answers = burst(&api, Method::POST, "/api/v1/mappings", Some(body), None).await;
+        assert_eq!(tally(&answers), BTreeMap::from([(201, 1), (409, N - 1)]), "{answers:?}");
+        let conflict = answers.iter().find(|(s, _)| *s == 409).unwrap();
+        assert_eq!(conflict.1["field"], "valid_from", "{}", conflict.1);
+        let n = round as i64 + 1;
+        assert_eq!(count(&pool, "SELECT count(*) FROM namespace_mappings").await, n);
+        assert_eq!(count(&pool, "SELECT count(*) FROM audit_log WHERE action = 'mapping.create'").await, n);
+    }
+    // the stored usage follows the mapping: every GPU-hour is vision's now
+    let vision = count(&pool, "SELECT count(*) FROM gpu_usage_hourly WHERE team = 'vision'").await;
+    assert_eq!(vision, 48 * 20);
 }
 
 #[sqlx::test]
