@@ -308,3 +308,20 @@ async fn swagger_ui_sends_the_spec_to_no_validator(pool: PgPool) {
     assert!(compact.contains(r#""validatorUrl":"none""#), "{js}");
     assert!(compact.contains("/api/v1/openapi.json"), "{js}");
 }
+
+#[test]
+fn the_cli_refuses_the_same_months_dates_and_names() {
+    let env = [("DATABASE_URL", "postgres://postgres@127.0.0.1:1/none")];
+    for (args, needle) in [
+        (vec!["export", "--month", "0000-01"], "2000-01 and 2100-12"),
+        (vec!["budgets", "--month", "9999-12"], "2000-01 and 2100-12"),
+        (vec!["export", "--month", "2026-11", "--team", "Bad\u{202E}Team"], "team id"),
+        (vec!["usage", "--from", "1970-01-01", "--to", "2026-11-01"], "between 2000-01-01 and 2100-12-31"),
+        (vec!["usage", "--from", "2026-11-01", "--to", "2026-11-02", "--cluster", "a b"], "--cluster"),
+    ] {
+        let out = common::run_cardhour(&args, &env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}

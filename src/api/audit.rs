@@ -24,7 +24,7 @@ pub struct AuditQuery {
 }
 
 #[utoipa::path(get, path = "/audit", tag = "audit", security(("bearer" = [])), params(AuditQuery),
-    responses((status = 200, body = Vec<AuditEntry>), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = Vec<AuditEntry>), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn list_audit(
     State(s): State<AppState>,
     Caller(p): Caller,

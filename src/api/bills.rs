@@ -213,7 +213,7 @@ fn month_view(st: &Statement, p: &Principal) -> MonthView {
 /// The month summary: every team's totals (a team lead: its own), capacity cost and the unallocated part.
 #[utoipa::path(get, path = "/bills/{month}", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM in the billing time zone"), PolicyInput),
-    responses((status = 200, body = MonthView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = MonthView), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn get_month(
     State(s): State<AppState>,
     Caller(p): Caller,
@@ -316,7 +316,7 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
 /// A team's statement: every line with its rate and amount, restatements, totals.
 #[utoipa::path(get, path = "/bills/{month}/teams/{team}", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM"), ("team" = String, Path, description = "team id"), PolicyInput),
-    responses((status = 200, body = TeamStatementView), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = TeamStatementView), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn get_team_statement(
     State(s): State<AppState>,
     Caller(p): Caller,
@@ -340,7 +340,8 @@ async fn get_team_statement(
 /// rates appear as restatement lines on the next open month. Audited.
 #[utoipa::path(post, path = "/bills/{month}/close", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM")), request_body = PolicyInput,
-    responses((status = 201, body = MonthView), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 201, body = MonthView), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn close_month(
     State(s): State<AppState>,
     Caller(p): Caller,

@@ -100,7 +100,7 @@ pub struct BudgetStatus {
 /// The month's budgets with spend, forecast and alerts (a team lead: its own teams).
 #[utoipa::path(get, path = "/budgets/{month}", tag = "budgets", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM")),
-    responses((status = 200, body = Vec<BudgetStatus>), (status = 400, body = ErrorBody)))]
+    responses((status = 200, body = Vec<BudgetStatus>), (status = 422, body = ErrorBody)))]
 async fn list_budgets(
     State(s): State<AppState>,
     Caller(p): Caller,

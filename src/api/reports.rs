@@ -37,7 +37,7 @@ pub struct HourQuery {
 /// (global readers).
 #[utoipa::path(get, path = "/reports/fragmentation", tag = "reports", security(("bearer" = [])), params(HourQuery),
     responses((status = 200, body = crate::waste::Fragmentation), (status = 400, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn cluster_fragmentation(
     State(s): State<AppState>,
     Caller(p): Caller,
@@ -86,7 +86,7 @@ pub struct WastefulPod {
 
 /// The pods with the most wasted GPU-hours in a range (default: the last 7 days) — by hours, not by percent.
 #[utoipa::path(get, path = "/reports/low-utilization", tag = "reports", security(("bearer" = [])), params(TopQuery),
-    responses((status = 200, body = Vec<WastefulPod>), (status = 400, body = ErrorBody)))]
+    responses((status = 200, body = Vec<WastefulPod>), (status = 400, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn low_utilization(
     State(s): State<AppState>,
     Caller(p): Caller,

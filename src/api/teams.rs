@@ -32,7 +32,7 @@ async fn list_teams(State(s): State<AppState>, Caller(p): Caller) -> Result<Json
 
 #[utoipa::path(get, path = "/teams/{id}", tag = "teams", security(("bearer" = [])),
     params(("id" = String, Path, description = "team id")),
-    responses((status = 200, body = Team), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = Team), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn get_team(
     State(s): State<AppState>,
     Caller(p): Caller,

@@ -31,7 +31,8 @@ pub struct UsageQuery {
 }
 
 #[utoipa::path(get, path = "/usage", tag = "usage", security(("bearer" = [])), params(UsageQuery),
-    responses((status = 200, body = Vec<UsageRow>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = Vec<UsageRow>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn get_usage(
     State(s): State<AppState>,
     Caller(p): Caller,

@@ -36,7 +36,8 @@ pub struct IdleQuery {
 
 /// The idle-waste list over a window, within the caller's scope (a team lead: its teams).
 #[utoipa::path(get, path = "/idle", tag = "waste", security(("bearer" = [])), params(IdleQuery),
-    responses((status = 200, body = Vec<IdlePod>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = Vec<IdlePod>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn get_idle(
     State(s): State<AppState>,
     Caller(p): Caller,
