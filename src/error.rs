@@ -106,6 +106,10 @@ fn field_of_constraint(constraint: &str) -> Option<&'static str> {
 /// field, never a 500. A cancelled statement (`statement_timeout`) is a 503. Everything else is internal.
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
+        // every connection busy for the pool's acquire timeout: the service is overloaded, not broken
+        if matches!(e, sqlx::Error::PoolTimedOut) {
+            return Self::Timeout;
+        }
         let Some(db) = e.as_database_error() else { return Self::Internal(e.into()) };
         let field = db.constraint().and_then(field_of_constraint).map(str::to_string);
         let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
