@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::billing::Month;
 use crate::config::{DatabaseArgs, SourceArgs, parse_duration, parse_time, parse_webhook_url};
 use crate::db;
 use crate::db::usage::{GroupBy, Scope};
@@ -18,6 +19,7 @@ use crate::ingest::{self, IngestOptions, WorkerOptions, window};
 use crate::prom::{PromClient, RetryPolicy};
 use crate::simulate;
 use crate::usage::{self, Format};
+use crate::validate;
 
 #[derive(Debug, Parser)]
 #[command(name = "cardhour", version, about = "GPU FinOps cost accounting: exact GPU-hours from Prometheus")]
@@ -88,7 +90,7 @@ pub struct IdleArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
     /// Window end, a whole hour (default: the current hour).
-    #[arg(long, value_parser = parse_time)]
+    #[arg(long, value_parser = valid_time)]
     pub to: Option<DateTime<Utc>>,
     /// Use the short-term rule (2 hours under 15 %) instead of the weekly one (7 days under 10 %).
     #[arg(long)]
@@ -114,10 +116,10 @@ pub struct BudgetsArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
     /// The month, YYYY-MM (default: the current one in the billing time zone).
-    #[arg(long)]
-    pub month: Option<String>,
+    #[arg(long, value_parser = valid_month)]
+    pub month: Option<Month>,
     /// Judge as of this time (default: now).
-    #[arg(long, value_parser = parse_time)]
+    #[arg(long, value_parser = valid_time)]
     pub at: Option<DateTime<Utc>>,
     /// Where alerts are POSTed as JSON; without it they are only recorded.
     #[arg(long, env = "CARDHOUR_WEBHOOK_URL", value_parser = parse_webhook_url)]
@@ -129,12 +131,12 @@ pub struct ExportArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
     /// The month, YYYY-MM in the billing time zone.
-    #[arg(long)]
-    pub month: String,
+    #[arg(long, value_parser = valid_month)]
+    pub month: Month,
     #[arg(long, value_enum, default_value = "csv")]
     pub format: ExportFormat,
     /// Only this team.
-    #[arg(long)]
+    #[arg(long, value_parser = valid_team)]
     pub team: Option<String>,
     /// Write to this file instead of standard output.
     #[arg(long)]
@@ -213,7 +215,7 @@ pub struct SimulateArgs {
     pub seed: u64,
     /// End of the simulation, a whole hour; default: the whole hour at least 4 h ago (backfills must stay out of
     /// the last 3 hours).
-    #[arg(long, value_parser = parse_time)]
+    #[arg(long, value_parser = valid_time)]
     pub end: Option<DateTime<Utc>>,
     /// Output directory (metrics.om and truth.json).
     #[arg(long, default_value = "sim")]
@@ -227,10 +229,10 @@ pub struct IngestArgs {
     #[command(flatten)]
     pub source: SourceArgs,
     /// First hour (RFC 3339, whole hour).
-    #[arg(long, value_parser = parse_time)]
+    #[arg(long, value_parser = valid_time)]
     pub from: DateTime<Utc>,
     /// End of the range, exclusive (RFC 3339, whole hour).
-    #[arg(long, value_parser = parse_time)]
+    #[arg(long, value_parser = valid_time)]
     pub to: DateTime<Utc>,
     /// Summary format.
     #[arg(long, value_enum, default_value = "text")]
@@ -296,17 +298,35 @@ pub struct WorkerArgs {
 pub struct UsageArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
-    #[arg(long, value_parser = parse_time)]
+    #[arg(long, value_parser = valid_time)]
     pub from: DateTime<Utc>,
-    #[arg(long, value_parser = parse_time)]
+    #[arg(long, value_parser = valid_time)]
     pub to: DateTime<Utc>,
     #[arg(long, value_enum, default_value = "team")]
     pub group_by: GroupBy,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// Only this cluster (default: all).
-    #[arg(long)]
+    #[arg(long, value_parser = valid_cluster)]
     pub cluster: Option<String>,
+}
+
+/// A time argument: RFC 3339 or a date, within the years the ledger accepts (2000–2100).
+fn valid_time(s: &str) -> Result<DateTime<Utc>, String> {
+    validate::instant("time", parse_time(s)?).map_err(|e| e.message)
+}
+
+/// A month argument: `YYYY-MM` from 2000-01 to 2100-12.
+fn valid_month(s: &str) -> Result<Month, String> {
+    validate::month("month", s).map_err(|e| e.message)
+}
+
+fn valid_team(s: &str) -> Result<String, String> {
+    validate::TeamId::parse("team", s).map(validate::TeamId::into_string).map_err(|e| e.message)
+}
+
+fn valid_cluster(s: &str) -> Result<String, String> {
+    validate::cluster("cluster", s).map_err(|e| e.message)
 }
 
 /// Runs the command line; the error is printed by `main` with a non-zero exit.
@@ -732,7 +752,7 @@ async fn idle_cmd(a: IdleArgs) -> anyhow::Result<()> {
 }
 
 async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
-    let month = crate::billing::Month::parse(&a.month).map_err(|e| anyhow::anyhow!("--month: {e}"))?;
+    let month = a.month;
     let pool = a.db.connect(2).await.context("cannot connect to the database")?;
     let st = crate::ledger::statement(&pool, month, None).await?;
     if let Some(team) = &a.team {
@@ -774,10 +794,7 @@ async fn budgets_cmd(a: BudgetsArgs) -> anyhow::Result<()> {
     let pool = a.db.connect(4).await.context("cannot connect to the database")?;
     let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
     let at = a.at.unwrap_or_else(Utc::now);
-    let month = match &a.month {
-        Some(m) => crate::billing::Month::parse(m).map_err(|e| anyhow::anyhow!("--month: {e}"))?,
-        None => crate::billing::Month::containing(at, tz),
-    };
+    let month = a.month.unwrap_or_else(|| crate::billing::Month::containing(at, tz));
     let run = crate::alerts::check_budgets(&pool, month, tz, at, a.webhook.as_deref()).await?;
     println!("{month}: {} new alerts, {} delivered, {} not delivered", run.raised, run.delivered, run.failed);
     if run.failed > 0 {

@@ -30,6 +30,12 @@ pub enum ApiError {
     NotFound(String),
     #[error("{message}")]
     Conflict { field: Option<String>, message: String },
+    /// The body is larger than the one limit every route shares.
+    #[error("the request body is larger than {0} bytes")]
+    PayloadTooLarge(usize),
+    /// The request took longer than the server allows, or the database cancelled its statement.
+    #[error("the request took too long and was cancelled; narrow it (a shorter range, fewer rows)")]
+    Timeout,
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
 }
@@ -51,6 +57,8 @@ impl ApiError {
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Timeout => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -63,14 +71,65 @@ impl ApiError {
             Self::Forbidden => "forbidden",
             Self::NotFound(_) => "not_found",
             Self::Conflict { .. } => "conflict",
+            Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::Timeout => "timeout",
             Self::Internal(_) => "internal",
         }
     }
 }
 
+impl From<crate::validate::Invalid> for ApiError {
+    fn from(e: crate::validate::Invalid) -> Self {
+        Self::Invalid(vec![FieldError { field: e.field, message: e.message }])
+    }
+}
+
+/// The request field a database constraint protects (constraint names as the migrations create them).
+fn field_of_constraint(constraint: &str) -> Option<&'static str> {
+    Some(match constraint {
+        "rate_versions_gpu_model_effective_from_key" => "effective_from",
+        "namespace_mappings_unique" => "valid_from",
+        "namespace_mappings_team_id_fkey" => "team_id",
+        "budgets_team_id_fkey" => "team",
+        "budgets_pkey" => "month",
+        "budgets_month_check" | "closed_months_month_check" | "closed_months_pkey" => "month",
+        "teams_pkey" | "teams_id_check" => "id",
+        "teams_name_check" => "name",
+        "idempotency_keys_pkey" => "Idempotency-Key",
+        c if c.starts_with("rate_versions_rate") => "rate",
+        c if c.starts_with("cloud_rates_") => "rates",
+        _ => return None,
+    })
+}
+
+/// Constraint violations are the caller's (a race lost, a value the schema refuses): 409 or 422 naming the
+/// field, never a 500. A cancelled statement (`statement_timeout`) is a 503. Everything else is internal.
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
-        Self::Internal(e.into())
+        // every connection busy for the pool's acquire timeout: the service is overloaded, not broken
+        if matches!(e, sqlx::Error::PoolTimedOut) {
+            return Self::Timeout;
+        }
+        let Some(db) = e.as_database_error() else { return Self::Internal(e.into()) };
+        let field = db.constraint().and_then(field_of_constraint).map(str::to_string);
+        let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
+        match code.as_str() {
+            // unique_violation: someone else wrote the same thing first
+            "23505" => Self::Conflict { field, message: "it exists already (written concurrently or before)".into() },
+            // foreign_key_violation: what it refers to does not exist (or not any more)
+            "23503" => Self::invalid(field.unwrap_or_else(|| "body".into()), "refers to something that does not exist"),
+            // check_violation, not_null_violation, string too long
+            "23514" | "23502" | "22001" => {
+                Self::invalid(field.unwrap_or_else(|| "body".into()), "is not a value the ledger accepts")
+            }
+            // NUL or untranslatable characters, dates and numbers out of Postgres' range
+            "22021" | "22P05" | "22008" | "22007" | "22003" => {
+                Self::invalid(field.unwrap_or_else(|| "body".into()), "holds a value out of range or a NUL byte")
+            }
+            // query_canceled: statement_timeout
+            "57014" => Self::Timeout,
+            _ => Self::Internal(e.into()),
+        }
     }
 }
 

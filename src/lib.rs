@@ -19,4 +19,5 @@ pub mod prom;
 pub mod shutdown;
 pub mod simulate;
 pub mod usage;
+pub mod validate;
 pub mod waste;

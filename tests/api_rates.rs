@@ -131,10 +131,10 @@ async fn rate_endpoints_enforce_their_access_rules(pool: PgPool) {
         (Method::GET, "/api/v1/bills/2026-10".into(), None, [401, 200, 200, 200, 200]),
         (Method::GET, "/api/v1/model-aliases".into(), None, [401, 200, 200, 200, 200]),
         (Method::GET, "/api/v1/idle?to=2026-11-01T00:00:00Z".into(), None, [401, 200, 200, 200, 200]),
-        (Method::GET, "/api/v1/idle?rule=monthly".into(), None, [401, 400, 400, 400, 400]),
+        (Method::GET, "/api/v1/idle?rule=monthly".into(), None, [401, 422, 422, 422, 422]),
         (Method::GET, "/api/v1/exports/2026-10/bills.csv".into(), None, [401, 200, 200, 200, 200]),
         (Method::GET, "/api/v1/reports/low-utilization".into(), None, [401, 200, 200, 200, 200]),
-        (Method::GET, "/api/v1/reports/low-utilization?top=0".into(), None, [401, 400, 400, 400, 400]),
+        (Method::GET, "/api/v1/reports/low-utilization?top=0".into(), None, [401, 422, 422, 422, 422]),
         (Method::GET, "/api/v1/reports/utilization/2026-10".into(), None, [401, 200, 200, 200, 403]),
         (Method::GET, "/api/v1/reports/teams/2026-10".into(), None, [401, 200, 200, 200, 403]),
         (

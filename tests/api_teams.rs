@@ -133,10 +133,10 @@ async fn a_team_lead_sees_only_its_teams_usage(pool: PgPool) {
     let (status, err) = api
         .call(Method::GET, "/api/v1/usage?from=2026-11-02T00:00:00Z&to=2026-11-01T00:00:00Z", Some(&api.lead), None)
         .await;
-    assert_eq!((status, err["field"].as_str()), (400, Some("to")));
+    assert_eq!((status, err["field"].as_str()), (422, Some("to")));
     let (status, err) =
         api.call(Method::GET, "/api/v1/usage?from=yesterday&to=2026-11-01T00:00:00Z", Some(&api.lead), None).await;
-    assert_eq!((status, err["field"].as_str()), (400, Some("from")), "{err}");
+    assert_eq!((status, err["field"].as_str()), (422, Some("from")), "{err}");
 
     // a mapping moves `misc` to vision: the answers given (and kept) before follow at once, and so does the
     // per-pod day rollup the idle list reads (the range is one whole UTC day)

@@ -421,7 +421,7 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
         "a team lead sees its own idle pods only"
     );
     let (status, err) = api.call(Method::GET, "/api/v1/idle?max_utilization=2", fin, None).await;
-    assert_eq!((status, err["field"].as_str()), (400, Some("max_utilization")));
+    assert_eq!((status, err["field"].as_str()), (422, Some("max_utilization")));
 
     // the low-utilization top N over the whole window: by wasted (metered − effective) GPU-hours, from truth
     let (status, top) =
@@ -775,5 +775,5 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     let (status, _) = api.call(Method::POST, "/api/v1/bills/2026-10/close", Some(&api.viewer), None).await;
     assert_eq!(status, 403);
     let (status, err) = api.call(Method::GET, "/api/v1/bills/2026-13", fin, None).await;
-    assert_eq!((status, err["field"].as_str()), (400, Some("month")));
+    assert_eq!((status, err["field"].as_str()), (422, Some("month")));
 }

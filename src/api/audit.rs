@@ -24,15 +24,12 @@ pub struct AuditQuery {
 }
 
 #[utoipa::path(get, path = "/audit", tag = "audit", security(("bearer" = [])), params(AuditQuery),
-    responses((status = 200, body = Vec<AuditEntry>), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = Vec<AuditEntry>), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn list_audit(
     State(s): State<AppState>,
     GlobalReader(_reader): GlobalReader,
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<Json<Vec<AuditEntry>>, ApiError> {
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::bad_request("limit", "must be between 1 and 1000"));
-    }
+    let limit = crate::validate::bounded("limit", q.limit.unwrap_or(100), 1, 1000)?;
     Ok(Json(db::audit::list(&s.pool, limit, q.before).await?))
 }

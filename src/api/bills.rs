@@ -41,8 +41,9 @@ impl From<LedgerError> for ApiError {
     }
 }
 
+/// A month in a path: `YYYY-MM` within 2000-01 ..= 2100-12, else a 422 naming `month`.
 fn parse_month(s: &str) -> Result<Month, ApiError> {
-    Month::parse(s).map_err(|e| ApiError::bad_request("month", e.to_string()))
+    Ok(crate::validate::month("month", s)?)
 }
 
 /// Optional per-bill policy (open months only; a closed month shows the policy it was closed with).
@@ -212,7 +213,7 @@ fn month_view(st: &Statement, scope: &Scope) -> MonthView {
 /// The month summary: every team's totals (a team lead: its own), capacity cost and the unallocated part.
 #[utoipa::path(get, path = "/bills/{month}", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM in the billing time zone"), PolicyInput),
-    responses((status = 200, body = MonthView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = MonthView), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn get_month(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
@@ -315,7 +316,7 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
 /// A team's statement: every line with its rate and amount, restatements, totals.
 #[utoipa::path(get, path = "/bills/{month}/teams/{team}", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM"), ("team" = String, Path, description = "team id"), PolicyInput),
-    responses((status = 200, body = TeamStatementView), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = TeamStatementView), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn get_team_statement(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
@@ -323,6 +324,7 @@ async fn get_team_statement(
     ApiQuery(policy): ApiQuery<PolicyInput>,
 ) -> Result<Json<TeamStatementView>, ApiError> {
     let month = parse_month(&month)?;
+    let team = crate::validate::TeamId::parse("team", &team)?.into_string();
     let not_found = || ApiError::NotFound(format!("a statement of team {team} for {month}"));
     if !scope.allows(&team) {
         return Err(not_found());
@@ -338,7 +340,8 @@ async fn get_team_statement(
 /// rates appear as restatement lines on the next open month. Audited.
 #[utoipa::path(post, path = "/bills/{month}/close", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM")), request_body = PolicyInput,
-    responses((status = 201, body = MonthView), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 201, body = MonthView), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn close_month(
     State(s): State<AppState>,
     Finance(p): Finance,
@@ -350,7 +353,8 @@ async fn close_month(
     let input: PolicyInput = if body.iter().all(u8::is_ascii_whitespace) {
         PolicyInput::default()
     } else {
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("body", e.to_string()))?
+        // axum's decoder names the JSON path of a bad value (`mode`), serde_json's does not
+        axum::Json::<PolicyInput>::from_bytes(&body).map_err(ApiError::from)?.0
     };
     let policy = input.resolve()?;
     let st = ledger::close(&s.pool, month, policy, s.billing_tz, &p.actor()).await?;

@@ -15,13 +15,14 @@ use crate::billing::Month;
 use crate::db::{self, audit, budgets::Alert, budgets::Budget};
 use crate::error::{ApiError, ErrorBody, FieldError};
 use crate::money::Money;
+use crate::validate::{self, TeamId};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(put_budget)).routes(routes!(list_budgets))
 }
 
 fn parse_month(s: &str) -> Result<Month, ApiError> {
-    Month::parse(s).map_err(|e| ApiError::bad_request("month", e.to_string()))
+    Ok(validate::month("month", s)?)
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -47,9 +48,13 @@ async fn put_budget(
     ApiJson(input): ApiJson<BudgetInput>,
 ) -> Result<Json<Budget>, ApiError> {
     let month = parse_month(&month)?;
+    let team = TeamId::parse("team", &team)?.into_string();
     let mut errors = Vec::new();
     if input.amount <= Decimal::ZERO || input.amount > Decimal::from(10_000_000_000u64) {
-        errors.push(FieldError { field: "amount".into(), message: "must be more than 0".into() });
+        errors.push(FieldError {
+            field: "amount".into(),
+            message: "must be more than 0 and at most 10,000,000,000".into(),
+        });
     }
     let mut thresholds = input.thresholds.unwrap_or_else(|| vec![Decimal::new(8, 1), Decimal::ONE]);
     thresholds.sort();
@@ -94,7 +99,7 @@ pub struct BudgetStatus {
 /// The month's budgets with spend, forecast and alerts (a team lead: its own teams).
 #[utoipa::path(get, path = "/budgets/{month}", tag = "budgets", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM")),
-    responses((status = 200, body = Vec<BudgetStatus>), (status = 400, body = ErrorBody)))]
+    responses((status = 200, body = Vec<BudgetStatus>), (status = 422, body = ErrorBody)))]
 async fn list_budgets(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,

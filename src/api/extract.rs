@@ -15,17 +15,27 @@ pub struct ApiJson<T>(pub T);
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub struct ApiQuery<T>(pub T);
 
-/// serde names the culprit in backticks: "missing field `pue`", "unknown variant `x`, expected …".
-fn field_of(message: &str) -> Option<String> {
-    // axum prefixes the JSON path of the value that failed: "tco: missing field `pue`" → "tco.pue"
+/// The field a serde message names and the message without axum's path prefix: serde names the culprit in
+/// backticks ("missing field `pue`", "unknown field `extra`"), axum prefixes the JSON path of the value that
+/// failed ("tco: missing field `pue`" → `tco.pue`; "extra: unknown field `extra`" → `extra`, named once).
+fn split_field(message: &str) -> (Option<String>, &str) {
     let (path, rest) = match message.split_once(": ") {
-        Some((p, r)) if is_path(p) => (Some(p.trim()), r),
+        Some((p, r)) if is_path(p) => (Some(p.trim()).filter(|p| *p != "."), r),
         _ => (None, message),
     };
-    if let Some(name) = rest.split("field `").nth(1).and_then(|r| r.split('`').next()) {
-        return Some(path.map_or_else(|| name.to_string(), |p| format!("{p}.{name}")));
-    }
-    path.map(str::to_string)
+    let name = rest.split("field `").nth(1).and_then(|r| r.split('`').next()).filter(|n| !n.is_empty());
+    let field = match (path, name) {
+        (Some(p), Some(n)) if p == n || p.ends_with(&format!(".{n}")) => Some(p.to_string()),
+        (Some(p), Some(n)) => Some(format!("{p}.{n}")),
+        (None, Some(n)) => Some(n.to_string()),
+        (p, None) => p.map(str::to_string),
+    };
+    (field, rest)
+}
+
+#[cfg(test)]
+fn field_of(message: &str) -> Option<String> {
+    split_field(message).0
 }
 
 fn is_path(p: &str) -> bool {
@@ -38,18 +48,27 @@ impl From<JsonRejection> for ApiError {
         match r {
             JsonRejection::JsonDataError(_) => {
                 let detail = message.trim_start_matches("Failed to deserialize the JSON body into the target type: ");
-                ApiError::invalid(field_of(detail).unwrap_or_else(|| "body".into()), detail.to_string())
+                let (field, rest) = split_field(detail);
+                ApiError::invalid(field.unwrap_or_else(|| "body".into()), rest.to_string())
+            }
+            JsonRejection::BytesRejection(ref b) if b.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
+                ApiError::PayloadTooLarge(super::BODY_LIMIT)
             }
             _ => ApiError::BadRequest { field: Some("body".into()), message },
         }
     }
 }
 
+/// A query string that parses but holds a bad value is invalid (422, naming the parameter); one that cannot
+/// be read at all is a 400.
 impl From<QueryRejection> for ApiError {
     fn from(r: QueryRejection) -> Self {
         let message = r.body_text();
-        let detail = message.trim_start_matches("Failed to deserialize query string: ").to_string();
-        ApiError::BadRequest { field: Some(field_of(&detail).unwrap_or_else(|| "query".into())), message: detail }
+        let detail = message.trim_start_matches("Failed to deserialize query string: ");
+        match split_field(detail) {
+            (Some(field), rest) => ApiError::invalid(field, rest.to_string()),
+            (None, rest) => ApiError::BadRequest { field: Some("query".into()), message: rest.to_string() },
+        }
     }
 }
 
@@ -66,5 +85,9 @@ mod tests {
         );
         assert_eq!(field_of("expected value at line 1 column 1"), None);
         assert_eq!(field_of("tco: missing field `pue` at line 1 column 9").as_deref(), Some("tco.pue"));
+        // named once, not `extra.extra`, and the message does not repeat it
+        assert_eq!(field_of("extra: unknown field `extra`, expected `a`").as_deref(), Some("extra"));
+        assert_eq!(field_of("tco.x: unknown field `x`, expected `a`").as_deref(), Some("tco.x"));
+        assert_eq!(super::split_field("rate: invalid type: string").1, "invalid type: string");
     }
 }

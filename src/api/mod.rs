@@ -4,7 +4,9 @@
 mod audit;
 mod bills;
 mod budgets;
+mod errors;
 mod extract;
+mod idempotency;
 mod rates;
 mod reports;
 mod teams;
@@ -21,6 +23,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
 pub use extract::{ApiJson, ApiQuery};
+
+/// The one request-body limit: the layer and every extractor (`String`, `Bytes`, `Json`) agree on it.
+pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+/// No request may hold a connection for longer (the pool's `statement_timeout` bounds each statement).
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -94,10 +102,26 @@ pub fn openapi_json() -> String {
 
 /// The whole HTTP application: API, its spec, Swagger UI.
 pub fn app(state: AppState) -> Router {
+    app_with_timeout(state, REQUEST_TIMEOUT)
+}
+
+/// [`app`] with another request timeout (tests).
+pub fn app_with_timeout(state: AppState, timeout: std::time::Duration) -> Router {
     let (api, spec) = api();
-    api.merge(SwaggerUi::new("/swagger-ui").url("/api/v1/openapi.json", spec))
+    // the spec is never sent to an outside validator (Swagger UI's default would)
+    let swagger = SwaggerUi::new("/swagger-ui")
+        .url("/api/v1/openapi.json", spec)
+        .config(utoipa_swagger_ui::Config::default().validator_url("none"));
+    api.layer(axum::middleware::from_fn_with_state(state.clone(), idempotency::layer))
+        .merge(swagger)
         .route("/healthz", axum::routing::get(|| async { "ok" }))
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(8 * 1024 * 1024))
+        .fallback(errors::not_found)
+        .layer(axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
+            errors::timeout(timeout, req, next)
+        }))
+        .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(BODY_LIMIT))
+        .layer(axum::middleware::from_fn(errors::json_errors))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }

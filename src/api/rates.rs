@@ -16,6 +16,7 @@ use crate::db::{self, audit, rates::StoredCloudRates, rates::StoredRate};
 use crate::error::{ApiError, ErrorBody, FieldError};
 use crate::money::RatePerCardHour;
 use crate::pricing::{CloudRates, ModelCatalog, RateBreakdown, RentVsBuild, TcoInputs, rent_vs_build};
+use crate::validate;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -65,26 +66,21 @@ async fn put_model_alias(
     Path(model_name): Path<String>,
     ApiJson(input): ApiJson<AliasInput>,
 ) -> Result<Json<ModelAlias>, ApiError> {
-    let key = input.pricing_model.trim();
-    if key.is_empty() || key.len() > 100 {
-        return Err(ApiError::invalid("pricing_model", "must be 1 to 100 characters"));
-    }
-    if model_name.trim().is_empty() {
-        return Err(ApiError::invalid("model_name", "must not be empty"));
-    }
+    let model_name = validate::model_name("model_name", &model_name)?;
+    let key = validate::model_name("pricing_model", &input.pricing_model)?;
     let mut tx = s.pool.begin().await?;
-    let before = db::rates::put_alias(&mut tx, model_name.trim(), key).await?;
+    let before = db::rates::put_alias(&mut tx, &model_name, &key).await?;
     audit::record(
         &mut tx,
         &p.actor(),
         "model_alias.put",
-        &format!("model:{}", model_name.trim()),
+        &format!("model:{model_name}"),
         before.map(serde_json::Value::from),
-        Some(serde_json::Value::from(key)),
+        Some(serde_json::Value::from(key.as_str())),
     )
     .await?;
     tx.commit().await?;
-    Ok(Json(ModelAlias { model_name: model_name.trim().to_string(), pricing_model: key.to_string() }))
+    Ok(Json(ModelAlias { model_name, pricing_model: key }))
 }
 
 fn pricing_errors(errors: Vec<crate::pricing::FieldError>, prefix: &str) -> ApiError {
@@ -124,10 +120,8 @@ async fn create_rate(
     Finance(p): Finance,
     ApiJson(input): ApiJson<RateInput>,
 ) -> Result<(StatusCode, Json<StoredRate>), ApiError> {
-    let model = input.gpu_model.trim();
-    if model.is_empty() || model.len() > 100 {
-        return Err(ApiError::invalid("gpu_model", "must be 1 to 100 characters"));
-    }
+    let model = validate::model_name("gpu_model", &input.gpu_model)?;
+    let effective_from = validate::date("effective_from", input.effective_from)?;
     let (rate, tco) = match (input.tco, input.rate) {
         (Some(tco), None) => {
             let tco = tco.validate().map_err(|e| pricing_errors(e, "tco."))?;
@@ -141,15 +135,15 @@ async fn create_rate(
         }
         _ => return Err(ApiError::invalid("tco", "give either `tco` or `rate`, exactly one")),
     };
-    let model = ModelCatalog::new().key_for(model);
+    let model = ModelCatalog::new().key_for(&model);
     let mut tx = s.pool.begin().await?;
-    if db::rates::exists(&mut tx, &model, input.effective_from).await? {
-        return Err(ApiError::Conflict {
+    // one statement decides: of concurrent identical requests exactly one inserts (and is audited)
+    let stored = db::rates::insert(&mut tx, &model, effective_from, rate, tco, &p.actor()).await?.ok_or_else(|| {
+        ApiError::Conflict {
             field: Some("effective_from".into()),
-            message: format!("{model} already has a rate effective from {}", input.effective_from),
-        });
-    }
-    let stored = db::rates::insert(&mut tx, &model, input.effective_from, rate, tco, &p.actor()).await?;
+            message: format!("{model} already has a rate effective from {effective_from}"),
+        }
+    })?;
     let after = serde_json::to_value(&stored).ok();
     audit::record(&mut tx, &p.actor(), "rate.create", &format!("rate:{}", stored.id), None, after).await?;
     tx.commit().await?;
@@ -166,8 +160,8 @@ async fn delete_rate(
     Path(id): Path<i64>,
 ) -> Result<StatusCode, ApiError> {
     let mut tx = s.pool.begin().await?;
-    let before = db::rates::get(&mut tx, id).await?.ok_or_else(|| ApiError::NotFound(format!("rate {id}")))?;
-    db::rates::delete(&mut tx, id).await?;
+    // deleted and read back in one statement: of concurrent deletions one finds the row, the others a 404
+    let before = db::rates::delete(&mut tx, id).await?.ok_or_else(|| ApiError::NotFound(format!("rate {id}")))?;
     audit::record(&mut tx, &p.actor(), "rate.delete", &format!("rate:{id}"), serde_json::to_value(&before).ok(), None)
         .await?;
     tx.commit().await?;
@@ -211,10 +205,13 @@ async fn put_cloud_rates(
             errors.push(FieldError { field: field.into(), message: "must be between 0 and 1,000,000".into() });
         }
     }
+    if let Err(e) = validate::model_name("model", &model) {
+        errors.insert(0, FieldError { field: e.field, message: e.message });
+    }
     if !errors.is_empty() {
         return Err(ApiError::Invalid(errors));
     }
-    let model = ModelCatalog::new().key_for(&model);
+    let model = ModelCatalog::new().key_for(model.trim());
     let mut tx = s.pool.begin().await?;
     db::rates::put_cloud_rates(&mut tx, &model, &rates).await?;
     audit::record(
@@ -261,12 +258,11 @@ async fn get_rent_vs_build(
     GlobalReader(_reader): GlobalReader,
     ApiQuery(q): ApiQuery<RentQuery>,
 ) -> Result<Json<RentVsBuildView>, ApiError> {
-    if q.to <= q.from {
-        return Err(ApiError::bad_request("to", "must be after `from`"));
-    }
+    validate::range(q.from, q.to, validate::MAX_RANGE_DAYS)?;
+    let model = validate::model_name("model", &q.model)?;
     let mut conn = s.pool.acquire().await?;
     let catalog = ModelCatalog::with_overrides(db::rates::aliases(&mut conn).await?);
-    let model = catalog.key_for(&q.model);
+    let model = catalog.key_for(&model);
     let versions = db::rates::versions(&mut conn).await?;
     let tco = versions
         .iter()

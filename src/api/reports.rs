@@ -15,6 +15,7 @@ use crate::db;
 use crate::error::{ApiError, ErrorBody};
 use crate::ingest::window::floor_hour;
 use crate::money::Money;
+use crate::validate;
 use crate::waste::{UtilizationReport, month_utilization};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -36,15 +37,15 @@ pub struct HourQuery {
 /// (global readers).
 #[utoipa::path(get, path = "/reports/fragmentation", tag = "reports", security(("bearer" = [])), params(HourQuery),
     responses((status = 200, body = crate::waste::Fragmentation), (status = 400, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn cluster_fragmentation(
     State(s): State<AppState>,
     GlobalReader(_reader): GlobalReader,
     ApiQuery(q): ApiQuery<HourQuery>,
 ) -> Result<Json<crate::waste::Fragmentation>, ApiError> {
     let hour = match q.hour {
-        Some(h) if floor_hour(h) != h => return Err(ApiError::bad_request("hour", "must be a whole hour")),
-        Some(h) => h,
+        Some(h) if floor_hour(h) != h => return Err(ApiError::invalid("hour", "must be a whole hour")),
+        Some(h) => validate::instant("hour", h)?,
         None => db::reports::newest_hour_before(&s.pool, Utc::now())
             .await?
             .ok_or_else(|| ApiError::NotFound("any stored hour".into()))?,
@@ -84,7 +85,7 @@ pub struct WastefulPod {
 
 /// The pods with the most wasted GPU-hours in a range (default: the last 7 days) — by hours, not by percent.
 #[utoipa::path(get, path = "/reports/low-utilization", tag = "reports", security(("bearer" = [])), params(TopQuery),
-    responses((status = 200, body = Vec<WastefulPod>), (status = 400, body = ErrorBody)))]
+    responses((status = 200, body = Vec<WastefulPod>), (status = 400, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn low_utilization(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
@@ -92,13 +93,9 @@ async fn low_utilization(
 ) -> Result<Json<Vec<WastefulPod>>, ApiError> {
     let to = q.to.unwrap_or_else(|| floor_hour(Utc::now()));
     let from = q.from.unwrap_or(to - Duration::days(7));
-    if to <= from {
-        return Err(ApiError::bad_request("to", "must be after `from`"));
-    }
-    let top = q.top.unwrap_or(10);
-    if !(1..=500).contains(&top) {
-        return Err(ApiError::bad_request("top", "must be between 1 and 500"));
-    }
+    // one row per pod: the range is capped like `/usage?group_by=pod`
+    validate::range(from, to, validate::MAX_POD_RANGE_DAYS)?;
+    let top = validate::bounded("top", q.top.unwrap_or(10), 1, 500)?;
     let pods = db::reports::most_wasteful_pods(&s.pool, from, to, top, &scope).await?;
     Ok(Json(
         pods.into_iter()
@@ -121,7 +118,7 @@ async fn low_utilization(
 }
 
 fn parse_month(s: &str) -> Result<Month, ApiError> {
-    Month::parse(s).map_err(|e| ApiError::bad_request("month", e.to_string()))
+    Ok(validate::month("month", s)?)
 }
 
 async fn month_report(s: &AppState, month: Month) -> Result<UtilizationReport, ApiError> {

@@ -13,6 +13,7 @@ use super::extract::ApiJson;
 use crate::auth::{Finance, ScopedReader};
 use crate::db::{self, audit, teams::Mapping, teams::Team};
 use crate::error::{ApiError, ErrorBody, FieldError};
+use crate::validate::{self, TeamId};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -20,13 +21,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_team, put_team))
         .routes(routes!(list_mappings, create_mapping))
         .routes(routes!(import_mappings))
-}
-
-fn valid_team_id(id: &str) -> bool {
-    let mut chars = id.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && id.len() <= 63
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'))
 }
 
 /// The teams the caller may see (a team lead: its own).
@@ -38,12 +32,13 @@ async fn list_teams(State(s): State<AppState>, ScopedReader(scope): ScopedReader
 
 #[utoipa::path(get, path = "/teams/{id}", tag = "teams", security(("bearer" = [])),
     params(("id" = String, Path, description = "team id")),
-    responses((status = 200, body = Team), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = Team), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn get_team(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
     Path(id): Path<String>,
 ) -> Result<Json<Team>, ApiError> {
+    let id = TeamId::parse("id", &id)?.into_string();
     let not_found = || ApiError::NotFound(format!("team {id}"));
     if !scope.allows(&id) {
         return Err(not_found());
@@ -80,22 +75,18 @@ fn json<T: Serialize>(v: &T) -> Option<serde_json::Value> {
     serde_json::to_value(v).ok().filter(|v| !v.is_null())
 }
 
+/// Every field checked, all errors reported at once.
 fn validate_team(id: &str, name: &str, owner: Option<&str>) -> Result<Team, Vec<FieldError>> {
-    let mut errors = Vec::new();
-    if !valid_team_id(id) {
-        errors.push(FieldError { field: "id".into(), message: "use a-z, 0-9, `.`, `_`, `-` (at most 63)".into() });
-    }
-    if name.trim().is_empty() || name.chars().count() > 200 {
-        errors.push(FieldError { field: "name".into(), message: "must be 1 to 200 characters".into() });
-    }
-    if errors.is_empty() {
-        Ok(Team {
-            id: id.to_string(),
-            name: name.trim().to_string(),
-            owner: owner.map(str::trim).filter(|o| !o.is_empty()).map(str::to_string),
-        })
-    } else {
-        Err(errors)
+    let id = TeamId::parse("id", id);
+    let name = validate::text("name", name, 200);
+    let owner = validate::optional_text("owner", owner, 200);
+    match (id, name, owner) {
+        (Ok(id), Ok(name), Ok(owner)) => Ok(Team { id: id.into_string(), name, owner }),
+        (id, name, owner) => Err([id.err(), name.err(), owner.err()]
+            .into_iter()
+            .flatten()
+            .map(|e| FieldError { field: e.field, message: e.message })
+            .collect()),
     }
 }
 
@@ -139,21 +130,28 @@ async fn insert_checked(
     actor: &str,
     at: &str,
 ) -> Result<Mapping, ApiError> {
-    let ns = input.namespace.trim();
-    if ns.is_empty() || ns.len() > 253 {
-        return Err(ApiError::invalid(format!("{at}namespace"), "must be a Kubernetes namespace name"));
+    let named = |e: validate::Invalid| ApiError::invalid(format!("{at}{}", e.field), e.message);
+    let ns = validate::namespace("namespace", &input.namespace).map_err(named)?;
+    let team = TeamId::parse("team_id", &input.team_id).map_err(named)?;
+    let valid_from = validate::date("valid_from", input.valid_from).map_err(named)?;
+    let cluster = match input.cluster.as_deref().map(str::trim).filter(|c| !c.is_empty()) {
+        Some(c) => Some(validate::cluster("cluster", c).map_err(named)?),
+        None => None,
+    };
+    if db::teams::get(&mut *tx, team.as_str()).await?.is_none() {
+        return Err(ApiError::invalid(format!("{at}team_id"), format!("unknown team `{team}`")));
     }
-    if db::teams::get(&mut *tx, &input.team_id).await?.is_none() {
-        return Err(ApiError::invalid(format!("{at}team_id"), format!("unknown team `{}`", input.team_id)));
-    }
-    let cluster = input.cluster.as_deref().map(str::trim).filter(|c| !c.is_empty());
-    if db::teams::mapping_exists(&mut *tx, cluster, ns, input.valid_from).await? {
-        return Err(ApiError::Conflict {
+    // one statement decides: of concurrent identical requests exactly one inserts (and is audited)
+    let m = db::teams::insert_mapping(&mut *tx, cluster.as_deref(), &ns, team.as_str(), valid_from, actor)
+        .await
+        .map_err(|e| match ApiError::from(e) {
+            ApiError::Invalid(_) => ApiError::invalid(format!("{at}team_id"), format!("unknown team `{team}`")),
+            other => other,
+        })?
+        .ok_or_else(|| ApiError::Conflict {
             field: Some(format!("{at}valid_from")),
-            message: format!("namespace {ns} already has a mapping valid from {}", input.valid_from),
-        });
-    }
-    let m = db::teams::insert_mapping(&mut *tx, cluster, ns, &input.team_id, input.valid_from, actor).await?;
+            message: format!("namespace {ns} already has a mapping valid from {valid_from}"),
+        })?;
     audit::record(&mut *tx, actor, "mapping.create", &format!("namespace:{ns}"), None, json(&m)).await?;
     Ok(m)
 }
@@ -187,9 +185,11 @@ async fn import_mappings(
                         e.into_iter().map(|f| FieldError { field: format!("{at}{}", f.field), ..f }).collect(),
                     )
                 })?;
-            db::teams::upsert(&mut tx, &team).await?;
-            audit::record(&mut tx, &p.actor(), "team.put", &format!("team:{}", team.id), None, json(&team)).await?;
-            teams_created += 1;
+            // a concurrent import may create it first: then it is not ours to count or audit
+            if db::teams::create(&mut tx, &team).await? {
+                audit::record(&mut tx, &p.actor(), "team.put", &format!("team:{}", team.id), None, json(&team)).await?;
+                teams_created += 1;
+            }
         }
         let input = MappingInput {
             cluster: row.cluster.clone(),
@@ -223,6 +223,9 @@ struct MappingRow {
     cluster: Option<String>,
 }
 
+/// Each row re-attributes stored usage: an import is bounded so that it cannot hold the database for minutes.
+const MAX_IMPORT_ROWS: usize = 10_000;
+
 /// Every row checked before anything is written; all errors reported at once.
 fn parse_mapping_csv(body: &str) -> Result<Vec<MappingRow>, Vec<FieldError>> {
     let body = body.strip_prefix('\u{feff}').unwrap_or(body);
@@ -230,6 +233,13 @@ fn parse_mapping_csv(body: &str) -> Result<Vec<MappingRow>, Vec<FieldError>> {
     let mut errors = Vec::new();
     let mut rows = Vec::new();
     for (i, rec) in reader.deserialize::<CsvRow>().enumerate() {
+        if i >= MAX_IMPORT_ROWS {
+            errors.push(FieldError {
+                field: "body".into(),
+                message: format!("at most {MAX_IMPORT_ROWS} rows per import; split the file"),
+            });
+            break;
+        }
         let at = format!("row {}", i + 2);
         let row = match rec {
             Ok(r) => r,
@@ -240,13 +250,22 @@ fn parse_mapping_csv(body: &str) -> Result<Vec<MappingRow>, Vec<FieldError>> {
         };
         let mut bad =
             |field: &str, message: String| errors.push(FieldError { field: format!("{at}: {field}"), message });
-        if row.namespace.is_empty() {
-            bad("namespace", "is empty".into());
+        if let Err(e) = validate::namespace("namespace", &row.namespace) {
+            bad("namespace", e.message);
         }
-        if !valid_team_id(&row.team) {
-            bad("team", format!("`{}` is not a team id (a-z, 0-9, `.`, `_`, `-`)", row.team));
+        if TeamId::parse("team", &row.team).is_err() {
+            bad("team", format!("`{}` is not a team id (a-z, 0-9, `.`, `_`, `-`)", row.team.escape_debug()));
         }
-        match NaiveDate::parse_from_str(&row.valid_from, "%Y-%m-%d") {
+        for (field, v) in [("team_name", &row.team_name), ("owner", &row.owner)] {
+            if let Err(e) = validate::optional_text(field, v.as_deref(), 200) {
+                bad(field, e.message);
+            }
+        }
+        if let Some(Err(e)) = row.cluster.as_deref().filter(|c| !c.is_empty()).map(|c| validate::cluster("cluster", c))
+        {
+            bad("cluster", e.message);
+        }
+        match validate::parse_date("valid_from", &row.valid_from) {
             Ok(valid_from) => rows.push(MappingRow {
                 namespace: row.namespace,
                 team: row.team,
@@ -255,7 +274,7 @@ fn parse_mapping_csv(body: &str) -> Result<Vec<MappingRow>, Vec<FieldError>> {
                 owner: row.owner.filter(|s| !s.is_empty()),
                 cluster: row.cluster.filter(|s| !s.is_empty()),
             }),
-            Err(_) => bad("valid_from", format!("`{}` is not a date (YYYY-MM-DD)", row.valid_from)),
+            Err(e) => bad("valid_from", e.message),
         }
     }
     if rows.is_empty() && errors.is_empty() {

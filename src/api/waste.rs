@@ -36,7 +36,8 @@ pub struct IdleQuery {
 
 /// The idle-waste list over a window, within the caller's scope (a team lead: its teams).
 #[utoipa::path(get, path = "/idle", tag = "waste", security(("bearer" = [])), params(IdleQuery),
-    responses((status = 200, body = Vec<IdlePod>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = Vec<IdlePod>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn get_idle(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
@@ -45,21 +46,23 @@ async fn get_idle(
     let (base, default_hours) = match q.rule.as_deref() {
         None | Some("weekly") => (IdleRule::WEEKLY, 168),
         Some("short_term") => (IdleRule::SHORT_TERM, 2),
-        Some(other) => return Err(ApiError::bad_request("rule", format!("`{other}`: use weekly or short_term"))),
+        Some(other) => {
+            return Err(ApiError::invalid("rule", format!("`{}`: use weekly or short_term", other.escape_debug())));
+        }
     };
     let rule = IdleRule {
         max_utilization: q.max_utilization.unwrap_or(base.max_utilization),
         min_memory_mib: q.min_memory_mib.unwrap_or(base.min_memory_mib),
     }
     .validate()
-    .map_err(|(field, message)| ApiError::bad_request(field, message))?;
+    .map_err(|(field, message)| ApiError::invalid(field, message))?;
     let hours = q.hours.unwrap_or(default_hours);
     if !(1..=2160).contains(&hours) {
-        return Err(ApiError::bad_request("hours", "must be between 1 and 2160"));
+        return Err(ApiError::invalid("hours", "must be between 1 and 2160"));
     }
-    let to = q.to.unwrap_or_else(|| floor_hour(Utc::now()));
+    let to = crate::validate::instant("to", q.to.unwrap_or_else(|| floor_hour(Utc::now())))?;
     if floor_hour(to) != to {
-        return Err(ApiError::bad_request("to", "must be a whole hour"));
+        return Err(ApiError::invalid("to", "must be a whole hour"));
     }
     let only_running = !q.include_ended.unwrap_or(false);
     let key =

@@ -6,6 +6,7 @@ pub mod budgets;
 pub mod clusters;
 pub mod health;
 pub mod history;
+pub mod idempotency;
 pub mod rates;
 pub mod reports;
 pub mod roles;

@@ -89,16 +89,6 @@ pub async fn get(conn: &mut PgConnection, id: i64) -> Result<Option<StoredRate>,
     Ok(row.map(Into::into))
 }
 
-pub async fn exists(conn: &mut PgConnection, gpu_model: &str, effective_from: NaiveDate) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"SELECT EXISTS (SELECT 1 FROM rate_versions WHERE gpu_model = $1 AND effective_from = $2) AS "e!""#,
-        gpu_model,
-        effective_from
-    )
-    .fetch_one(conn)
-    .await
-}
-
 pub async fn insert(
     conn: &mut PgConnection,
     gpu_model: &str,
@@ -106,10 +96,11 @@ pub async fn insert(
     rate: RatePerCardHour,
     tco: Option<serde_json::Value>,
     actor: &str,
-) -> Result<StoredRate, sqlx::Error> {
+) -> Result<Option<StoredRate>, sqlx::Error> {
     let row = sqlx::query_as!(
         Row,
         "INSERT INTO rate_versions (gpu_model, effective_from, rate, tco, created_by) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (gpu_model, effective_from) DO NOTHING
          RETURNING id, gpu_model, effective_from, rate, tco, created_by, created_at",
         gpu_model,
         effective_from,
@@ -117,13 +108,22 @@ pub async fn insert(
         tco,
         actor
     )
-    .fetch_one(conn)
+    .fetch_optional(conn)
     .await?;
-    Ok(row.into())
+    Ok(row.map(Into::into))
 }
 
-pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<bool, sqlx::Error> {
-    Ok(sqlx::query!("DELETE FROM rate_versions WHERE id = $1", id).execute(conn).await?.rows_affected() == 1)
+/// Deletes a version and returns it as it was; `None` when no such version (or another caller deleted it).
+pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<Option<StoredRate>, sqlx::Error> {
+    let row = sqlx::query_as!(
+        Row,
+        "DELETE FROM rate_versions WHERE id = $1
+         RETURNING id, gpu_model, effective_from, rate, tco, created_by, created_at",
+        id
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(Into::into))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -176,9 +176,11 @@ pub async fn put_alias(
     model_name: &str,
     pricing_model: &str,
 ) -> Result<Option<String>, sqlx::Error> {
-    let before = sqlx::query_scalar!("SELECT pricing_model FROM gpu_model_aliases WHERE model_name = $1", model_name)
-        .fetch_optional(&mut *conn)
-        .await?;
+    // the row lock makes concurrent puts of one name see each other's value as `before`
+    let before =
+        sqlx::query_scalar!("SELECT pricing_model FROM gpu_model_aliases WHERE model_name = $1 FOR UPDATE", model_name)
+            .fetch_optional(&mut *conn)
+            .await?;
     sqlx::query!(
         "INSERT INTO gpu_model_aliases (model_name, pricing_model) VALUES ($1, $2)
          ON CONFLICT (model_name) DO UPDATE SET pricing_model = EXCLUDED.pricing_model",

@@ -33,7 +33,10 @@ pub async fn get(conn: &mut PgConnection, id: &str) -> Result<Option<Team>, sqlx
 
 /// Creates the team or updates its name and owner; returns the team as it was before.
 pub async fn upsert(conn: &mut PgConnection, team: &Team) -> Result<Option<Team>, sqlx::Error> {
-    let before = get(&mut *conn, &team.id).await?;
+    // the row lock makes concurrent puts of one team see each other's change as `before`
+    let before = sqlx::query_as!(Team, "SELECT id, name, owner FROM teams WHERE id = $1 FOR UPDATE", team.id)
+        .fetch_optional(&mut *conn)
+        .await?;
     sqlx::query!(
         "INSERT INTO teams (id, name, owner) VALUES ($1, $2, $3)
          ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, owner = EXCLUDED.owner",
@@ -44,6 +47,19 @@ pub async fn upsert(conn: &mut PgConnection, team: &Team) -> Result<Option<Team>
     .execute(conn)
     .await?;
     Ok(before)
+}
+
+/// Creates the team unless it exists; `false` when it did (then nothing changes).
+pub async fn create(conn: &mut PgConnection, team: &Team) -> Result<bool, sqlx::Error> {
+    let r = sqlx::query!(
+        "INSERT INTO teams (id, name, owner) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
+        team.id,
+        team.name,
+        team.owner
+    )
+    .execute(conn)
+    .await?;
+    Ok(r.rows_affected() == 1)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -72,24 +88,8 @@ pub async fn list_mappings(pool: &PgPool, scope: &Scope) -> Result<Vec<Mapping>,
     .await
 }
 
-/// Whether a mapping for that cluster, namespace and day exists already.
-pub async fn mapping_exists(
-    conn: &mut PgConnection,
-    cluster: Option<&str>,
-    namespace: &str,
-    valid_from: NaiveDate,
-) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"SELECT EXISTS (SELECT 1 FROM namespace_mappings WHERE coalesce(cluster, '') = coalesce($1, '')
-                  AND namespace = $2 AND valid_from = $3) AS "exists!""#,
-        cluster,
-        namespace,
-        valid_from
-    )
-    .fetch_one(conn)
-    .await
-}
-
+/// Inserts a mapping and re-attributes its namespace's usage; `None` when that cluster, namespace and day
+/// are mapped already (also when a concurrent request mapped them first).
 pub async fn insert_mapping(
     conn: &mut PgConnection,
     cluster: Option<&str>,
@@ -97,11 +97,12 @@ pub async fn insert_mapping(
     team_id: &str,
     valid_from: NaiveDate,
     actor: &str,
-) -> Result<Mapping, sqlx::Error> {
+) -> Result<Option<Mapping>, sqlx::Error> {
     let m = sqlx::query_as!(
         Mapping,
         "INSERT INTO namespace_mappings (cluster, namespace, team_id, valid_from, created_by)
          VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (coalesce(cluster, ''), namespace, valid_from) DO NOTHING
          RETURNING id, cluster, namespace, team_id, valid_from, created_by, created_at",
         cluster,
         namespace,
@@ -109,9 +110,11 @@ pub async fn insert_mapping(
         valid_from,
         actor
     )
-    .fetch_one(&mut *conn)
+    .fetch_optional(&mut *conn)
     .await?;
-    retag_namespace(conn, namespace).await?;
+    if m.is_some() {
+        retag_namespace(conn, namespace).await?;
+    }
     Ok(m)
 }
 

@@ -1,0 +1,267 @@
+//! The one validation layer for what callers type — text, identifiers, dates, months and ranges — shared by the
+//! API (bodies, paths, queries) and the command line. Each check returns the typed value or an [`Invalid`]
+//! naming the field, so nothing unchecked reaches the database.
+
+use std::fmt;
+
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+
+use crate::billing::Month;
+
+/// The first and last day any stored date may be: data outside them is a typo, and Postgres refuses some of it.
+pub const FIRST_DATE: NaiveDate = NaiveDate::from_ymd_opt(2000, 1, 1).expect("valid date");
+pub const LAST_DATE: NaiveDate = NaiveDate::from_ymd_opt(2100, 12, 31).expect("valid date");
+
+/// A range over more days than this is refused (no request may hold the database for minutes).
+pub const MAX_RANGE_DAYS: i64 = 3 * 366;
+/// A per-pod answer (one row per pod) over more days than this is refused.
+pub const MAX_POD_RANGE_DAYS: i64 = 92;
+
+/// One refused value: which field, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    pub field: String,
+    pub message: String,
+}
+
+impl Invalid {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Invalid { field: field.into(), message: message.into() }
+    }
+}
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for Invalid {}
+
+/// Bidirectional formatting controls: they make a name display as something else (U+202E reverses it).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Characters no caller-typed text may hold: NUL and every control character (C0, DEL, C1), bidi controls,
+/// line/paragraph separators and the byte-order mark (invisible, and they break CSV, PDF and log lines).
+fn forbidden(c: char) -> bool {
+    c.is_control() || is_bidi_control(c) || matches!(c, '\u{2028}' | '\u{2029}' | '\u{FEFF}')
+}
+
+fn describe(c: char) -> String {
+    match c {
+        '\0' => "a NUL byte".into(),
+        c if is_bidi_control(c) => format!("a bidirectional control character (U+{:04X})", c as u32),
+        c => format!("a control or invisible character (U+{:04X})", c as u32),
+    }
+}
+
+/// Free text such as a display name: trimmed, not blank, at most `max_chars` characters, none forbidden.
+pub fn text(field: &str, s: &str, max_chars: usize) -> Result<String, Invalid> {
+    if let Some(c) = s.chars().find(|c| forbidden(*c)) {
+        return Err(Invalid::new(field, format!("must not contain {}", describe(c))));
+    }
+    let t = s.trim();
+    if t.is_empty() {
+        return Err(Invalid::new(field, "must not be blank"));
+    }
+    if t.chars().count() > max_chars {
+        return Err(Invalid::new(field, format!("must be at most {max_chars} characters")));
+    }
+    Ok(t.to_string())
+}
+
+/// Optional free text: absent or blank is `None`, anything else must pass [`text`].
+pub fn optional_text(field: &str, s: Option<&str>, max_chars: usize) -> Result<Option<String>, Invalid> {
+    match s {
+        Some(s) if !s.trim().is_empty() || s.chars().any(forbidden) => text(field, s, max_chars).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// A name used as a key (a GPU model, a DCGM model name, a pricing key): [`text`] of at most 100 characters.
+pub fn model_name(field: &str, s: &str) -> Result<String, Invalid> {
+    text(field, s, 100)
+}
+
+/// A Kubernetes namespace as stored with usage: not blank, no whitespace, at most 253 characters.
+pub fn namespace(field: &str, s: &str) -> Result<String, Invalid> {
+    let t = text(field, s, 253)?;
+    if t.chars().any(char::is_whitespace) {
+        return Err(Invalid::new(field, "must be a Kubernetes namespace name (no spaces)"));
+    }
+    Ok(t)
+}
+
+/// A cluster name as the `clusters` table allows it: `[A-Za-z0-9][A-Za-z0-9_.-]{0,62}`.
+pub fn cluster(field: &str, s: &str) -> Result<String, Invalid> {
+    let mut chars = s.chars();
+    let ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && s.len() <= 63
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if ok { Ok(s.to_string()) } else { Err(Invalid::new(field, "use A-Z, a-z, 0-9, `.`, `_`, `-` (at most 63)")) }
+}
+
+/// A team id: `[a-z0-9][a-z0-9_.-]{0,62}` (the `teams` table's rule).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TeamId(String);
+
+impl TeamId {
+    pub fn parse(field: &str, s: &str) -> Result<TeamId, Invalid> {
+        let mut chars = s.chars();
+        let ok = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && s.len() <= 63
+            && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
+        if ok {
+            Ok(TeamId(s.to_string()))
+        } else {
+            Err(Invalid::new(field, "a team id uses a-z, 0-9, `.`, `_`, `-` (at most 63, starting with a-z or 0-9)"))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl fmt::Display for TeamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A date within [`FIRST_DATE`] ..= [`LAST_DATE`].
+pub fn date(field: &str, d: NaiveDate) -> Result<NaiveDate, Invalid> {
+    if (FIRST_DATE..=LAST_DATE).contains(&d) {
+        Ok(d)
+    } else {
+        Err(Invalid::new(field, format!("must be between {FIRST_DATE} and {LAST_DATE}")))
+    }
+}
+
+/// Exactly `YYYY-MM-DD`, within the date range.
+pub fn parse_date(field: &str, s: &str) -> Result<NaiveDate, Invalid> {
+    let b = s.as_bytes();
+    let shaped = b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter().enumerate().all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit());
+    let d = shaped
+        .then(|| NaiveDate::parse_from_str(s, "%Y-%m-%d").ok())
+        .flatten()
+        .ok_or_else(|| Invalid::new(field, format!("`{}` is not a date (YYYY-MM-DD)", s.escape_debug())))?;
+    date(field, d)
+}
+
+/// A billing month `YYYY-MM` between 2000-01 and 2100-12 (closing `0000-01` would be irreversible).
+pub fn month(field: &str, s: &str) -> Result<Month, Invalid> {
+    let m = Month::parse(s).map_err(|_| {
+        Invalid::new(field, format!("`{}` is not a month: expected YYYY-MM, 01 to 12", s.escape_debug()))
+    })?;
+    date(field, m.first_day()).map_err(|_| Invalid::new(field, "must be between 2000-01 and 2100-12"))?;
+    Ok(m)
+}
+
+/// An instant within the date range (UTC).
+pub fn instant(field: &str, t: DateTime<Utc>) -> Result<DateTime<Utc>, Invalid> {
+    let first = FIRST_DATE.and_hms_opt(0, 0, 0).expect("midnight").and_utc();
+    let end = (LAST_DATE + Duration::days(1)).and_hms_opt(0, 0, 0).expect("midnight").and_utc();
+    if (first..=end).contains(&t) {
+        Ok(t)
+    } else {
+        Err(Invalid::new(field, format!("must be between {FIRST_DATE} and {LAST_DATE}")))
+    }
+}
+
+/// `[from, to)`: both in range, `to` after `from`, at most `max_days` long.
+pub fn range(from: DateTime<Utc>, to: DateTime<Utc>, max_days: i64) -> Result<(), Invalid> {
+    instant("from", from)?;
+    instant("to", to)?;
+    if to <= from {
+        return Err(Invalid::new("to", "must be after `from`"));
+    }
+    if to - from > Duration::days(max_days) {
+        return Err(Invalid::new("to", format!("the range may span at most {max_days} days")));
+    }
+    Ok(())
+}
+
+/// A count bound such as `top` or `limit`.
+pub fn bounded(field: &str, v: i64, min: i64, max: i64) -> Result<i64, Invalid> {
+    if (min..=max).contains(&v) { Ok(v) } else { Err(Invalid::new(field, format!("must be between {min} and {max}"))) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn text_refuses_what_is_invisible_or_blank() {
+        assert_eq!(text("name", "  视觉组 ", 200).unwrap(), "视觉组");
+        for bad in ["", "   ", "a\0b", "evil\u{202E}gpj.exe", "a\u{7}", "a\nb", "a\u{85}", "\u{2066}x", "x\u{FEFF}"] {
+            let e = text("name", bad, 200).unwrap_err();
+            assert_eq!(e.field, "name", "{bad:?}");
+        }
+        assert!(text("name", "a\0", 200).unwrap_err().message.contains("NUL"));
+        assert!(text("name", "\u{202E}x", 200).unwrap_err().message.contains("U+202E"));
+        assert!(text("name", &"x".repeat(201), 200).is_err());
+        assert_eq!(text("name", &"组".repeat(200), 200).unwrap().chars().count(), 200);
+        assert_eq!(optional_text("owner", Some("  "), 200).unwrap(), None);
+        assert!(optional_text("owner", Some("\0"), 200).is_err());
+        assert!(model_name("model", " ").is_err());
+        assert!(namespace("namespace", "a b").is_err());
+    }
+
+    #[test]
+    fn dates_and_months_stay_in_range() {
+        assert!(parse_date("d", "2026-11-01").is_ok());
+        for bad in ["-5000-01-01", "0000-01-01", "200000-01-01", "1999-12-31", "2101-01-01", "2026-13-01", "2026-1-01"]
+        {
+            assert_eq!(parse_date("d", bad).unwrap_err().field, "d", "{bad}");
+        }
+        assert_eq!(month("month", "2026-11").unwrap().to_string(), "2026-11");
+        for bad in ["0000-01", "1999-12", "2101-01", "9999-12", "2026-13", "2026-1"] {
+            assert!(month("month", bad).is_err(), "{bad}");
+        }
+        assert!(month("month", "2000-01").is_ok() && month("month", "2100-12").is_ok());
+        let t = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        assert!(range(t("2026-11-01T00:00:00Z"), t("2026-11-02T00:00:00Z"), 92).is_ok());
+        assert_eq!(range(t("2026-11-02T00:00:00Z"), t("2026-11-01T00:00:00Z"), 92).unwrap_err().field, "to");
+        assert_eq!(range(t("2026-01-01T00:00:00Z"), t("2026-06-01T00:00:00Z"), 92).unwrap_err().field, "to");
+        assert_eq!(range(t("1970-01-01T00:00:00Z"), t("2026-06-01T00:00:00Z"), 92).unwrap_err().field, "from");
+    }
+
+    #[test]
+    fn team_ids() {
+        assert_eq!(TeamId::parse("id", "vision-2").unwrap().as_str(), "vision-2");
+        for bad in ["", "Vision", "-x", "a b", "a\0", &"a".repeat(64)] {
+            assert!(TeamId::parse("id", bad).is_err(), "{bad:?}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Whatever passes is trimmed, non-empty, within the limit and free of forbidden characters.
+        #[test]
+        fn accepted_text_is_clean(s in any::<String>()) {
+            if let Ok(t) = text("f", &s, 50) {
+                prop_assert!(!t.is_empty() && t.chars().count() <= 50);
+                prop_assert!(!t.chars().any(forbidden));
+                prop_assert_eq!(t.trim(), t.as_str());
+            }
+        }
+
+        #[test]
+        fn month_parse_never_panics(s in "\\PC{0,10}") {
+            if let Ok(m) = month("m", &s) {
+                prop_assert!((2000..=2100).contains(&m.year()));
+            }
+        }
+    }
+}

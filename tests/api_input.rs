@@ -1,0 +1,327 @@
+//! Issue 10, defects 6 and 8: bad input is refused with a JSON error naming the field (422 invalid, 400
+//! unreadable, 413, 405, 404), nothing is written, and no request holds the database past the timeout.
+
+mod common;
+
+use common::api::TestApi;
+use reqwest::Method;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+/// Row counts of everything a write route can change, audit log included.
+async fn counts(pool: &PgPool) -> Vec<(&'static str, i64)> {
+    let mut out = Vec::new();
+    for table in [
+        "teams",
+        "namespace_mappings",
+        "rate_versions",
+        "cloud_rates",
+        "gpu_model_aliases",
+        "budgets",
+        "closed_months",
+        "audit_log",
+    ] {
+        let n: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}")).fetch_one(pool).await.unwrap();
+        out.push((table, n));
+    }
+    out
+}
+
+/// Asserts a JSON error with this status, code and field.
+#[track_caller]
+fn assert_error(got: &(u16, Value), status: u16, code: &str, field: &str) {
+    let (s, body) = got;
+    assert_eq!(*s, status, "{body}");
+    assert_eq!(body["status"], status, "{body}");
+    assert_eq!(body["code"], code, "{body}");
+    if field.is_empty() {
+        assert!(body["field"].is_null(), "{body}");
+    } else {
+        assert_eq!(body["field"], field, "{body}");
+    }
+    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+}
+
+fn rate(model: &str, from: &str) -> Value {
+    json!({"gpu_model": model, "effective_from": from, "rate": "10"})
+}
+
+#[sqlx::test]
+async fn nul_bytes_anywhere_are_a_422_naming_the_field(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    let fin = Some(api.finance.as_str());
+    let before = counts(&pool).await;
+    // body text fields
+    let r = api.call(Method::PUT, "/api/v1/teams/cv", fin, Some(json!({"name": "a\u{0}b"}))).await;
+    assert_error(&r, 422, "invalid_input", "name");
+    assert!(r.1["message"].as_str().unwrap().contains("NUL"), "{}", r.1);
+    let r = api
+        .call(
+            Method::POST,
+            "/api/v1/mappings",
+            fin,
+            Some(json!({"namespace": "ns\u{0}", "team_id": "vision", "valid_from": "2026-11-01"})),
+        )
+        .await;
+    assert_error(&r, 422, "invalid_input", "namespace");
+    let r = api.call(Method::POST, "/api/v1/rates", fin, Some(rate("A100\u{0}", "2026-11-01"))).await;
+    assert_error(&r, 422, "invalid_input", "gpu_model");
+    let r = api.call(Method::PUT, "/api/v1/model-aliases/x", fin, Some(json!({"pricing_model": "\u{0}A100"}))).await;
+    assert_error(&r, 422, "invalid_input", "pricing_model");
+    // path parameters
+    let r = api.call(Method::PUT, "/api/v1/cloud-rates/A%00", fin, Some(json!({"spot": "1"}))).await;
+    assert_error(&r, 422, "invalid_input", "model");
+    let r = api.call(Method::PUT, "/api/v1/model-aliases/A%00", fin, Some(json!({"pricing_model": "A100"}))).await;
+    assert_error(&r, 422, "invalid_input", "model_name");
+    let r = api.call(Method::GET, "/api/v1/teams/%00", fin, None).await;
+    assert_error(&r, 422, "invalid_input", "id");
+    let r = api.call(Method::GET, "/api/v1/bills/2026-10/teams/vi%00", fin, None).await;
+    assert_error(&r, 422, "invalid_input", "team");
+    let r = api.call(Method::PUT, "/api/v1/budgets/2026-11/vi%00", fin, Some(json!({"amount": "10"}))).await;
+    assert_error(&r, 422, "invalid_input", "team");
+    // query parameters
+    let r = api
+        .call(Method::GET, "/api/v1/usage?from=2026-11-01T00:00:00Z&to=2026-11-02T00:00:00Z&cluster=a%00", fin, None)
+        .await;
+    assert_error(&r, 422, "invalid_input", "cluster");
+    let r = api
+        .call(
+            Method::GET,
+            "/api/v1/rent-vs-build?model=A%00&from=2026-11-01T00:00:00Z&to=2026-11-02T00:00:00Z",
+            fin,
+            None,
+        )
+        .await;
+    assert_error(&r, 422, "invalid_input", "model");
+    assert_eq!(counts(&pool).await, before, "nothing written");
+}
+
+#[sqlx::test]
+async fn dates_and_months_out_of_range_are_refused(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    let fin = Some(api.finance.as_str());
+    let before = counts(&pool).await;
+    for from in ["-5000-01-01", "0000-01-01", "200000-01-01", "1999-12-31", "2101-01-01"] {
+        let r = api.call(Method::POST, "/api/v1/rates", fin, Some(rate("A100-80GB", from))).await;
+        assert_error(&r, 422, "invalid_input", "effective_from");
+        let m = json!({"namespace": "ns", "team_id": "vision", "valid_from": from});
+        let r = api.call(Method::POST, "/api/v1/mappings", fin, Some(m)).await;
+        assert_error(&r, 422, "invalid_input", "valid_from");
+    }
+    let r = api.call(Method::PUT, "/api/v1/budgets/0000-01/vision", fin, Some(json!({"amount": "100"}))).await;
+    assert_error(&r, 422, "invalid_input", "month");
+    for month in ["0000-01", "1999-12", "9999-12", "2026-13"] {
+        let r = api.call(Method::POST, &format!("/api/v1/bills/{month}/close"), fin, None).await;
+        assert_error(&r, 422, "invalid_input", "month");
+        let r = api.call(Method::GET, &format!("/api/v1/bills/{month}"), fin, None).await;
+        assert_error(&r, 422, "invalid_input", "month");
+    }
+    let r = api.call(Method::GET, "/api/v1/usage?from=-5000-01-01T00:00:00Z&to=2026-11-02T00:00:00Z", fin, None).await;
+    assert_eq!(r.0, 422, "{}", r.1);
+    assert_eq!(counts(&pool).await, before, "nothing written, no month closed");
+    // a CSV import with such a date writes nothing either
+    let csv = "namespace,team,valid_from\nok,vision,2026-11-01\nbad,vision,-5000-01-01\n".to_string();
+    let r = api.raw(Method::POST, "/api/v1/mappings/import", &api.finance, "text/csv", csv).await;
+    assert_error(&r, 422, "invalid_input", "row 3: valid_from");
+    assert_eq!(counts(&pool).await, before, "all rows or none");
+}
+
+#[sqlx::test]
+async fn blank_names_and_invisible_characters_are_refused(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    let fin = Some(api.finance.as_str());
+    let before = counts(&pool).await;
+    let r = api.call(Method::PUT, "/api/v1/cloud-rates/%20", fin, Some(json!({"on_demand": "25"}))).await;
+    assert_error(&r, 422, "invalid_input", "model");
+    let r = api.call(Method::PUT, "/api/v1/model-aliases/%20", fin, Some(json!({"pricing_model": "A100"}))).await;
+    assert_error(&r, 422, "invalid_input", "model_name");
+    for name in ["evil\u{202E}gpj.exe", "a\u{7}b", "two\nlines", "   ", "\u{2066}x\u{2069}"] {
+        let r = api.call(Method::PUT, "/api/v1/teams/cv", fin, Some(json!({"name": name}))).await;
+        assert_error(&r, 422, "invalid_input", "name");
+    }
+    let r = api.call(Method::PUT, "/api/v1/teams/cv", fin, Some(json!({"name": "CV", "owner": "\u{202E}x"}))).await;
+    assert_error(&r, 422, "invalid_input", "owner");
+    let csv = "namespace,team,team_name,valid_from\nrec,rec,\u{202E}推荐,2026-11-01\n".to_string();
+    let r = api.raw(Method::POST, "/api/v1/mappings/import", &api.finance, "text/csv", csv).await;
+    assert_error(&r, 422, "invalid_input", "row 2: team_name");
+    assert_eq!(counts(&pool).await, before);
+    // a Chinese display name is fine, and trimmed
+    let (s, team) = api.call(Method::PUT, "/api/v1/teams/cv", fin, Some(json!({"name": " 视觉组 "}))).await;
+    assert_eq!((s, team["name"].as_str()), (200, Some("视觉组")));
+}
+
+#[sqlx::test]
+async fn axum_rejections_are_json(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    let fin = Some(api.finance.as_str());
+    let before = counts(&pool).await;
+    // a path parameter that is not a number
+    let r = api.call(Method::DELETE, "/api/v1/rates/abc", fin, None).await;
+    assert_error(&r, 400, "bad_request", "id");
+    // an unknown route under /api, and anywhere
+    let r = api.call(Method::GET, "/api/v1/nope", fin, None).await;
+    assert_error(&r, 404, "not_found", "");
+    // 405 keeps `Allow`, and has a JSON body
+    let resp = api.client.patch(format!("{}/api/v1/rates", api.base)).bearer_auth(&api.finance).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 405);
+    assert!(resp.headers().get("allow").is_some());
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!((body["status"].as_u64(), body["code"].as_str()), (Some(405), Some("method_not_allowed")), "{body}");
+    // a body that is not UTF-8
+    let resp = api
+        .client
+        .post(format!("{}/api/v1/mappings/import", api.base))
+        .bearer_auth(&api.finance)
+        .header("content-type", "text/csv")
+        .body(vec![b'n', 0xff, 0xfe, b'\n'])
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let body: Value = resp.json().await.unwrap();
+    assert_error(&(status, body), 400, "bad_request", "body");
+    // one body limit: 3 MB of CSV is read (and refused for its row count, not its size); 9 MB is a JSON 413
+    let mut csv = String::from("namespace,team,valid_from\n");
+    while csv.len() < 3 * 1024 * 1024 {
+        csv.push_str("some-namespace,vision,2026-11-01\n");
+    }
+    let r = api.raw(Method::POST, "/api/v1/mappings/import", &api.finance, "text/csv", csv).await;
+    assert_error(&r, 422, "invalid_input", "body");
+    assert!(r.1["message"].as_str().unwrap().contains("10000 rows"), "{}", r.1);
+    let big = format!("{{\"gpu_model\": \"{}\"}}", "x".repeat(9 * 1024 * 1024));
+    let r = api.raw(Method::POST, "/api/v1/rates", &api.finance, "application/json", big).await;
+    assert_error(&r, 413, "payload_too_large", "body");
+    // unreadable JSON is a 400, a wrong content type too; both JSON
+    let r = api.raw(Method::POST, "/api/v1/rates", &api.finance, "application/json", "{".into()).await;
+    assert_error(&r, 400, "bad_request", "body");
+    let r = api.raw(Method::POST, "/api/v1/rates", &api.finance, "text/plain", "{}".into()).await;
+    assert_eq!((r.0, r.1["code"].as_str()), (400, Some("bad_request")), "{}", r.1);
+    assert_eq!(counts(&pool).await, before);
+}
+
+#[sqlx::test]
+async fn fields_are_named_once_and_invalid_values_are_422(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    let fin = Some(api.finance.as_str());
+    let mut body = rate("A100-80GB", "2026-11-01");
+    body["extra"] = json!(1);
+    let r = api.call(Method::POST, "/api/v1/rates", fin, Some(body)).await;
+    assert_error(&r, 422, "invalid_input", "extra");
+    let r = api
+        .call(
+            Method::POST,
+            "/api/v1/rates",
+            fin,
+            Some(json!({"gpu_model": "A", "effective_from": "2026-11-01", "rate": []})),
+        )
+        .await;
+    assert_error(&r, 422, "invalid_input", "rate");
+    let message = r.1["message"].as_str().unwrap();
+    assert!(message.starts_with("rate: ") && !message.contains("rate: rate"), "{message}");
+    let r = api.call(Method::POST, "/api/v1/bills/2026-10/close", fin, Some(json!({"mode": 1}))).await;
+    assert_error(&r, 422, "invalid_input", "mode");
+    // query values that parse but are out of bounds, or do not parse
+    for (path, field) in [
+        ("/api/v1/usage?from=2026-11-02T00:00:00Z&to=2026-11-01T00:00:00Z", "to"),
+        ("/api/v1/usage?from=yesterday&to=2026-11-01T00:00:00Z", "from"),
+        ("/api/v1/reports/low-utilization?top=0", "top"),
+        ("/api/v1/reports/low-utilization?top=501", "top"),
+        ("/api/v1/audit?limit=0", "limit"),
+        ("/api/v1/audit?limit=1001", "limit"),
+        ("/api/v1/idle?rule=monthly", "rule"),
+        ("/api/v1/idle?hours=0", "hours"),
+        ("/api/v1/bills/2026-13", "month"),
+    ] {
+        let r = api.call(Method::GET, path, fin, None).await;
+        assert_error(&r, 422, "invalid_input", field);
+    }
+}
+
+#[sqlx::test]
+async fn long_ranges_are_capped(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    let fin = Some(api.finance.as_str());
+    // a row per pod over four months; anything over years
+    let r = api
+        .call(Method::GET, "/api/v1/usage?from=2026-01-01T00:00:00Z&to=2026-05-01T00:00:00Z&group_by=pod", fin, None)
+        .await;
+    assert_error(&r, 422, "invalid_input", "to");
+    assert!(r.1["message"].as_str().unwrap().contains("92 days"), "{}", r.1);
+    let (s, rows) = api
+        .call(Method::GET, "/api/v1/usage?from=2026-01-01T00:00:00Z&to=2026-05-01T00:00:00Z&group_by=team", fin, None)
+        .await;
+    assert_eq!((s, rows), (200, json!([])));
+    let r = api.call(Method::GET, "/api/v1/usage?from=2001-01-01T00:00:00Z&to=2026-05-01T00:00:00Z", fin, None).await;
+    assert_error(&r, 422, "invalid_input", "to");
+    let r = api
+        .call(
+            Method::GET,
+            "/api/v1/reports/low-utilization?from=2026-01-01T00:00:00Z&to=2026-06-01T00:00:00Z",
+            fin,
+            None,
+        )
+        .await;
+    assert_error(&r, 422, "invalid_input", "to");
+    let r = api
+        .call(
+            Method::GET,
+            "/api/v1/rent-vs-build?model=A100-80GB&from=2001-01-01T00:00:00Z&to=2026-01-01T00:00:00Z",
+            fin,
+            None,
+        )
+        .await;
+    assert_error(&r, 422, "invalid_input", "to");
+}
+
+#[sqlx::test]
+async fn a_request_past_the_timeout_is_a_json_503(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    // the same application with no time at all: any request that waits for the database is cancelled
+    let state = cardhour::api::AppState::new(pool.clone(), chrono_tz::Asia::Shanghai);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = cardhour::api::app_with_timeout(state, std::time::Duration::ZERO);
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let before = counts(&pool).await;
+    let resp = api
+        .client
+        .post(format!("{base}/api/v1/rates"))
+        .bearer_auth(&api.finance)
+        .json(&rate("A100-80GB", "2026-11-01"))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!((status, body["code"].as_str()), (503, Some("timeout")), "{body}");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(counts(&pool).await, before, "the cancelled request wrote nothing");
+}
+
+#[sqlx::test]
+async fn swagger_ui_sends_the_spec_to_no_validator(pool: PgPool) {
+    let api = TestApi::start(pool).await;
+    let resp = api.client.get(format!("{}/swagger-ui/swagger-initializer.js", api.base)).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let js = resp.text().await.unwrap();
+    let compact: String = js.chars().filter(|c| !c.is_whitespace()).collect();
+    assert!(compact.contains(r#""validatorUrl":"none""#), "{js}");
+    assert!(compact.contains("/api/v1/openapi.json"), "{js}");
+}
+
+#[test]
+fn the_cli_refuses_the_same_months_dates_and_names() {
+    let env = [("DATABASE_URL", "postgres://postgres@127.0.0.1:1/none")];
+    for (args, needle) in [
+        (vec!["export", "--month", "0000-01"], "2000-01 and 2100-12"),
+        (vec!["budgets", "--month", "9999-12"], "2000-01 and 2100-12"),
+        (vec!["export", "--month", "2026-11", "--team", "Bad\u{202E}Team"], "team id"),
+        (vec!["usage", "--from", "1970-01-01", "--to", "2026-11-01"], "between 2000-01-01 and 2100-12-31"),
+        (vec!["usage", "--from", "2026-11-01", "--to", "2026-11-02", "--cluster", "a b"], "--cluster"),
+    ] {
+        let out = common::run_cardhour(&args, &env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
