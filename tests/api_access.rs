@@ -311,6 +311,7 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
         ),
         ("GET /usage", g.clone(), format!("/api/v1/usage?{range}"), Body::None, all),
         ("GET /audit", g.clone(), "/api/v1/audit".into(), Body::None, global),
+        ("GET /ingest/health", g.clone(), "/api/v1/ingest/health".into(), Body::None, global),
         ("GET /idle", g.clone(), format!("/api/v1/idle?to={TO}&include_ended=true"), Body::None, all),
         (
             "GET /reports/low-utilization",

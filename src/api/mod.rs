@@ -7,6 +7,7 @@ mod budgets;
 mod errors;
 mod extract;
 mod idempotency;
+mod ingest;
 mod rates;
 mod reports;
 mod teams;
@@ -66,6 +67,7 @@ impl FromRef<AppState> for PgPool {
         (name = "audit", description = "Who changed what"),
         (name = "waste", description = "The idle-waste list"),
         (name = "budgets", description = "Monthly budgets, forecasts and alerts"),
+        (name = "ingest", description = "Ingest health: watermark, lag, kept hours, anomalies"),
         (name = "reports", description = "Low-utilization top N, monthly utilization, team ranking"),
     )
 )]
@@ -90,7 +92,8 @@ pub fn api() -> (Router<AppState>, OpenApiSpec) {
         .merge(audit::router())
         .merge(waste::router())
         .merge(reports::router())
-        .merge(budgets::router());
+        .merge(budgets::router())
+        .merge(ingest::router());
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts()
 }
 

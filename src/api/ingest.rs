@@ -1,0 +1,29 @@
+//! `/ingest/health`: per cluster whether the stored numbers are complete — watermark and lag, hours kept over
+//! smaller reads, the anomalies of the last day (finance, admin, viewer).
+
+use axum::Json;
+use axum::extract::State;
+use chrono::Utc;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use crate::auth::GlobalReader;
+use crate::error::{ApiError, ErrorBody};
+use crate::ingest::health::{ClusterHealth, health};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_health))
+}
+
+/// Ingest health of every cluster.
+#[utoipa::path(get, path = "/ingest/health", tag = "ingest", security(("bearer" = [])),
+    responses((status = 200, description = "Every cluster's ingest health", body = Vec<ClusterHealth>),
+        (status = 401, description = "No or an invalid token", body = ErrorBody),
+        (status = 403, description = "Team leads see no cluster-wide figures", body = ErrorBody)))]
+async fn get_health(
+    State(s): State<AppState>,
+    GlobalReader(_reader): GlobalReader,
+) -> Result<Json<Vec<ClusterHealth>>, ApiError> {
+    Ok(Json(health(&s.pool, Utc::now()).await?))
+}
