@@ -162,6 +162,21 @@ run "month CSV export (100 teams), GET /api/v1/exports/2026-10/bills.csv, wrk -c
     "/api/v1/exports/2026-10/bills.csv" 1
 run "month PDF statements (100 teams), GET /api/v1/exports/2026-10/statements.pdf, wrk -c1" "$finance" \
     "/api/v1/exports/2026-10/statements.pdf" 1
+# A closed month's statement vs an open one's at 16 connections, then with a writer committing every 0.1 s (each
+# commit moves the data version: the open month's answer is computed again, the closed one is served as frozen).
+# 2026-09 is closed on the first run and stays closed (a 409 on later runs is expected).
+curl -sS -o /dev/null -X POST -H "Authorization: Bearer $finance" -H 'content-type: application/json' -d '{}' \
+    "http://127.0.0.1:$port/api/v1/bills/2026-09/close" || true
+run "closed month's team statement (2026-09), 16 connections" "$finance" "/api/v1/bills/2026-09/teams/team03" 16
+run "open month's team statement (2026-10), 16 connections" "$finance" "/api/v1/bills/2026-10/teams/team03" 16
+(while :; do psql "$url" -Xqc "UPDATE teams SET owner = owner WHERE id = 'team00'" >/dev/null; sleep 0.1; done) &
+writer=$!
+run "closed month's team statement, 16 connections, a commit every 0.1 s" "$finance" \
+    "/api/v1/bills/2026-09/teams/team03" 16
+run "open month's team statement, 16 connections, a commit every 0.1 s" "$finance" \
+    "/api/v1/bills/2026-10/teams/team03" 16
+kill "$writer" 2>/dev/null || true
+wait "$writer" 2>/dev/null || true
 rm -f "$lua" "$lua_uncached"
 echo
 echo "cold (first request of a month, bills computed from the daily rollup), 11 months one after another:"

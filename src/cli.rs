@@ -446,7 +446,7 @@ async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
             }
         }
     }
-    if let Some(run) = summary.run_id {
+    if let (SummaryFormat::Text, Some(run)) = (a.format, summary.run_id) {
         println!(
             "run: {run} ({} stored hours changed; `cardhour ingest undo {run}` puts them back)",
             summary.hours_changed

@@ -165,8 +165,9 @@ pub async fn backfill_until(
     validate_cluster_name(&opts.cluster)?;
     let hours = window::hours(from, to)?;
     let mut summary = IngestSummary { cluster: opts.cluster.clone(), ..IngestSummary::default() };
-    let run_id = start_run(pool, &opts.cluster, client.base_url(), mode, from, to).await?;
-    summary.run_id = Some(run_id);
+    // the cluster and the run are registered with the first stored hour: an ingest that stores nothing (an
+    // unreachable source, bad input) leaves the database as it was
+    let mut run_id: Option<i64> = None;
     // Fetching the next run of hours overlaps with metering and storing this one.
     let mut fetched = stream::iter(window::chunks(&hours, opts.chunk_hours))
         .map(|chunk| {
@@ -198,7 +199,10 @@ pub async fn backfill_until(
                 subject: metric,
                 count,
             }));
-            let stored = store_hour(pool, &opts.cluster, hour, &out, samples, run_id, mode).await?;
+            let run = RunStart { prometheus_url: client.base_url(), mode, from, to };
+            let stored = store_hour(pool, &opts.cluster, hour, &out, samples, run_id, &run).await?;
+            run_id = Some(stored.run_id);
+            summary.run_id = run_id;
             summary.watermark = Some(stored.watermark);
             match stored.outcome {
                 HourOutcome::Kept(k) => {
@@ -231,32 +235,25 @@ fn input_samples(i: &crate::metering::HourInput) -> u64 {
     n as u64
 }
 
-/// Registers the cluster and the run; a run that replaces smaller reads on purpose is audited.
-async fn start_run(
-    pool: &PgPool,
-    cluster: &str,
-    prometheus_url: &str,
-    mode: &WriteMode,
+/// What a run is registered with.
+struct RunStart<'a> {
+    prometheus_url: &'a str,
+    mode: &'a WriteMode,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
-) -> Result<i64, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    db::clusters::upsert(&mut tx, cluster, prometheus_url).await?;
-    let run = db::history::start_run(&mut tx, cluster, mode.command, &mode.actor, mode.replace_smaller, None).await?;
+}
+
+/// Registers the cluster and the run in `tx`; a run that replaces smaller reads on purpose is audited.
+async fn start_run(tx: &mut sqlx::PgConnection, cluster: &str, run: &RunStart<'_>) -> Result<i64, sqlx::Error> {
+    db::clusters::upsert(tx, cluster, run.prometheus_url).await?;
+    let mode = run.mode;
+    let id = db::history::start_run(tx, cluster, mode.command, &mode.actor, mode.replace_smaller, None).await?;
     if mode.replace_smaller {
-        let what = serde_json::json!({"run": run, "from": from, "to": to, "source": prometheus_url});
-        db::audit::record(
-            &mut tx,
-            &mode.actor,
-            "ingest.replace_smaller",
-            &format!("cluster:{cluster}"),
-            None,
-            Some(what),
-        )
-        .await?;
+        let what = serde_json::json!({"run": id, "from": run.from, "to": run.to, "source": run.prometheus_url});
+        db::audit::record(tx, &mode.actor, "ingest.replace_smaller", &format!("cluster:{cluster}"), None, Some(what))
+            .await?;
     }
-    tx.commit().await?;
-    Ok(run)
+    Ok(id)
 }
 
 enum HourOutcome {
@@ -267,20 +264,27 @@ enum HourOutcome {
 struct StoredHour {
     watermark: DateTime<Utc>,
     outcome: HourOutcome,
+    run_id: i64,
 }
 
 /// Writes one metered hour in one transaction and moves the watermark — unless what is stored holds more rows or
-/// samples than this read and `mode` does not force it: then the stored hour stays and is listed as kept.
+/// samples than this read and the run does not force it: then the stored hour stays and is listed as kept. The
+/// run is registered with its first hour (`run_id` `None`).
 async fn store_hour(
     pool: &PgPool,
     cluster: &str,
     hour: DateTime<Utc>,
     out: &HourOutput,
     samples: u64,
-    run_id: i64,
-    mode: &WriteMode,
+    run_id: Option<i64>,
+    run: &RunStart<'_>,
 ) -> Result<StoredHour, sqlx::Error> {
     let mut tx = pool.begin().await?;
+    let run_id = match run_id {
+        Some(id) => id,
+        None => start_run(&mut tx, cluster, run).await?,
+    };
+    let mode = run.mode;
     db::usage::lock_hour(&mut tx, cluster, hour).await?;
     let stored = db::history::stored_hour(&mut tx, cluster, hour).await?;
     let rows = out.rows.len() as u64;
@@ -310,7 +314,7 @@ async fn store_hour(
     };
     let watermark = db::watermark::advance(&mut tx, cluster, hour).await?;
     tx.commit().await?;
-    Ok(StoredHour { watermark, outcome })
+    Ok(StoredHour { watermark, outcome, run_id })
 }
 
 /// The default Prometheus request timeout.
