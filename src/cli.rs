@@ -466,12 +466,8 @@ async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
         );
         for k in &summary.kept {
             eprintln!(
-                "  {}: {} rows / {} samples stored, {} rows / {} samples read",
-                k.hour.to_rfc3339(),
-                k.stored_rows,
-                k.stored_samples.map_or_else(|| "?".to_string(), |s| s.to_string()),
-                k.read_rows,
-                k.read_samples
+                "  {}",
+                stored_vs_read(k.hour, k.stored_rows, k.stored_samples, k.read_rows as i64, k.read_samples as i64)
             );
         }
         bail!(
@@ -481,6 +477,21 @@ async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// A kept hour's line: "<hour>: 120 rows / 5000 samples stored, 0 rows / 0 samples read".
+fn stored_vs_read(
+    hour: DateTime<Utc>,
+    stored_rows: i64,
+    stored_samples: Option<i64>,
+    read_rows: i64,
+    read_samples: i64,
+) -> String {
+    let stored_samples = stored_samples.map_or_else(|| "?".to_string(), |s| s.to_string());
+    format!(
+        "{}: {stored_rows} rows / {stored_samples} samples stored, {read_rows} rows / {read_samples} samples read",
+        hour.to_rfc3339()
+    )
 }
 
 /// Who runs a command, for the audit log: the login name.
@@ -513,15 +524,9 @@ async fn health_cmd(a: HealthArgs) -> anyhow::Result<()> {
         if !c.kept_hours.is_empty() {
             println!("  kept {} stored hours over smaller reads (stored vs read):", c.kept_hours.len());
             for k in c.kept_hours.iter().take(10) {
-                println!(
-                    "    {}: {} rows / {} samples stored, {} rows / {} samples read (run {})",
-                    k.hour.to_rfc3339(),
-                    k.stored_rows,
-                    k.stored_samples.map_or_else(|| "?".to_string(), |s| s.to_string()),
-                    k.read_rows,
-                    k.read_samples,
-                    k.run_id
-                );
+                let figures =
+                    stored_vs_read(k.hour, k.stored_rows.into(), k.stored_samples, k.read_rows.into(), k.read_samples);
+                println!("    {figures} (run {})", k.run_id);
             }
         }
         for an in &c.anomalies {
