@@ -234,6 +234,9 @@ fn a_character_no_font_has_never_fails_the_export() {
     // an emoji: Noto Sans CJK has none; the fallback chain (Symbola) or the replacement glyph draws it
     st.teams.get_mut("rec").unwrap().name = "推荐 🚀".into();
     let pdf = statement_pdf(&st, |_| true, &font(), &Default::default()).expect("an emoji renders");
+    if let Ok(out) = std::env::var("CARDHOUR_PDF_OUT_EMOJI") {
+        std::fs::write(out, &pdf).expect("write CARDHOUR_PDF_OUT_EMOJI");
+    }
     let text = pdftotext(&pdf);
     assert!(text.contains("推荐"), "{text}");
     assert!(text.contains(&st.team_total("rec").to_string()), "the team's statement is there: {text}");
