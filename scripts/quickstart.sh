@@ -78,6 +78,9 @@ if [[ -z "${CARDHOUR_PROMETHEUS_URL:-}" ]]; then
     fi
     cluster=sim
     prom_url="http://127.0.0.1:$PROM_PORT"
+    # a new simulation is a new world: it replaces the hours an earlier one stored, even where it holds fewer rows
+    # (audited; `cardhour ingest undo RUN` would put them back)
+    replace=(--replace-smaller)
 else
     # The last complete UTC day.
     end=$(($(date -u +%s) / 86400 * 86400))
@@ -85,10 +88,11 @@ else
     to="$(iso "$end")"
     cluster="${CARDHOUR_CLUSTER:-default}"
     prom_url="$CARDHOUR_PROMETHEUS_URL"
+    replace=()
 fi
 
 log "cardhour ingest --cluster $cluster --prometheus $prom_url --from $from --to $to"
-"$BIN" ingest --cluster "$cluster" --prometheus "$prom_url" --from "$from" --to "$to"
+"$BIN" ingest --cluster "$cluster" --prometheus "$prom_url" --from "$from" --to "$to" "${replace[@]}"
 
 log "cardhour usage --from $from --to $to --group-by team --cluster $cluster"
 "$BIN" usage --from "$from" --to "$to" --group-by team --format table --cluster "$cluster"

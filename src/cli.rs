@@ -447,10 +447,10 @@ async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
         }
     }
     if let (SummaryFormat::Text, Some(run)) = (a.format, summary.run_id) {
-        println!(
-            "run: {run} ({} stored hours changed; `cardhour ingest undo {run}` puts them back)",
-            summary.hours_changed
-        );
+        match summary.hours_changed {
+            0 => println!("run: {run} (no stored hour changed)"),
+            n => println!("run: {run} ({n} stored hours changed; `cardhour ingest undo {run}` puts them back)"),
+        }
     }
     if summary.stopped {
         bail!(
