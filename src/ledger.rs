@@ -1,7 +1,7 @@
 //! The ledger: a month's bills from stored usage, the rate history and capacity; closing a month into an
 //! immutable snapshot; restatement lines for changes to closed months on the first open month after them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -325,16 +325,12 @@ pub async fn close(
 #[derive(Default)]
 pub struct StatementCache {
     open: crate::cache::StampedCache<(Month, Option<BillPolicy>), Statement>,
-    closed: std::sync::Mutex<HashMap<(Month, String), Arc<Statement>>>,
-    /// Held while a closed month is read: requests arriving meanwhile wait for that one read instead of each
-    /// reading and decoding the snapshot (a burst of 16 did so at once, hence seconds at the start of a load).
-    loading: tokio::sync::Mutex<()>,
+    /// Keyed by the content hash and kept under one fixed version: a closed month never changes. Requests
+    /// arriving while it is read wait for that one read instead of each decoding the snapshot.
+    closed: crate::cache::StampedCache<(Month, String), Statement>,
 }
 
 impl StatementCache {
-    /// Closed statements kept at most (a few months are hot at a time); past that the map starts over.
-    const MAX_CLOSED: usize = 64;
-
     pub async fn statement(
         &self,
         pool: &PgPool,
@@ -342,35 +338,21 @@ impl StatementCache {
         policy: Option<BillPolicy>,
     ) -> Result<Arc<Statement>, LedgerError> {
         let (version, closed_hash) = db::version::with_closed_hash(pool, &month.to_string()).await?;
-        let Some(hash) = closed_hash else {
-            return self
-                .open
-                .get_or_compute_at(version, (month, policy), async || statement(pool, month, policy).await)
-                .await;
-        };
-        let key = (month, hash);
-        if let Some(st) = self.closed_lock().get(&key) {
-            return Ok(st.clone());
+        match closed_hash {
+            None => {
+                self.open
+                    .get_or_compute_at(version, (month, policy), async || statement(pool, month, policy).await)
+                    .await
+            }
+            // The snapshot is verified against its stored hash when it is read (an altered one is an error, never
+            // cached); should the stored hash change, the key changes and the month is read again.
+            Some(hash) => {
+                self.closed
+                    .get_or_compute_at(db::version::DataVersion(0), (month, hash), async || {
+                        statement(pool, month, None).await
+                    })
+                    .await
+            }
         }
-        let _loading = self.loading.lock().await;
-        if let Some(st) = self.closed_lock().get(&key) {
-            return Ok(st.clone());
-        }
-        // The snapshot was verified against its stored hash when it was read (an altered one is an error, never
-        // cached); the entry is keyed by that hash, so should the stored hash change, the month is read again.
-        let st = Arc::new(statement(pool, month, None).await?);
-        let Some(verified) = st.content_hash.clone() else {
-            return Ok(st); // not closed any more: impossible (closed months cannot be deleted); serve, keep nothing
-        };
-        let mut closed = self.closed_lock();
-        if closed.len() >= Self::MAX_CLOSED {
-            closed.clear();
-        }
-        closed.insert((month, verified), st.clone());
-        Ok(st)
-    }
-
-    fn closed_lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Month, String), Arc<Statement>>> {
-        self.closed.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -368,21 +368,12 @@ pub struct ExportQuery {
     pub team: Option<String>,
 }
 
-/// A team id as `PUT /teams/{id}` accepts it: a-z, 0-9, `.`, `_`, `-`, at most 63.
-fn is_team_id(id: &str) -> bool {
-    id.bytes().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && id.len() <= 63
-        && id.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'.' | b'-'))
-}
-
 /// Refuses a `team` that is not a team id (before anything is read): it would end up in a header.
 fn check_export_team(team: Option<&str>) -> Result<(), ApiError> {
-    match team {
-        Some(t) if !is_team_id(t) => {
-            Err(ApiError::invalid("team", "not a team id (a-z, 0-9, `.`, `_`, `-`, at most 63 characters)"))
-        }
-        _ => Ok(()),
+    if let Some(t) = team {
+        crate::validate::TeamId::parse("team", t)?;
     }
+    Ok(())
 }
 
 /// The teams an export holds: the caller's scope, narrowed to `team` when asked. A team without a statement this

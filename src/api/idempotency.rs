@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
 use super::AppState;
-use crate::auth::hash_token;
+use crate::auth::{bearer_token, hash_token};
 use crate::db;
 use crate::error::ApiError;
 
@@ -19,11 +19,9 @@ const TTL_SECS: i64 = 24 * 3600;
 /// A claim unanswered this long belongs to a request that died (longer than the request timeout).
 const STALE_SECS: i64 = 600;
 
+/// The caller a key belongs to: its token's digest (the extractors authenticate it later).
 fn bearer(req: &Request) -> Option<String> {
-    let h = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, secret) = h.split_once(' ')?;
-    let secret = secret.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !secret.is_empty()).then(|| hash_token(secret))
+    bearer_token(req.headers()).ok().map(hash_token)
 }
 
 fn hex(bytes: &[u8]) -> String {

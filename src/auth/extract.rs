@@ -55,7 +55,7 @@ impl IntoResponse for AuthRejection {
 }
 
 /// The token of an `Authorization: Bearer <token>` header; the scheme is case-insensitive (RFC 7235 §2.1).
-fn bearer_token(headers: &HeaderMap) -> Result<&str, AuthRejection> {
+pub fn bearer_token(headers: &HeaderMap) -> Result<&str, AuthRejection> {
     let value = headers.get(AUTHORIZATION).ok_or(AuthRejection::Missing)?;
     // not visible ASCII: not a credential of ours, whatever its scheme
     let value = value.to_str().map_err(|_| AuthRejection::Malformed)?.trim();

@@ -127,11 +127,7 @@ impl IngestSummary {
 }
 
 pub fn validate_cluster_name(name: &str) -> Result<(), IngestError> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok { Ok(()) } else { Err(IngestError::ClusterName(name.to_string())) }
+    crate::validate::cluster("cluster", name).map(drop).map_err(|_| IngestError::ClusterName(name.to_string()))
 }
 
 /// Ingests the whole hours `[from, to)`: every hour in its own transaction, idempotent, each one
