@@ -3,29 +3,10 @@
 
 mod common;
 
-use common::api::TestApi;
+use common::api::{TestApi, write_counts};
 use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::PgPool;
-
-/// Row counts of everything a write route can change, audit log included.
-async fn counts(pool: &PgPool) -> Vec<(&'static str, i64)> {
-    let mut out = Vec::new();
-    for table in [
-        "teams",
-        "namespace_mappings",
-        "rate_versions",
-        "cloud_rates",
-        "gpu_model_aliases",
-        "budgets",
-        "closed_months",
-        "audit_log",
-    ] {
-        let n: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}")).fetch_one(pool).await.unwrap();
-        out.push((table, n));
-    }
-    out
-}
 
 /// Asserts a JSON error with this status, code and field.
 #[track_caller]
@@ -50,7 +31,7 @@ fn rate(model: &str, from: &str) -> Value {
 async fn nul_bytes_anywhere_are_a_422_naming_the_field(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     let fin = Some(api.finance.as_str());
-    let before = counts(&pool).await;
+    let before = write_counts(&pool).await;
     // body text fields
     let r = api.call(Method::PUT, "/api/v1/teams/cv", fin, Some(json!({"name": "a\u{0}b"}))).await;
     assert_error(&r, 422, "invalid_input", "name");
@@ -93,14 +74,14 @@ async fn nul_bytes_anywhere_are_a_422_naming_the_field(pool: PgPool) {
         )
         .await;
     assert_error(&r, 422, "invalid_input", "model");
-    assert_eq!(counts(&pool).await, before, "nothing written");
+    assert_eq!(write_counts(&pool).await, before, "nothing written");
 }
 
 #[sqlx::test]
 async fn dates_and_months_out_of_range_are_refused(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     let fin = Some(api.finance.as_str());
-    let before = counts(&pool).await;
+    let before = write_counts(&pool).await;
     for from in ["-5000-01-01", "0000-01-01", "200000-01-01", "1999-12-31", "2101-01-01"] {
         let r = api.call(Method::POST, "/api/v1/rates", fin, Some(rate("A100-80GB", from))).await;
         assert_error(&r, 422, "invalid_input", "effective_from");
@@ -118,19 +99,19 @@ async fn dates_and_months_out_of_range_are_refused(pool: PgPool) {
     }
     let r = api.call(Method::GET, "/api/v1/usage?from=-5000-01-01T00:00:00Z&to=2026-11-02T00:00:00Z", fin, None).await;
     assert_eq!(r.0, 422, "{}", r.1);
-    assert_eq!(counts(&pool).await, before, "nothing written, no month closed");
+    assert_eq!(write_counts(&pool).await, before, "nothing written, no month closed");
     // a CSV import with such a date writes nothing either
     let csv = "namespace,team,valid_from\nok,vision,2026-11-01\nbad,vision,-5000-01-01\n".to_string();
     let r = api.raw(Method::POST, "/api/v1/mappings/import", &api.finance, "text/csv", csv).await;
     assert_error(&r, 422, "invalid_input", "row 3: valid_from");
-    assert_eq!(counts(&pool).await, before, "all rows or none");
+    assert_eq!(write_counts(&pool).await, before, "all rows or none");
 }
 
 #[sqlx::test]
 async fn blank_names_and_invisible_characters_are_refused(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     let fin = Some(api.finance.as_str());
-    let before = counts(&pool).await;
+    let before = write_counts(&pool).await;
     let r = api.call(Method::PUT, "/api/v1/cloud-rates/%20", fin, Some(json!({"on_demand": "25"}))).await;
     assert_error(&r, 422, "invalid_input", "model");
     let r = api.call(Method::PUT, "/api/v1/model-aliases/%20", fin, Some(json!({"pricing_model": "A100"}))).await;
@@ -144,7 +125,7 @@ async fn blank_names_and_invisible_characters_are_refused(pool: PgPool) {
     let csv = "namespace,team,team_name,valid_from\nrec,rec,\u{202E}推荐,2026-11-01\n".to_string();
     let r = api.raw(Method::POST, "/api/v1/mappings/import", &api.finance, "text/csv", csv).await;
     assert_error(&r, 422, "invalid_input", "row 2: team_name");
-    assert_eq!(counts(&pool).await, before);
+    assert_eq!(write_counts(&pool).await, before);
     // a Chinese display name is fine, and trimmed
     let (s, team) = api.call(Method::PUT, "/api/v1/teams/cv", fin, Some(json!({"name": " 视觉组 "}))).await;
     assert_eq!((s, team["name"].as_str()), (200, Some("视觉组")));
@@ -154,7 +135,7 @@ async fn blank_names_and_invisible_characters_are_refused(pool: PgPool) {
 async fn axum_rejections_are_json(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     let fin = Some(api.finance.as_str());
-    let before = counts(&pool).await;
+    let before = write_counts(&pool).await;
     // a path parameter that is not a number
     let r = api.call(Method::DELETE, "/api/v1/rates/abc", fin, None).await;
     assert_error(&r, 400, "bad_request", "id");
@@ -196,7 +177,7 @@ async fn axum_rejections_are_json(pool: PgPool) {
     assert_error(&r, 400, "bad_request", "body");
     let r = api.raw(Method::POST, "/api/v1/rates", &api.finance, "text/plain", "{}".into()).await;
     assert_eq!((r.0, r.1["code"].as_str()), (400, Some("bad_request")), "{}", r.1);
-    assert_eq!(counts(&pool).await, before);
+    assert_eq!(write_counts(&pool).await, before);
 }
 
 #[sqlx::test]
@@ -282,7 +263,7 @@ async fn a_request_past_the_timeout_is_a_json_503(pool: PgPool) {
     let base = format!("http://{}", listener.local_addr().unwrap());
     let app = cardhour::api::app_with_timeout(state, std::time::Duration::ZERO);
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let before = counts(&pool).await;
+    let before = write_counts(&pool).await;
     let resp = api
         .client
         .post(format!("{base}/api/v1/rates"))
@@ -295,7 +276,7 @@ async fn a_request_past_the_timeout_is_a_json_503(pool: PgPool) {
     let body: Value = resp.json().await.unwrap();
     assert_eq!((status, body["code"].as_str()), (503, Some("timeout")), "{body}");
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert_eq!(counts(&pool).await, before, "the cancelled request wrote nothing");
+    assert_eq!(write_counts(&pool).await, before, "the cancelled request wrote nothing");
 }
 
 #[sqlx::test]

@@ -4,7 +4,7 @@
 mod common;
 
 use cardhour::prom::{PromError, parse_response};
-use common::api::TestApi;
+use common::api::{TestApi, write_counts};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use reqwest::Method;
@@ -98,24 +98,6 @@ proptest! {
 }
 
 // --- the API -------------------------------------------------------------------------------------------------------
-
-/// Row counts of everything the write routes can change.
-async fn counts(pool: &PgPool) -> Vec<i64> {
-    let mut out = Vec::new();
-    for table in [
-        "teams",
-        "namespace_mappings",
-        "rate_versions",
-        "cloud_rates",
-        "gpu_model_aliases",
-        "budgets",
-        "closed_months",
-        "audit_log",
-    ] {
-        out.push(sqlx::query_scalar(&format!("SELECT count(*) FROM {table}")).fetch_one(pool).await.unwrap());
-    }
-    out
-}
 
 /// A real database and server shared by the cases of one property (blocking: proptest's runner is sync).
 struct Harness {
@@ -220,9 +202,9 @@ fn every_json_body_is_answered_without_5xx_or_partial_writes() {
             let (method, path, base, writes) = &routes[i];
             let body = apply(base.clone(), &m);
             h.rt.block_on(async {
-                let before = counts(&h.api.pool).await;
+                let before = write_counts(&h.api.pool).await;
                 let (status, answer) = h.api.call(method.clone(), path, Some(&h.api.finance), Some(body.clone())).await;
-                let after = counts(&h.api.pool).await;
+                let after = write_counts(&h.api.pool).await;
                 prop_assert!(status < 500, "{method} {path} {body} → {status} {answer}");
                 prop_assert!(answer["status"].is_u64() || status < 400, "errors are JSON: {answer}");
                 let seen = if status >= 400 { &refused } else { &ok };
@@ -230,7 +212,7 @@ fn every_json_body_is_answered_without_5xx_or_partial_writes() {
                 if status >= 400 {
                     prop_assert_eq!(&after, &before, "{} {} {} → {} wrote something", method, path, body, status);
                 } else if *writes {
-                    prop_assert_eq!(after[7], before[7] + 1, "one audit row per change: {} {}", path, body);
+                    prop_assert_eq!(after[7].1, before[7].1 + 1, "one audit row per change: {} {}", path, body);
                 }
                 Ok::<(), TestCaseError>(())
             })
@@ -297,7 +279,7 @@ fn the_csv_import_is_all_or_nothing_on_any_bytes() {
     runner
         .run(&arb_csv(), |body| {
             h.rt.block_on(async {
-                let before = counts(&h.api.pool).await;
+                let before = write_counts(&h.api.pool).await;
                 let resp = h
                     .api
                     .client
@@ -310,7 +292,7 @@ fn the_csv_import_is_all_or_nothing_on_any_bytes() {
                     .unwrap();
                 let status = resp.status().as_u16();
                 let answer: Value = resp.json().await.unwrap_or(Value::Null);
-                let after = counts(&h.api.pool).await;
+                let after = write_counts(&h.api.pool).await;
                 let text = String::from_utf8_lossy(&body);
                 prop_assert!(status < 500, "{text:?} → {status} {answer}");
                 prop_assert!(answer["status"].is_u64() || status == 201, "errors are JSON: {answer}");
@@ -318,9 +300,9 @@ fn the_csv_import_is_all_or_nothing_on_any_bytes() {
                     let mappings = answer["mappings"].as_array().map_or(0, Vec::len) as i64;
                     let teams = answer["teams_created"].as_i64().unwrap_or(-1);
                     prop_assert!(mappings > 0);
-                    prop_assert_eq!(after[1], before[1] + mappings, "every row stored: {:?}", text);
-                    prop_assert_eq!(after[0], before[0] + teams);
-                    prop_assert_eq!(after[7], before[7] + mappings + teams, "one audit row per change");
+                    prop_assert_eq!(after[1].1, before[1].1 + mappings, "every row stored: {:?}", text);
+                    prop_assert_eq!(after[0].1, before[0].1 + teams);
+                    prop_assert_eq!(after[7].1, before[7].1 + mappings + teams, "one audit row per change");
                 } else {
                     prop_assert_eq!(&after, &before, "{:?} → {} wrote something", text, status);
                 }

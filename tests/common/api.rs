@@ -77,3 +77,23 @@ impl TestApi {
         (status, resp.json().await.unwrap_or(Value::Null))
     }
 }
+
+/// Row counts of everything a write route can change, audit log included, by table: equal before and after a
+/// refused request means nothing was written.
+pub async fn write_counts(pool: &PgPool) -> Vec<(&'static str, i64)> {
+    let mut out = Vec::new();
+    for table in [
+        "teams",
+        "namespace_mappings",
+        "rate_versions",
+        "cloud_rates",
+        "gpu_model_aliases",
+        "budgets",
+        "closed_months",
+        "audit_log",
+    ] {
+        let n: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}")).fetch_one(pool).await.unwrap();
+        out.push((table, n));
+    }
+    out
+}
