@@ -65,6 +65,11 @@ pub enum Command {
     Budgets(BudgetsArgs),
     /// Export a month's bills: the lines as CSV, or the statements as PDF.
     Export(ExportArgs),
+    /// What stands in the way of closing a month (exits 1 when something does).
+    Readiness(ReadinessArgs),
+    /// Close an ended month: its statements become immutable. A month that is not complete is refused with what
+    /// stands in the way, unless `--override REASON` is given (audited and printed on the statements).
+    Close(CloseArgs),
     /// Serve the REST API (and Swagger UI).
     Serve(ServeArgs),
     /// Issue, list or revoke API tokens.
@@ -141,6 +146,48 @@ pub struct ExportArgs {
     /// Write to this file instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReadinessArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// The month, YYYY-MM in the billing time zone.
+    #[arg(long, value_parser = valid_month)]
+    pub month: Month,
+    /// Print the readiness as JSON (as `GET /api/v1/bills/{month}/readiness` answers).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CloseArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// The month, YYYY-MM in the billing time zone.
+    #[arg(long, value_parser = valid_month)]
+    pub month: Month,
+    /// Bill mode frozen with the month (default: the configured one).
+    #[arg(long, value_enum)]
+    pub mode: Option<CliBillMode>,
+    /// What happens to capacity no team used (default: the configured policy).
+    #[arg(long, value_enum)]
+    pub unallocated: Option<CliUnallocated>,
+    /// Close although the month is not complete, for this reason (kept in the audit log and on the statements).
+    #[arg(long = "override", value_name = "REASON")]
+    pub override_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CliBillMode {
+    Showback,
+    Chargeback,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CliUnallocated {
+    KeptByPlatform,
+    SpreadProportionally,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -351,6 +398,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Usage(a) => usage_cmd(a).await?,
         Command::Idle(a) => idle_cmd(a).await?,
         Command::Export(a) => export_cmd(a).await?,
+        Command::Readiness(a) => readiness_cmd(a).await?,
+        Command::Close(a) => close_cmd(a).await?,
         Command::Budgets(a) => budgets_cmd(a).await?,
         Command::Serve(a) => serve_cmd(a).await?,
         Command::Token(t) => token_cmd(t).await?,
@@ -501,16 +550,17 @@ fn cli_actor() -> String {
 
 async fn health_cmd(a: HealthArgs) -> anyhow::Result<()> {
     let pool = a.db.connect(2).await.context("cannot connect to the database")?;
-    let clusters = ingest::health::health(&pool, Utc::now()).await?;
+    let health = ingest::health::health(&pool, Utc::now()).await?;
     if a.format == SummaryFormat::Json {
-        println!("{}", serde_json::to_string_pretty(&clusters)?);
+        println!("{}", serde_json::to_string_pretty(&health)?);
         return Ok(());
     }
+    let clusters = &health.clusters;
     if clusters.is_empty() {
         println!("no cluster ingested yet");
     }
     let t = |t: Option<DateTime<Utc>>| t.map_or_else(|| "-".to_string(), |t| t.to_rfc3339());
-    for c in &clusters {
+    for c in clusters {
         println!(
             "{}: watermark {}, lag {} h, {} hours stored ({} .. {}), last written {}",
             c.cluster,
@@ -529,9 +579,22 @@ async fn health_cmd(a: HealthArgs) -> anyhow::Result<()> {
                 println!("    {figures} (run {})", k.run_id);
             }
         }
+        for f in &c.failed_windows {
+            println!(
+                "  failed read {} .. {} at {}: {} ({} hours not read since)",
+                f.from.to_rfc3339(),
+                f.to.to_rfc3339(),
+                f.failed_at.to_rfc3339(),
+                f.error,
+                f.hours_not_read_since
+            );
+        }
         for an in &c.anomalies {
             println!("  anomaly (24 h): {}: {} subjects, {} in all", an.kind, an.subjects, an.count);
         }
+    }
+    for m in &health.merged_team_labels {
+        println!("team labels {} make one team: {}", m.labels.join(", "), m.team_id);
     }
     Ok(())
 }
@@ -792,6 +855,70 @@ async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+async fn readiness_cmd(a: ReadinessArgs) -> anyhow::Result<()> {
+    let pool = a.db.connect(2).await.context("cannot connect to the database")?;
+    let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+    let st = crate::ledger::statement(&pool, a.month, None).await?;
+    let r = crate::readiness::readiness(&pool, a.month, tz, &st.bills, Utc::now()).await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else if r.ready {
+        println!("{}: ready to close", a.month);
+    } else {
+        println!("{}: not ready to close ({} blocker(s))", a.month, r.blockers.len());
+        for b in &r.blockers {
+            println!("  - {b}");
+        }
+    }
+    if !r.ready {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+async fn close_cmd(a: CloseArgs) -> anyhow::Result<()> {
+    use crate::billing::{BillMode, BillPolicy, UnallocatedPolicy};
+    let pool = a.db.connect(4).await.context("cannot connect to the database")?;
+    let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+    let policy = if a.mode.is_none() && a.unallocated.is_none() {
+        None
+    } else {
+        let default = crate::ledger::default_policy(&pool).await?;
+        Some(BillPolicy {
+            mode: match a.mode {
+                Some(CliBillMode::Showback) => BillMode::Showback,
+                Some(CliBillMode::Chargeback) => BillMode::Chargeback,
+                None => default.mode,
+            },
+            unallocated: match a.unallocated {
+                Some(CliUnallocated::KeptByPlatform) => UnallocatedPolicy::KeptByPlatform,
+                Some(CliUnallocated::SpreadProportionally) => UnallocatedPolicy::SpreadProportionally,
+                None => default.unallocated,
+            },
+        })
+    };
+    let req = crate::ledger::CloseRequest { policy, override_reason: a.override_reason };
+    match crate::ledger::close(&pool, a.month, req, tz, &cli_actor()).await {
+        Ok(st) => {
+            println!(
+                "closed {} (content hash {}){}",
+                a.month,
+                st.content_hash.as_deref().unwrap_or("?"),
+                if st.close_override.is_some() { ", incomplete, by override" } else { "" }
+            );
+            Ok(())
+        }
+        Err(crate::ledger::LedgerError::NotReady(r)) => {
+            eprintln!("{} is not ready to close ({} blocker(s)):", a.month, r.blockers.len());
+            for b in &r.blockers {
+                eprintln!("  - {b}");
+            }
+            bail!("not closed: complete the month (ingest the hours, set the rates) or give --override REASON")
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn budgets_cmd(a: BudgetsArgs) -> anyhow::Result<()> {

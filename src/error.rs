@@ -30,6 +30,10 @@ pub enum ApiError {
     NotFound(String),
     #[error("{message}")]
     Conflict { field: Option<String>, message: String },
+    /// A month that is not complete, closed without an override: 409 with what stands in the way.
+    #[error("month {} is not ready to close: {}", .0.month,
+        .0.blockers.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    NotReady(Box<crate::readiness::Readiness>),
     /// The body is larger than the one limit every route shares.
     #[error("the request body is larger than {0} bytes")]
     PayloadTooLarge(usize),
@@ -56,7 +60,7 @@ impl ApiError {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
-            Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::Conflict { .. } | Self::NotReady(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Timeout => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -71,6 +75,7 @@ impl ApiError {
             Self::Forbidden => "forbidden",
             Self::NotFound(_) => "not_found",
             Self::Conflict { .. } => "conflict",
+            Self::NotReady(_) => "not_ready",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::Timeout => "timeout",
             Self::Internal(_) => "internal",
@@ -145,6 +150,9 @@ pub struct ErrorBody {
     /// Every offending field (validation errors).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FieldError>,
+    /// What stands in the way of closing a month (`not_ready`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blockers: Vec<crate::readiness::Blocker>,
 }
 
 impl IntoResponse for ApiError {
@@ -156,6 +164,7 @@ impl IntoResponse for ApiError {
         let (field, errors) = match &self {
             Self::BadRequest { field, .. } | Self::Conflict { field, .. } => (field.clone(), Vec::new()),
             Self::Invalid(errors) => (errors.first().map(|e| e.field.clone()), errors.clone()),
+            Self::NotReady(_) => (Some("month".to_string()), Vec::new()),
             _ => (None, Vec::new()),
         };
         let message = match &self {
@@ -164,7 +173,12 @@ impl IntoResponse for ApiError {
             }
             other => other.to_string(),
         };
-        let body = ErrorBody { status: status.as_u16(), code: self.code().to_string(), field, message, errors };
+        let blockers = match &self {
+            Self::NotReady(r) => r.blockers.clone(),
+            _ => Vec::new(),
+        };
+        let body =
+            ErrorBody { status: status.as_u16(), code: self.code().to_string(), field, message, errors, blockers };
         (status, Json(body)).into_response()
     }
 }

@@ -15,6 +15,7 @@ use crate::billing::{
 use crate::db::{self, usage::Scope};
 use crate::money::{Money, card_hours_from_seconds};
 use crate::pricing::{ModelCatalog, RateHistory};
+use crate::readiness::{Blocker, Readiness};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
@@ -26,6 +27,12 @@ pub enum LedgerError {
     AlreadyClosed(Month),
     #[error("month {0} has not ended yet")]
     NotEnded(Month),
+    /// The month is not complete (SPEC §6): what stands in the way, for a close without an override.
+    #[error("month {} is not ready to close: {} blocker(s)", .0.month, .0.blockers.len())]
+    NotReady(Box<Readiness>),
+    /// An override without a usable reason.
+    #[error("{0}")]
+    OverrideReason(crate::validate::Invalid),
     #[error("the snapshot of {0} cannot be read: {1}")]
     Snapshot(String, serde_json::Error),
     /// A closed month's snapshot no longer has the content hash stored at close: it was altered behind the
@@ -63,6 +70,28 @@ pub struct Statement {
     /// the statement is read); `None` for an open month.
     #[serde(default)]
     pub content_hash: Option<String>,
+    /// A month closed although it was not complete: the reason given and what stood in the way then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close_override: Option<CloseOverride>,
+}
+
+/// Why a month was closed although its readiness listed blockers, printed on its statements for good.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CloseOverride {
+    pub reason: String,
+    /// Who closed it.
+    pub by: String,
+    /// What stood in the way at the close.
+    pub blockers: Vec<Blocker>,
+}
+
+/// How a month is to be closed.
+#[derive(Debug, Clone, Default)]
+pub struct CloseRequest {
+    /// The bill policy to freeze (the default when `None`).
+    pub policy: Option<BillPolicy>,
+    /// Close even though the month is not complete, for this reason (kept in the audit log and on the statement).
+    pub override_reason: Option<String>,
 }
 
 impl Statement {
@@ -99,6 +128,8 @@ struct Snapshot {
     bills: MonthBills,
     restatements: Vec<RestatementLine>,
     teams: BTreeMap<String, TeamInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    close_override: Option<CloseOverride>,
 }
 
 /// The bill policy configured as the default (settings `bill_mode`, `unallocated_policy`).
@@ -192,6 +223,7 @@ fn from_closed(month: Month, c: &db::bills::ClosedMonth) -> Result<Statement, Le
         restatements: s.restatements,
         teams: s.teams,
         content_hash: Some(c.content_hash.clone()),
+        close_override: s.close_override,
     })
 }
 
@@ -224,6 +256,7 @@ pub async fn statement(pool: &PgPool, month: Month, policy: Option<BillPolicy>) 
         restatements,
         teams,
         content_hash: None,
+        close_override: None,
     })
 }
 
@@ -279,38 +312,61 @@ async fn pending_restatements(pool: &PgPool, month: Month) -> Result<Vec<Restate
     Ok(out)
 }
 
-/// Closes an ended month: its statement (with the restatements it carries) becomes immutable.
+/// The longest override reason accepted.
+pub const OVERRIDE_REASON_MAX: usize = 2000;
+
+/// Closes an ended month: its statement (with the restatements it carries) becomes immutable. A month that is not
+/// complete ([`crate::readiness`]) is refused with what stands in the way, unless the request overrides it with a
+/// reason: the reason and the blockers are then audited and frozen onto the statement.
 pub async fn close(
     pool: &PgPool,
     month: Month,
-    policy: Option<BillPolicy>,
+    req: CloseRequest,
     tz: chrono_tz::Tz,
     actor: &str,
 ) -> Result<Statement, LedgerError> {
     if month.bounds(tz).1 > Utc::now() {
         return Err(LedgerError::NotEnded(month));
     }
+    let reason = match req.override_reason.as_deref() {
+        Some(r) => Some(
+            crate::validate::text("override.reason", r.trim(), OVERRIDE_REASON_MAX)
+                .map_err(LedgerError::OverrideReason)?,
+        ),
+        None => None,
+    };
     let mut tx = pool.begin().await?;
     sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('close:' || $1))", month.to_string()).execute(&mut *tx).await?;
     if db::bills::closed(&mut tx, &month.to_string()).await?.is_some() {
         return Err(LedgerError::AlreadyClosed(month));
     }
-    let st = statement(pool, month, policy).await?;
+    let st = statement(pool, month, req.policy).await?;
+    let ready = crate::readiness::readiness(pool, month, tz, &st.bills, Utc::now()).await?;
+    let close_override = match (ready.ready, reason) {
+        (true, _) => None,
+        (false, None) => return Err(LedgerError::NotReady(Box::new(ready))),
+        (false, Some(reason)) => Some(CloseOverride { reason, by: actor.to_string(), blockers: ready.blockers }),
+    };
     let snapshot = Snapshot {
         version: 1,
         bills: st.bills.clone(),
         restatements: st.restatements.clone(),
         teams: st.teams.clone(),
+        close_override: close_override.clone(),
     };
     let value = serde_json::to_value(&snapshot).map_err(|e| LedgerError::Snapshot(month.to_string(), e))?;
     if !db::bills::insert_closed(&mut tx, &month.to_string(), actor, &value).await? {
         return Err(LedgerError::AlreadyClosed(month));
     }
-    let summary = serde_json::json!({
+    let mut summary = serde_json::json!({
         "policy": st.bills.policy, "capacity_cost": st.bills.capacity_cost, "allocated": st.bills.allocated,
         "teams": st.bills.teams.iter().map(|t| (t.team.clone(), t.total)).collect::<BTreeMap<_, _>>(),
     });
-    db::audit::record(&mut tx, actor, "month.close", &format!("month:{month}"), None, Some(summary)).await?;
+    if let Some(o) = &close_override {
+        summary["override"] = serde_json::json!({"reason": o.reason, "blockers": o.blockers});
+    }
+    let action = if close_override.is_some() { "month.close_override" } else { "month.close" };
+    db::audit::record(&mut tx, actor, action, &format!("month:{month}"), None, Some(summary)).await?;
     let closed = db::bills::closed(&mut tx, &month.to_string()).await?;
     tx.commit().await?;
     match closed {

@@ -16,6 +16,7 @@ pub mod metering;
 pub mod money;
 pub mod pricing;
 pub mod prom;
+pub mod readiness;
 pub mod shutdown;
 pub mod simulate;
 pub mod usage;

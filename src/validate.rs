@@ -120,6 +120,22 @@ impl TeamId {
         }
     }
 
+    /// The team a namespace's team label names (SPEC §4): ASCII letters lower-cased, every other character
+    /// outside `[a-z0-9-]` as `-`, `-` trimmed from both ends, at most 63 characters; `None` when nothing is left.
+    /// The SQL function `team_id_of_label` applies the same rule where rows are stored.
+    pub fn from_label(label: &str) -> Option<TeamId> {
+        let mapped: String = label
+            .chars()
+            .map(|c| {
+                let c = c.to_ascii_lowercase();
+                if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' { c } else { '-' }
+            })
+            .collect();
+        let cut: String = mapped.trim_matches('-').chars().take(63).collect();
+        let id = cut.trim_end_matches('-');
+        (!id.is_empty()).then(|| TeamId(id.to_string()))
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -240,6 +256,13 @@ mod tests {
     #[test]
     fn team_ids() {
         assert_eq!(TeamId::parse("id", "vision-2").unwrap().as_str(), "vision-2");
+        let label = |l: &str| TeamId::from_label(l).map(TeamId::into_string);
+        assert_eq!(label("NLP"), Some("nlp".into()));
+        assert_eq!(label("nlp"), Some("nlp".into()));
+        assert_eq!(label(" Vision_Team.2 "), Some("vision-team-2".into()));
+        assert_eq!(label("视觉"), None);
+        assert_eq!(label("--"), None);
+        assert_eq!(label(&format!("{}-b", "a".repeat(62))), Some("a".repeat(62)));
         for bad in ["", "Vision", "-x", "a b", "a\0", &"a".repeat(64)] {
             assert!(TeamId::parse("id", bad).is_err(), "{bad:?}");
         }
@@ -254,6 +277,18 @@ mod tests {
                 prop_assert!(!t.is_empty() && t.chars().count() <= 50);
                 prop_assert!(!t.chars().any(forbidden));
                 prop_assert_eq!(t.trim(), t.as_str());
+            }
+        }
+
+        /// A label's team id is a valid team id, and its own label: the rule is idempotent, and labels differing
+        /// only in ASCII case make one team.
+        #[test]
+        fn a_label_makes_a_valid_team_id(s in "\\PC{0,80}") {
+            if let Some(id) = TeamId::from_label(&s) {
+                prop_assert!(TeamId::parse("id", id.as_str()).is_ok(), "{:?} → {:?}", s, id.as_str());
+                prop_assert_eq!(TeamId::from_label(id.as_str()).map(TeamId::into_string), Some(id.to_string()));
+                prop_assert_eq!(
+                    TeamId::from_label(&s.to_ascii_uppercase()).map(TeamId::into_string), Some(id.into_string()));
             }
         }
 

@@ -68,6 +68,7 @@ fn statement(usage: Vec<UsageLine>, capacity: Vec<CapacityLine>, teams: &[(&str,
             })
             .collect::<BTreeMap<_, _>>(),
         content_hash: None,
+        close_override: None,
     }
 }
 

@@ -95,7 +95,8 @@ fn a_smaller_read_keeps_the_stored_hours_and_a_forced_one_can_be_undone() {
     assert_eq!(by_worker, 24, "the worker's kept hours are recorded for ingest health");
     let health: serde_json::Value =
         serde_json::from_str(&run_cardhour_ok(["health", "--format", "json"], &db.env())).unwrap();
-    let sim_health = health.as_array().unwrap().iter().find(|c| c["cluster"] == "sim").expect("sim in health");
+    let sim_health =
+        health["clusters"].as_array().unwrap().iter().find(|c| c["cluster"] == "sim").expect("sim in health");
     let kept = sim_health["kept_hours"].as_array().unwrap();
     assert_eq!(kept.len(), 24, "ingest health lists the kept hours");
     assert!(kept.iter().all(|k| k["read_rows"] == 0 && k["stored_rows"].as_i64().unwrap() > 0), "{kept:?}");

@@ -11,18 +11,20 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{ApiQuery, AppState};
-use crate::auth::{Finance, ScopedReader};
+use crate::auth::{Finance, GlobalReader, ScopedReader};
 use crate::billing::{BillMode, BillPolicy, Month, UnallocatedPolicy};
 use crate::db::usage::Scope;
 use crate::error::{ApiError, ErrorBody};
-use crate::ledger::{self, LedgerError, MonthStatus, Statement};
+use crate::ledger::{self, CloseOverride, CloseRequest, LedgerError, MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
+use crate::readiness::{Blocker, Readiness};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(get_month))
         .routes(routes!(get_team_statement))
         .routes(routes!(close_month))
+        .routes(routes!(month_readiness))
         .routes(routes!(export_csv))
         .routes(routes!(export_pdf))
 }
@@ -36,6 +38,8 @@ impl From<LedgerError> for ApiError {
             LedgerError::NotEnded(m) => {
                 ApiError::Conflict { field: Some("month".into()), message: format!("month {m} has not ended yet") }
             }
+            LedgerError::NotReady(r) => ApiError::NotReady(r),
+            LedgerError::OverrideReason(e) => e.into(),
             other => ApiError::Internal(other.into()),
         }
     }
@@ -160,6 +164,22 @@ pub struct MonthView {
     /// capacity_cost − allocated (negative when time-slicing oversells).
     pub unallocated: Option<Money>,
     pub platform_kept: Option<Money>,
+    /// A month closed although it was not complete: the reason, who closed it, and (global readers only) what
+    /// stood in the way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub close_override: Option<OverrideView>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct OverrideView {
+    pub reason: String,
+    pub by: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blockers: Option<Vec<Blocker>>,
+}
+
+fn override_view(o: &CloseOverride, global: bool) -> OverrideView {
+    OverrideView { reason: o.reason.clone(), by: o.by.clone(), blockers: global.then(|| o.blockers.clone()) }
 }
 
 fn team_summary(st: &Statement, team: &str) -> TeamSummary {
@@ -207,6 +227,7 @@ fn month_view(st: &Statement, scope: &Scope) -> MonthView {
         allocated: global.then_some(b.allocated),
         unallocated: global.then_some(b.unallocated),
         platform_kept: global.then_some(b.platform_kept),
+        close_override: st.close_override.as_ref().map(|o| override_view(o, global)),
     }
 }
 
@@ -336,12 +357,37 @@ async fn get_team_statement(
     Ok(Json(team_statement_view(&st, &team)))
 }
 
+/// What closing a month takes: a policy (the default when absent) and, for a month that is not complete, an
+/// override with its reason.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CloseInput {
+    /// `showback` or `chargeback`.
+    pub mode: Option<String>,
+    /// `kept_by_platform` or `spread_proportionally`.
+    pub unallocated: Option<String>,
+    /// Close although the readiness lists blockers; the reason goes into the audit log and onto the statement.
+    #[serde(rename = "override")]
+    pub override_: Option<OverrideInput>,
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OverrideInput {
+    /// Why the month is closed incomplete (at most 2000 characters).
+    pub reason: String,
+}
+
 /// Closes an ended month (finance, admin): its statements become immutable; later changes to its usage or
-/// rates appear as restatement lines on the next open month. Audited.
+/// rates appear as restatement lines on the next open month. A month that is not complete (see `readiness`) is
+/// refused with 409 and its blockers, unless the body carries `override.reason`. Audited.
 #[utoipa::path(post, path = "/bills/{month}/close", tag = "bills", security(("bearer" = [])),
-    params(("month" = String, Path, description = "YYYY-MM")), request_body = PolicyInput,
-    responses((status = 201, body = MonthView), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody),
-        (status = 422, body = ErrorBody)))]
+    params(("month" = String, Path, description = "YYYY-MM")), request_body = CloseInput,
+    responses((status = 201, description = "The month is closed; its statement as frozen", body = MonthView),
+        (status = 403, description = "Finance or admin only", body = ErrorBody),
+        (status = 409, description = "Closed already, not ended, or not complete (the blockers are listed)",
+            body = ErrorBody),
+        (status = 422, description = "A bad month, policy or override reason", body = ErrorBody)))]
 async fn close_month(
     State(s): State<AppState>,
     Finance(p): Finance,
@@ -350,15 +396,34 @@ async fn close_month(
 ) -> Result<(StatusCode, Json<MonthView>), ApiError> {
     let month = parse_month(&month)?;
     // the body is optional: no body closes with the default policy
-    let input: PolicyInput = if body.iter().all(u8::is_ascii_whitespace) {
-        PolicyInput::default()
+    let input: CloseInput = if body.iter().all(u8::is_ascii_whitespace) {
+        CloseInput::default()
     } else {
         // axum's decoder names the JSON path of a bad value (`mode`), serde_json's does not
-        axum::Json::<PolicyInput>::from_bytes(&body).map_err(ApiError::from)?.0
+        axum::Json::<CloseInput>::from_bytes(&body).map_err(ApiError::from)?.0
     };
-    let policy = input.resolve()?;
-    let st = ledger::close(&s.pool, month, policy, s.billing_tz, &p.actor()).await?;
+    let policy = PolicyInput { mode: input.mode, unallocated: input.unallocated }.resolve()?;
+    let req = CloseRequest { policy, override_reason: input.override_.map(|o| o.reason) };
+    let st = ledger::close(&s.pool, month, req, s.billing_tz, &p.actor()).await?;
     Ok((StatusCode::CREATED, Json(month_view(&st, &p.scope()))))
+}
+
+/// What stands in the way of closing a month (global readers): hours not ingested, failed windows, watermarks
+/// short of the month's end, unknown or unpriced GPU models, nodes whose cards were not counted, hours kept over a
+/// smaller read. `ready` is true when there is none.
+#[utoipa::path(get, path = "/bills/{month}/readiness", tag = "bills", security(("bearer" = [])),
+    params(("month" = String, Path, description = "YYYY-MM")),
+    responses((status = 200, description = "The month's readiness to close", body = Readiness),
+        (status = 403, description = "Global readers only", body = ErrorBody),
+        (status = 422, description = "A bad month", body = ErrorBody)))]
+async fn month_readiness(
+    State(s): State<AppState>,
+    _reader: GlobalReader,
+    Path(month): Path<String>,
+) -> Result<Json<Readiness>, ApiError> {
+    let month = parse_month(&month)?;
+    let st = s.statements.statement(&s.pool, month, None).await?;
+    Ok(Json(crate::readiness::readiness(&s.pool, month, s.billing_tz, &st.bills, Utc::now()).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

@@ -97,7 +97,14 @@ pub async fn json_errors(req: Request, next: Next) -> Response {
         }
     };
     let field = if status.is_server_error() { None } else { field_of_rejection(status, &text, route.as_deref()) };
-    let body = ErrorBody { status: status.as_u16(), code: code_of(status).into(), field, message, errors: vec![] };
+    let body = ErrorBody {
+        status: status.as_u16(),
+        code: code_of(status).into(),
+        field,
+        message,
+        errors: vec![],
+        blockers: vec![],
+    };
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
     parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     parts.headers.remove(header::CONTENT_LENGTH);

@@ -10,7 +10,7 @@ use utoipa_axum::routes;
 use super::AppState;
 use crate::auth::GlobalReader;
 use crate::error::{ApiError, ErrorBody};
-use crate::ingest::health::{ClusterHealth, health};
+use crate::ingest::health::{IngestHealth, health};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_health))
@@ -18,12 +18,12 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// Ingest health of every cluster.
 #[utoipa::path(get, path = "/ingest/health", tag = "ingest", security(("bearer" = [])),
-    responses((status = 200, description = "Every cluster's ingest health", body = Vec<ClusterHealth>),
+    responses((status = 200, description = "Every cluster's ingest health", body = IngestHealth),
         (status = 401, description = "No or an invalid token", body = ErrorBody),
         (status = 403, description = "Team leads see no cluster-wide figures", body = ErrorBody)))]
 async fn get_health(
     State(s): State<AppState>,
     GlobalReader(_reader): GlobalReader,
-) -> Result<Json<Vec<ClusterHealth>>, ApiError> {
+) -> Result<Json<IngestHealth>, ApiError> {
     Ok(Json(health(&s.pool, Utc::now()).await?))
 }

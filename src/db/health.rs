@@ -53,3 +53,20 @@ pub async fn anomalies(pool: &PgPool, since: DateTime<Utc>) -> Result<Vec<Anomal
     .fetch_all(pool)
     .await
 }
+
+#[derive(Debug, Clone)]
+pub struct MergedLabelsRow {
+    pub team_id: String,
+    pub labels: Vec<String>,
+}
+
+/// Team ids that more than one label value makes (`NLP` and `nlp`).
+pub async fn merged_team_labels(pool: &PgPool) -> Result<Vec<MergedLabelsRow>, sqlx::Error> {
+    sqlx::query_as!(
+        MergedLabelsRow,
+        r#"SELECT team_id, array_agg(label ORDER BY label) AS "labels!" FROM team_labels
+           GROUP BY team_id HAVING count(*) > 1 ORDER BY team_id"#
+    )
+    .fetch_all(pool)
+    .await
+}

@@ -14,7 +14,7 @@ pub enum RunCommand {
 }
 
 impl RunCommand {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Ingest => "ingest",
             Self::Worker => "worker",

@@ -8,6 +8,7 @@ pub mod health;
 pub mod history;
 pub mod idempotency;
 pub mod rates;
+pub mod readiness;
 pub mod reports;
 pub mod roles;
 pub mod settings;

@@ -129,6 +129,7 @@ pub async fn replace_hour(
     .await?;
 
     rebuild_hour_rollups(conn, cluster, hour).await?;
+    register_label_teams(conn, cluster, hour).await?;
 
     sqlx::query!(
         "INSERT INTO ingested_hours (cluster, hour, scrape_interval_ms, usage_rows) VALUES ($1, $2, $3, $4)
@@ -138,6 +139,36 @@ pub async fn replace_hour(
         hour,
         out.interval_ms,
         out.rows.len() as i32,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Registers the teams the hour's team labels make (SPEC §4: the first label seen names the team; a team that
+/// exists keeps its name) and notes every label with its team, so that labels making one team can be reported.
+async fn register_label_teams(conn: &mut PgConnection, cluster: &str, hour: DateTime<Utc>) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO teams (id, name)
+         SELECT DISTINCT ON (id) id, left(label, 200)
+         FROM (SELECT DISTINCT label_team AS label, team_id_of_label(label_team) AS id FROM gpu_usage_hourly
+               WHERE cluster = $1 AND hour = $2) l
+         WHERE id IS NOT NULL ORDER BY id, label
+         ON CONFLICT (id) DO NOTHING",
+        cluster,
+        hour
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO team_labels (label, team_id, first_hour, last_hour)
+         SELECT DISTINCT label_team, team_id_of_label(label_team), $2::timestamptz, $2::timestamptz
+         FROM gpu_usage_hourly WHERE cluster = $1 AND hour = $2 AND team_id_of_label(label_team) IS NOT NULL
+         ON CONFLICT (label) DO UPDATE SET first_hour = least(team_labels.first_hour, EXCLUDED.first_hour),
+             last_hour = greatest(team_labels.last_hour, EXCLUDED.last_hour)
+         WHERE team_labels.first_hour > EXCLUDED.first_hour OR team_labels.last_hour < EXCLUDED.last_hour",
+        cluster,
+        hour
     )
     .execute(conn)
     .await?;

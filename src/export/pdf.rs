@@ -137,6 +137,26 @@ impl<'a> Layout<'a> {
         Ok(())
     }
 
+    /// Text wrapped to the page's width, a line at a time (at a space where there is one, else between any two
+    /// characters: Chinese has no spaces).
+    fn paragraph(&mut self, size: f32, text: &str) -> Result<(), PdfError> {
+        let width = PAGE_W - 2.0 * MARGIN;
+        let mut line = String::new();
+        for c in text.chars() {
+            line.push(c);
+            if self.m.width(&line, size) > width {
+                let cut = line.rfind(' ').filter(|&i| i > 0).unwrap_or(line.len() - c.len_utf8());
+                let rest = line.split_off(cut);
+                self.line(size, line.trim_end())?;
+                line = rest.trim_start().to_string();
+            }
+        }
+        if !line.is_empty() {
+            self.line(size, &line)?;
+        }
+        Ok(())
+    }
+
     fn gap(&mut self, h: f32) {
         self.y += h;
     }
@@ -265,6 +285,19 @@ pub fn statement_pdf(
     render(lay.pages, &kfonts)
 }
 
+/// A month closed incomplete says so on every statement: the reason, and on the finance summary what stood in the
+/// way (a team's page names no cluster-wide problem).
+fn close_override(lay: &mut Layout, st: &Statement, global: bool) -> Result<(), PdfError> {
+    let Some(o) = &st.close_override else { return Ok(()) };
+    lay.paragraph(10.0, &format!("Closed incomplete, by override of {}. Reason: {}", o.by, o.reason))?;
+    if global {
+        for b in &o.blockers {
+            lay.paragraph(8.0, &format!("– {b}"))?;
+        }
+    }
+    Ok(())
+}
+
 fn status_str(s: MonthStatus) -> &'static str {
     match s {
         MonthStatus::Open => "open",
@@ -317,6 +350,7 @@ fn summary(
     }
     lay.line(10.0, &status)?;
     lay.line(10.0, &format!("Policy {}", policy_str(st)))?;
+    close_override(lay, st, true)?;
     lay.gap(6.0);
 
     let b = &st.bills;
@@ -433,6 +467,7 @@ fn team_statement(lay: &mut Layout, st: &Statement, team: &str) -> Result<(), Pd
             policy_str(st)
         ),
     )?;
+    close_override(lay, st, false)?;
     lay.gap(6.0);
 
     let c = cols(&[

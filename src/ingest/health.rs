@@ -1,5 +1,6 @@
 //! Ingest health: per cluster, whether the stored numbers are complete — how far the hours reach and how late
-//! they are, what was kept over smaller reads, and the anomalies of the last day.
+//! they are, what was kept over smaller reads, reads that failed and were not made good, and the anomalies of the
+//! last day; and, once for all clusters, team labels written differently that make one team.
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
@@ -22,8 +23,33 @@ pub struct ClusterHealth {
     pub last_ingested_at: Option<DateTime<Utc>>,
     /// Stored hours a later read held less for, left as they were (newest first).
     pub kept_hours: Vec<KeptHour>,
+    /// Reads that failed and whose hours have not all been stored since (a close of their months waits).
+    pub failed_windows: Vec<FailedWindow>,
     /// Anomalies of the hours of the last 24 h (unknown resources, non-finite samples …).
     pub anomalies: Vec<AnomalyCount>,
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct FailedWindow {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub error: String,
+    pub failed_at: DateTime<Utc>,
+    pub hours_not_read_since: i64,
+}
+
+/// Team label values that make one team id (SPEC §4): counted as one team, listed here once.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct MergedLabels {
+    pub team_id: String,
+    pub labels: Vec<String>,
+}
+
+/// Ingest health of every cluster, and what concerns them all.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct IngestHealth {
+    pub clusters: Vec<ClusterHealth>,
+    pub merged_team_labels: Vec<MergedLabels>,
 }
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -35,16 +61,33 @@ pub struct AnomalyCount {
 }
 
 /// The health of every cluster at `now`.
-pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<Vec<ClusterHealth>, sqlx::Error> {
+pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<IngestHealth, sqlx::Error> {
     let ended = super::window::floor_hour(now);
     let anomalies = db::health::anomalies(pool, ended - Duration::hours(24)).await?;
     let kept = db::history::kept_hours(pool, None).await?;
+    let failures = db::readiness::open_failures(pool, DateTime::<Utc>::MIN_UTC, now).await?;
     let clusters = db::health::clusters(pool).await?;
-    Ok(clusters
+    let merged_team_labels = db::health::merged_team_labels(pool)
+        .await?
+        .into_iter()
+        .map(|m| MergedLabels { team_id: m.team_id, labels: m.labels })
+        .collect();
+    let clusters = clusters
         .into_iter()
         .map(|c| ClusterHealth {
             lag_hours: c.watermark.map(|w| (ended - w).num_hours().max(0)),
             kept_hours: kept.iter().filter(|k| k.cluster == c.cluster).cloned().collect(),
+            failed_windows: failures
+                .iter()
+                .filter(|f| f.cluster == c.cluster)
+                .map(|f| FailedWindow {
+                    from: f.hour_from,
+                    to: f.hour_to,
+                    error: f.error.clone(),
+                    failed_at: f.failed_at,
+                    hours_not_read_since: f.hours_not_read_since,
+                })
+                .collect(),
             anomalies: anomalies
                 .iter()
                 .filter(|a| a.cluster == c.cluster)
@@ -58,5 +101,6 @@ pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<Vec<ClusterHeal
             hours_stored: c.hours_stored,
             last_ingested_at: c.last_ingested_at,
         })
-        .collect())
+        .collect();
+    Ok(IngestHealth { clusters, merged_team_labels })
 }

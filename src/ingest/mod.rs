@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures_util::{StreamExt, TryStreamExt, stream};
+use futures_util::{StreamExt, stream};
 use serde::Serialize;
 use sqlx::PgPool;
 
@@ -170,16 +170,24 @@ pub async fn backfill_until(
             let start = chunk[0].timestamp_millis();
             let end = start + chunk.len() as i64 * HOUR_MS;
             let (client, spec, retry) = (client.clone(), opts.fetch.clone(), opts.retry);
-            async move { fetch::fetch(&client, &spec, start, end, retry).await.map(|f| (chunk, f)) }
+            async move { (chunk[0], fetch::fetch(&client, &spec, start, end, retry).await.map(|f| (chunk, f))) }
         })
         .buffered(2);
     'chunks: loop {
         let next = tokio::select! {
             biased;
             () = stop.requested() => None,
-            next = fetched.try_next() => next?,
+            next = fetched.next() => next,
         };
-        let Some((chunk, data)) = next else { break };
+        let Some((first, read)) = next else { break };
+        let (chunk, data) = match read {
+            Ok(read) => read,
+            Err(e) => {
+                // the hours from this chunk on were not read: a close of their month must know
+                record_failure(pool, &opts.cluster, first, to, mode, &e).await;
+                return Err(e.into());
+            }
+        };
         let hours_ms: Vec<i64> = chunk.iter().map(DateTime::timestamp_millis).collect();
         for (hour, (input, non_finite)) in chunk.into_iter().zip(data.into_hours(&hours_ms)) {
             if stop.is_requested() {
@@ -219,6 +227,26 @@ pub async fn backfill_until(
     }
     summary.stopped = summary.hours + (summary.kept.len() as u64) < hours.len() as u64;
     Ok(summary)
+}
+
+/// Records a failed read for the readiness of its months; a failure to record it is logged, not added to the
+/// error being returned.
+async fn record_failure(
+    pool: &PgPool,
+    cluster: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    mode: &WriteMode,
+    error: &PromError,
+) {
+    let command = mode.command.as_str();
+    let recorded = async {
+        let mut conn = pool.acquire().await?;
+        db::readiness::record_failure(&mut conn, cluster, from, to, command, &error.to_string()).await
+    };
+    if let Err(e) = recorded.await {
+        tracing::error!(error = %e, %cluster, %from, %to, "could not record the failed read");
+    }
 }
 
 fn input_samples(i: &crate::metering::HourInput) -> u64 {

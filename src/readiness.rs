@@ -1,0 +1,256 @@
+//! Whether a month may be closed (SPEC §6 "Closing needs a complete month"): every hour of every cluster stored
+//! since its first stored hour, no window whose read failed and was not read again, each watermark past the
+//! month's end, no unknown or unpriced GPU model, no node whose cards could not be counted, no hour kept over a
+//! smaller read. What stands in the way is listed, so a close can refuse with it — or record it beside the reason
+//! of an explicit override.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono::{DateTime, Duration, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+
+use crate::billing::{Month, MonthBills};
+use crate::db;
+
+/// Anomaly kinds that mean a node's cards were not counted but assumed (a unit taken as a card, a configured
+/// replica count): its lines rest on a guess until configuration settles it.
+pub const UNVERIFIED_NODE_ANOMALIES: &[&str] = &["default_replicas", "unverified_node"];
+
+/// One thing that stands in the way of closing a month.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Blocker {
+    /// The month has not ended in the billing time zone.
+    NotEnded { month_end: DateTime<Utc> },
+    /// Hours of the month a cluster has not stored, though it was read before them.
+    MissingHours { cluster: String, hours: i64, spans: Vec<HourSpan> },
+    /// A read that failed and whose hours have not all been stored since.
+    FailedWindow {
+        cluster: String,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        error: String,
+        failed_at: DateTime<Utc>,
+        /// Hours of the window, within the month, not stored since the failure.
+        hours_not_read_since: i64,
+    },
+    /// The cluster's watermark (every hour before it is stored) is short of the month's end.
+    WatermarkBeforeMonthEnd { cluster: String, watermark: Option<DateTime<Utc>>, month_end: DateTime<Utc> },
+    /// Card-hours of a GPU model that is unknown or has no rate for some day of the month: billed at nothing.
+    UnknownGpuModel {
+        gpu_model: String,
+        #[schema(value_type = String)]
+        usage_card_hours: Decimal,
+        #[schema(value_type = String)]
+        capacity_card_hours: Decimal,
+        reason: String,
+    },
+    /// A node whose cards could not be counted (its units taken at face value or by a configured count).
+    UnverifiedNode { cluster: String, node: String, anomaly: String, hours: i64 },
+    /// A stored hour a later read held less for, left as it was: the source and the books disagree.
+    KeptHour {
+        cluster: String,
+        hour: DateTime<Utc>,
+        run_id: i64,
+        stored_rows: i32,
+        stored_samples: Option<i64>,
+        read_rows: i32,
+        read_samples: i64,
+    },
+}
+
+/// A run of whole hours `[from, to)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct HourSpan {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+}
+
+impl fmt::Display for Blocker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotEnded { month_end } => write!(f, "the month has not ended (it ends {month_end})"),
+            Self::MissingHours { cluster, hours, spans } => {
+                let spans: Vec<String> = spans.iter().map(|s| format!("{} – {}", s.from, s.to)).collect();
+                write!(f, "cluster {cluster}: {hours} hour(s) not ingested: {}", spans.join(", "))
+            }
+            Self::FailedWindow { cluster, from, to, error, failed_at, hours_not_read_since } => write!(
+                f,
+                "cluster {cluster}: the read of {from} – {to} failed at {failed_at} ({error}); \
+                 {hours_not_read_since} hour(s) of it not ingested since"
+            ),
+            Self::WatermarkBeforeMonthEnd { cluster, watermark, month_end } => match watermark {
+                Some(w) => write!(f, "cluster {cluster}: complete only until {w}, before the month's end {month_end}"),
+                None => write!(f, "cluster {cluster}: no watermark, the month ends {month_end}"),
+            },
+            Self::UnknownGpuModel { gpu_model, usage_card_hours, capacity_card_hours, reason } => write!(
+                f,
+                "GPU model {gpu_model}: {reason} ({usage_card_hours} card-hours used, {capacity_card_hours} \
+                 of capacity)"
+            ),
+            Self::UnverifiedNode { cluster, node, anomaly, hours } => {
+                write!(f, "cluster {cluster}, node {node}: cards not counted ({anomaly}) in {hours} hour(s)")
+            }
+            Self::KeptHour { cluster, hour, run_id, stored_rows, stored_samples, read_rows, read_samples } => write!(
+                f,
+                "cluster {cluster}: hour {hour} kept over a smaller read by run {run_id} (stored {stored_rows} rows / \
+                 {} samples, read {read_rows} rows / {read_samples} samples)",
+                stored_samples.map_or_else(|| "?".to_string(), |s| s.to_string())
+            ),
+        }
+    }
+}
+
+/// A month's readiness to close.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Readiness {
+    #[schema(value_type = String, example = "2026-11")]
+    pub month: Month,
+    /// The month's span in the billing time zone.
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// No blocker: the month closes without an override.
+    pub ready: bool,
+    pub blockers: Vec<Blocker>,
+    pub checked_at: DateTime<Utc>,
+}
+
+/// Joins sorted hours into runs of consecutive hours.
+pub fn hour_spans(hours: &[DateTime<Utc>]) -> Vec<HourSpan> {
+    let mut spans: Vec<HourSpan> = Vec::new();
+    for &h in hours {
+        match spans.last_mut() {
+            Some(s) if s.to == h => s.to = h + Duration::hours(1),
+            _ => spans.push(HourSpan { from: h, to: h + Duration::hours(1) }),
+        }
+    }
+    spans
+}
+
+/// The GPU models of a month's bills billed at nothing: named `unknown`, or without a rate on some day.
+pub fn unknown_models(bills: &MonthBills) -> Vec<Blocker> {
+    #[derive(Default)]
+    struct Seen {
+        usage: Decimal,
+        capacity: Decimal,
+        unpriced: bool,
+    }
+    let mut seen: BTreeMap<&str, Seen> = BTreeMap::new();
+    for line in bills.teams.iter().flat_map(|t| &t.lines) {
+        if line.rate.is_none() || line.gpu_model == "unknown" {
+            let s = seen.entry(&line.gpu_model).or_default();
+            s.usage += line.card_hours;
+            s.unpriced |= line.rate.is_none();
+        }
+    }
+    for line in &bills.capacity {
+        if line.rate.is_none() || line.gpu_model == "unknown" {
+            let s = seen.entry(&line.gpu_model).or_default();
+            s.capacity += line.card_hours;
+            s.unpriced |= line.rate.is_none();
+        }
+    }
+    seen.into_iter()
+        // a model without a rate but without a card-hour bills nothing and hides nothing
+        .filter(|(model, s)| *model == "unknown" || !(s.usage.is_zero() && s.capacity.is_zero()))
+        .map(|(model, s)| Blocker::UnknownGpuModel {
+            gpu_model: model.to_string(),
+            usage_card_hours: s.usage,
+            capacity_card_hours: s.capacity,
+            reason: if model == "unknown" {
+                "the model of these cards is not known".to_string()
+            } else {
+                "no rate covers every day of the month".to_string()
+            },
+        })
+        .collect()
+}
+
+/// What stands in the way of closing `month` (in `tz`) at `now`, given the bills it would close with.
+pub async fn readiness(
+    pool: &PgPool,
+    month: Month,
+    tz: chrono_tz::Tz,
+    bills: &MonthBills,
+    now: DateTime<Utc>,
+) -> Result<Readiness, sqlx::Error> {
+    let (from, to) = month.bounds(tz);
+    let mut blockers = Vec::new();
+    if to > now {
+        blockers.push(Blocker::NotEnded { month_end: to });
+    }
+    let missing = db::readiness::missing_hours(pool, from, to).await?;
+    let mut by_cluster: BTreeMap<String, Vec<DateTime<Utc>>> = BTreeMap::new();
+    for m in missing {
+        by_cluster.entry(m.cluster).or_default().push(m.hour);
+    }
+    for (cluster, hours) in by_cluster {
+        blockers.push(Blocker::MissingHours { cluster, hours: hours.len() as i64, spans: hour_spans(&hours) });
+    }
+    for f in db::readiness::open_failures(pool, from, to).await? {
+        blockers.push(Blocker::FailedWindow {
+            cluster: f.cluster,
+            from: f.hour_from,
+            to: f.hour_to,
+            error: f.error,
+            failed_at: f.failed_at,
+            hours_not_read_since: f.hours_not_read_since,
+        });
+    }
+    // the last hour the month needs ends at `to` rounded up to the hour
+    let needed = crate::ingest::window::floor_hour(to - Duration::microseconds(1)) + Duration::hours(1);
+    for c in db::readiness::clusters_before(pool, to).await? {
+        if c.watermark.is_none_or(|w| w < needed) {
+            blockers.push(Blocker::WatermarkBeforeMonthEnd {
+                cluster: c.cluster,
+                watermark: c.watermark,
+                month_end: to,
+            });
+        }
+    }
+    blockers.extend(unknown_models(bills));
+    let kinds: Vec<String> = UNVERIFIED_NODE_ANOMALIES.iter().map(|k| (*k).to_string()).collect();
+    for n in db::readiness::node_problems(pool, from, to, &kinds).await? {
+        blockers.push(Blocker::UnverifiedNode { cluster: n.cluster, node: n.node, anomaly: n.kind, hours: n.hours });
+    }
+    let mut kept = db::history::kept_hours(pool, None).await?;
+    kept.retain(|k| k.hour + Duration::hours(1) > from && k.hour < to);
+    kept.sort_by_key(|k| (k.cluster.clone(), k.hour));
+    for k in kept {
+        blockers.push(Blocker::KeptHour {
+            cluster: k.cluster,
+            hour: k.hour,
+            run_id: k.run_id,
+            stored_rows: k.stored_rows,
+            stored_samples: k.stored_samples,
+            read_rows: k.read_rows,
+            read_samples: k.read_samples,
+        });
+    }
+    Ok(Readiness { month, from, to, ready: blockers.is_empty(), blockers, checked_at: now })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn consecutive_hours_join_into_spans() {
+        let hours = [t("2026-11-03T01:00:00Z"), t("2026-11-03T02:00:00Z"), t("2026-11-03T05:00:00Z")];
+        assert_eq!(
+            hour_spans(&hours),
+            vec![
+                HourSpan { from: t("2026-11-03T01:00:00Z"), to: t("2026-11-03T03:00:00Z") },
+                HourSpan { from: t("2026-11-03T05:00:00Z"), to: t("2026-11-03T06:00:00Z") },
+            ]
+        );
+        assert!(hour_spans(&[]).is_empty());
+    }
+}
