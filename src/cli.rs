@@ -831,13 +831,14 @@ async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
     }
     let include = |t: &str| a.team.as_deref().is_none_or(|only| only == t);
     let bytes = match a.format {
-        ExportFormat::Csv => crate::export::bill_csv(&st, include)?,
+        // the whole month (no --team) ends with the cluster rows from layout 2 on, as the API's export does
+        ExportFormat::Csv => crate::export::bill_csv(&st, include, a.team.is_none())?,
         ExportFormat::Pdf => {
             let fonts = crate::export::FontChain::installed()?;
             let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
             // one team's statement is what goes to its lead: no cluster-wide summary then
             let scope = a.team.clone().map_or_else(Scope::all, |t| Scope::teams(vec![t]));
-            let extras = crate::waste::statement_extras(&pool, month, tz, &scope).await?;
+            let extras = crate::waste::extras_for(&pool, &st, tz, &scope).await?;
             crate::export::statement_pdf(&st, include, &fonts, &extras)?
         }
     };

@@ -13,6 +13,7 @@ use crate::billing::{
     compute_month, restate_month,
 };
 use crate::db::{self, usage::Scope};
+use crate::export::{FrozenExtras, Layout};
 use crate::money::{Money, card_hours_from_seconds};
 use crate::pricing::{ModelCatalog, RateHistory};
 use crate::readiness::{Blocker, Readiness};
@@ -73,6 +74,18 @@ pub struct Statement {
     /// A month closed although it was not complete: the reason given and what stood in the way then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub close_override: Option<CloseOverride>,
+    /// The layout its representations are rendered with: a closed month's as frozen (1 for a snapshot stored
+    /// before layouts existed), an open month's the current one.
+    #[serde(default = "layout_v1")]
+    pub layout: Layout,
+    /// What the close froze besides the bills (the PDF's idle list and utilization); `None` for an open month and
+    /// for a month closed under layout 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen: Option<FrozenExtras>,
+}
+
+fn layout_v1() -> Layout {
+    Layout::V1
 }
 
 /// Why a month was closed although its readiness listed blockers, printed on its statements for good.
@@ -121,16 +134,27 @@ impl Statement {
     }
 }
 
-/// The stored form of a closed month (versioned so that old snapshots stay readable).
+/// The stored form of a closed month (versioned so that old snapshots stay readable). Version 1: the statement
+/// only, rendered by layout 1. Version 2: also the layout it is rendered with and the extras its PDF prints, so
+/// every figure of every representation is in here, under the content hash.
 #[derive(Debug, Serialize, Deserialize)]
 struct Snapshot {
     version: u32,
+    /// Absent in version 1 (layout 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    layout: Option<Layout>,
     bills: MonthBills,
     restatements: Vec<RestatementLine>,
     teams: BTreeMap<String, TeamInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     close_override: Option<CloseOverride>,
+    /// Absent in version 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    extras: Option<FrozenExtras>,
 }
+
+/// The snapshot version new closes store.
+const SNAPSHOT_VERSION: u32 = 2;
 
 /// The bill policy configured as the default (settings `bill_mode`, `unallocated_policy`).
 pub async fn default_policy(pool: &PgPool) -> Result<BillPolicy, LedgerError> {
@@ -224,6 +248,8 @@ fn from_closed(month: Month, c: &db::bills::ClosedMonth) -> Result<Statement, Le
         teams: s.teams,
         content_hash: Some(c.content_hash.clone()),
         close_override: s.close_override,
+        layout: s.layout.unwrap_or(Layout::V1),
+        frozen: s.extras,
     })
 }
 
@@ -257,6 +283,8 @@ pub async fn statement(pool: &PgPool, month: Month, policy: Option<BillPolicy>) 
         teams,
         content_hash: None,
         close_override: None,
+        layout: Layout::CURRENT,
+        frozen: None,
     })
 }
 
@@ -347,14 +375,21 @@ pub async fn close(
         (false, None) => return Err(LedgerError::NotReady(Box::new(ready))),
         (false, Some(reason)) => Some(CloseOverride { reason, by: actor.to_string(), blockers: ready.blockers }),
     };
+    // every figure the representations print besides the bills, frozen with them
+    let extras = crate::waste::month_extras(pool, month, tz).await?;
     let snapshot = Snapshot {
-        version: 1,
+        version: SNAPSHOT_VERSION,
+        layout: Some(Layout::CURRENT),
         bills: st.bills.clone(),
         restatements: st.restatements.clone(),
         teams: st.teams.clone(),
         close_override: close_override.clone(),
+        extras: Some(extras),
     };
     let value = serde_json::to_value(&snapshot).map_err(|e| LedgerError::Snapshot(month.to_string(), e))?;
+    // what is stored must read back: a figure JSON cannot hold (a NaN is written as null) would leave the month
+    // unreadable for good
+    serde_json::from_value::<Snapshot>(value.clone()).map_err(|e| LedgerError::Snapshot(month.to_string(), e))?;
     if !db::bills::insert_closed(&mut tx, &month.to_string(), actor, &value).await? {
         return Err(LedgerError::AlreadyClosed(month));
     }

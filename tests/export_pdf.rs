@@ -9,7 +9,7 @@ use std::time::Instant;
 use cardhour::billing::{
     BillMode, BillPolicy, CapacityLine, Month, RestatementLine, UnallocatedPolicy, UsageLine, compute_month,
 };
-use cardhour::export::{FontChain, StatementExtras, statement_pdf};
+use cardhour::export::{FontChain, Layout, StatementExtras, statement_pdf};
 use cardhour::ledger::{MonthStatus, Statement, TeamInfo};
 use cardhour::money::{Money, RatePerCardHour};
 use rust_decimal::Decimal;
@@ -69,6 +69,8 @@ fn statement(usage: Vec<UsageLine>, capacity: Vec<CapacityLine>, teams: &[(&str,
             .collect::<BTreeMap<_, _>>(),
         content_hash: None,
         close_override: None,
+        layout: Layout::CURRENT,
+        frozen: None,
     }
 }
 

@@ -3,18 +3,20 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{ApiQuery, AppState};
+use super::{ApiQuery, AppState, etag};
 use crate::auth::{Finance, GlobalReader, ScopedReader};
 use crate::billing::{BillMode, BillPolicy, Month, UnallocatedPolicy};
 use crate::db::usage::Scope;
 use crate::error::{ApiError, ErrorBody};
+use crate::export::{Layout, since};
 use crate::ledger::{self, CloseOverride, CloseRequest, LedgerError, MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
 use crate::readiness::{Blocker, Readiness};
@@ -156,6 +158,10 @@ pub struct MonthView {
     pub status: MonthStatus,
     pub closed_at: Option<DateTime<Utc>>,
     pub closed_by: Option<String>,
+    /// The layout of this answer (2 on); absent for a month closed under layout 1, whose answer is exactly what
+    /// it was then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout: Option<u32>,
     pub policy: PolicyView,
     pub teams: Vec<TeamSummary>,
     pub capacity: Option<Vec<CapacityView>>,
@@ -200,6 +206,19 @@ fn team_summary(st: &Statement, team: &str) -> TeamSummary {
     }
 }
 
+/// `layout` of a JSON view: from layout 2 on. A field added to a view in a later layout is filled the same way
+/// ([`since`]), so a month frozen under an earlier layout keeps its bytes.
+fn layout_field(st: &Statement) -> Option<u32> {
+    since(st.layout, Layout::V2, || st.layout.number())
+}
+
+/// A statement's JSON view as a conditional answer (its ETag, 304, caching by the month's status).
+fn json_answer(request: &HeaderMap, st: &Statement, view: &impl Serialize) -> Result<Response, ApiError> {
+    let body = serde_json::to_vec(view).map_err(|e| ApiError::Internal(e.into()))?;
+    let json = HeaderValue::from_static("application/json");
+    Ok(etag::respond(request, st.status == MonthStatus::Closed, json, &[], body))
+}
+
 /// Every team on a statement: with a bill or with restatements.
 fn month_view(st: &Statement, scope: &Scope) -> MonthView {
     let global = scope.teams.is_none();
@@ -209,6 +228,7 @@ fn month_view(st: &Statement, scope: &Scope) -> MonthView {
         status: st.status,
         closed_at: st.closed_at,
         closed_by: st.closed_by.clone(),
+        layout: layout_field(st),
         policy: b.policy.into(),
         teams: st.team_ids().into_iter().filter(|t| scope.allows(t)).map(|t| team_summary(st, t)).collect(),
         capacity: global.then(|| {
@@ -232,18 +252,42 @@ fn month_view(st: &Statement, scope: &Scope) -> MonthView {
 }
 
 /// The month summary: every team's totals (a team lead: its own), capacity cost and the unallocated part.
+/// Conditional: `ETag` is the sha256 of the body; `If-None-Match` naming it is a 304.
 #[utoipa::path(get, path = "/bills/{month}", tag = "bills", security(("bearer" = [])),
-    params(("month" = String, Path, description = "YYYY-MM in the billing time zone"), PolicyInput),
-    responses((status = 200, body = MonthView), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    params(("month" = String, Path, description = "YYYY-MM in the billing time zone"), PolicyInput, IfNoneMatch),
+    responses(
+        (status = 200, description = "The month summary", body = MonthView,
+            headers(
+                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
+                ("Cache-Control" = String,
+                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"))),
+        (status = 304, description = "If-None-Match names this answer's ETag: no body",
+            headers(
+                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
+                ("Cache-Control" = String,
+                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"))),
+        (status = 401, description = "No valid token", body = ErrorBody),
+        (status = 422, description = "A bad month or policy", body = ErrorBody)))]
 async fn get_month(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
     Path(month): Path<String>,
     ApiQuery(policy): ApiQuery<PolicyInput>,
-) -> Result<Json<MonthView>, ApiError> {
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let month = parse_month(&month)?;
     let st = s.statements.statement(&s.pool, month, policy.resolve()?).await?;
-    Ok(Json(month_view(&st, &scope)))
+    json_answer(&headers, &st, &month_view(&st, &scope))
+}
+
+/// `If-None-Match` of a conditional GET.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)] // documents the header; the handlers read it from the request's headers
+struct IfNoneMatch {
+    /// ETags of earlier answers (or `*`): a 304 without a body when one is this answer's.
+    #[param(rename = "If-None-Match")]
+    if_none_match: Option<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -285,6 +329,9 @@ pub struct TeamStatementView {
     pub month: String,
     pub status: MonthStatus,
     pub closed_at: Option<DateTime<Utc>>,
+    /// The layout of this answer (2 on); absent for a month closed under layout 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout: Option<u32>,
     pub policy: PolicyView,
     #[serde(flatten)]
     pub summary: TeamSummary,
@@ -298,6 +345,7 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
         month: st.month.to_string(),
         status: st.status,
         closed_at: st.closed_at,
+        layout: layout_field(st),
         policy: st.bills.policy.into(),
         summary: team_summary(st, team),
         lines: bill
@@ -334,16 +382,31 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
     }
 }
 
-/// A team's statement: every line with its rate and amount, restatements, totals.
+/// A team's statement: every line with its rate and amount, restatements, totals. Conditional (`ETag`, 304).
 #[utoipa::path(get, path = "/bills/{month}/teams/{team}", tag = "bills", security(("bearer" = [])),
-    params(("month" = String, Path, description = "YYYY-MM"), ("team" = String, Path, description = "team id"), PolicyInput),
-    responses((status = 200, body = TeamStatementView), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    params(("month" = String, Path, description = "YYYY-MM"), ("team" = String, Path, description = "team id"),
+        PolicyInput, IfNoneMatch),
+    responses(
+        (status = 200, description = "The team's statement", body = TeamStatementView,
+            headers(
+                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
+                ("Cache-Control" = String,
+                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"))),
+        (status = 304, description = "If-None-Match names this answer's ETag: no body",
+            headers(
+                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
+                ("Cache-Control" = String,
+                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"))),
+        (status = 404, description = "No statement of this team for the month (or not the caller's team)",
+            body = ErrorBody),
+        (status = 422, description = "A bad month, team or policy", body = ErrorBody)))]
 async fn get_team_statement(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
     Path((month, team)): Path<(String, String)>,
     ApiQuery(policy): ApiQuery<PolicyInput>,
-) -> Result<Json<TeamStatementView>, ApiError> {
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let month = parse_month(&month)?;
     let team = crate::validate::TeamId::parse("team", &team)?.into_string();
     let not_found = || ApiError::NotFound(format!("a statement of team {team} for {month}"));
@@ -354,7 +417,7 @@ async fn get_team_statement(
     if !st.team_ids().contains(&team.as_str()) {
         return Err(not_found());
     }
-    Ok(Json(team_statement_view(&st, &team)))
+    json_answer(&headers, &st, &team_statement_view(&st, &team))
 }
 
 /// What closing a month takes: a policy (the default when absent) and, for a month that is not complete, an
@@ -476,72 +539,101 @@ fn content_disposition(name: &str) -> axum::http::HeaderValue {
         .unwrap_or_else(|_| axum::http::HeaderValue::from_static("attachment"))
 }
 
-/// A download: its content type and a file name `cardhour-<month>[-<team>].<ext>`.
+/// A download of `st` as a conditional answer: its content type, a file name `cardhour-<month>[-<team>].<ext>`,
+/// its ETag (304 when `If-None-Match` names it) and caching by the month's status.
 fn attachment(
+    request: &HeaderMap,
+    st: &Statement,
     content_type: &'static str,
-    month: Month,
     team: Option<&str>,
     ext: &str,
     body: Vec<u8>,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let name = format!("cardhour-{month}{}.{ext}", team.map(|t| format!("-{t}")).unwrap_or_default());
-    (
-        [
-            (axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static(content_type)),
-            (axum::http::header::CONTENT_DISPOSITION, content_disposition(&name)),
-        ],
-        body,
-    )
-        .into_response()
+) -> Response {
+    let name = format!("cardhour-{}{}.{ext}", st.month, team.map(|t| format!("-{t}")).unwrap_or_default());
+    let disposition = [(axum::http::header::CONTENT_DISPOSITION, content_disposition(&name))];
+    let closed = st.status == MonthStatus::Closed;
+    etag::respond(request, closed, HeaderValue::from_static(content_type), &disposition, body)
 }
 
 /// The month's bill lines as CSV (UTF-8 with BOM, RFC 4180): usage lines, unallocated shares, restatements — of
-/// the caller's teams only for a team lead.
+/// the caller's teams only for a team lead. From layout 2 on, months are written `="YYYY-MM"` (a spreadsheet keeps
+/// them text) and an export of every team ends with the cluster rows (`capacity`, `unallocated`,
+/// `platform_kept`): Σ usage + Σ unallocated_share + platform_kept = Σ capacity. Conditional (`ETag`, 304).
 #[utoipa::path(get, path = "/exports/{month}/bills.csv", tag = "bills", security(("bearer" = [])),
-    params(("month" = String, Path, description = "YYYY-MM"), ExportQuery),
-    responses((status = 200, content_type = "text/csv", body = String), (status = 404, body = ErrorBody),
-        (status = 422, body = ErrorBody)))]
+    params(("month" = String, Path, description = "YYYY-MM"), ExportQuery, IfNoneMatch),
+    responses(
+        (status = 200, description = "The bill lines", content_type = "text/csv", body = String,
+            headers(
+                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
+                ("Cache-Control" = String,
+                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"),
+                ("Content-Disposition" = String, description = "attachment; cardhour-<month>[-<team>].csv"))),
+        (status = 304, description = "If-None-Match names this answer's ETag: no body",
+            headers(
+                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
+                ("Cache-Control" = String,
+                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"))),
+        (status = 404, description = "No statement of this team for the month (or not the caller's team)",
+            body = ErrorBody),
+        (status = 422, description = "A bad month or team", body = ErrorBody)))]
 async fn export_csv(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
     Path(month): Path<String>,
     ApiQuery(q): ApiQuery<ExportQuery>,
-) -> Result<axum::response::Response, ApiError> {
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let month = parse_month(&month)?;
     check_export_team(q.team.as_deref())?;
     let st = s.statements.statement(&s.pool, month, None).await?;
     let include = export_filter(&st, &scope, q.team.as_deref())?;
-    let body = crate::export::bill_csv(&st, include).map_err(|e| ApiError::Internal(e.into()))?;
-    Ok(attachment("text/csv; charset=utf-8", month, q.team.as_deref(), "csv", body))
+    let every_team = scope.teams.is_none() && q.team.is_none();
+    let body = crate::export::bill_csv(&st, include, every_team).map_err(|e| ApiError::Internal(e.into()))?;
+    Ok(attachment(&headers, &st, "text/csv; charset=utf-8", q.team.as_deref(), "csv", body))
 }
 
 /// The month's statements as PDF: for global readers a finance summary with a chart, then one statement per team;
 /// a team lead gets its own teams' statements only, without any cluster-wide figure. Chinese names are set in an
-/// embedded subset of Noto Sans CJK.
+/// embedded subset of Noto Sans CJK. A month closed under layout 2 or later prints the idle pods and utilization its
+/// close froze; an open month (and one closed under layout 1) those computed now. Conditional (`ETag`, 304).
 #[utoipa::path(get, path = "/exports/{month}/statements.pdf", tag = "bills", security(("bearer" = [])),
-    params(("month" = String, Path, description = "YYYY-MM"), ExportQuery),
-    responses((status = 200, content_type = "application/pdf", body = Vec<u8>), (status = 404, body = ErrorBody),
-        (status = 422, body = ErrorBody)))]
+    params(("month" = String, Path, description = "YYYY-MM"), ExportQuery, IfNoneMatch),
+    responses(
+        (status = 200, description = "The statements", content_type = "application/pdf", body = Vec<u8>,
+            headers(
+                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
+                ("Cache-Control" = String,
+                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"),
+                ("Content-Disposition" = String, description = "attachment; cardhour-<month>[-<team>].pdf"))),
+        (status = 304, description = "If-None-Match names this answer's ETag: no body",
+            headers(
+                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
+                ("Cache-Control" = String,
+                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"))),
+        (status = 404, description = "No statement of this team for the month (or not the caller's team)",
+            body = ErrorBody),
+        (status = 422, description = "A bad month or team", body = ErrorBody)))]
 async fn export_pdf(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
     Path(month): Path<String>,
     ApiQuery(q): ApiQuery<ExportQuery>,
-) -> Result<axum::response::Response, ApiError> {
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let month = parse_month(&month)?;
     check_export_team(q.team.as_deref())?;
     let st = s.statements.statement(&s.pool, month, None).await?;
     let include = export_filter(&st, &scope, q.team.as_deref())?;
-    let extras = crate::waste::statement_extras(&s.pool, month, s.billing_tz, &scope).await?;
+    let extras = crate::waste::extras_for(&s.pool, &st, s.billing_tz, &scope).await?;
     // rendering is CPU work: off the async threads
     let fonts = crate::export::FontChain::installed().map_err(|e| ApiError::Internal(e.into()))?;
+    let shared = std::sync::Arc::clone(&st);
     let body = tokio::task::spawn_blocking(move || {
-        crate::export::statement_pdf(&st, include, &fonts, &extras).map_err(anyhow::Error::from)
+        crate::export::statement_pdf(&shared, include, &fonts, &extras).map_err(anyhow::Error::from)
     })
     .await
     .map_err(|e| ApiError::Internal(e.into()))??;
-    Ok(attachment("application/pdf", month, q.team.as_deref(), "pdf", body))
+    Ok(attachment(&headers, &st, "application/pdf", q.team.as_deref(), "pdf", body))
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ mod audit;
 mod bills;
 mod budgets;
 mod errors;
+mod etag;
 mod extract;
 mod idempotency;
 mod ingest;

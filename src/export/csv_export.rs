@@ -1,6 +1,6 @@
 //! The month's bill lines as CSV for Excel and finance systems: RFC 4180 (CRLF, quoted as needed), UTF-8 with a
 //! byte-order mark so Excel shows Chinese names, one row per bill line, and text cells that a spreadsheet would
-//! run as a formula neutralised.
+//! run as a formula neutralised. What differs between layouts ([`super::layout`]) is a [`CsvShape`].
 
 use crate::ledger::Statement;
 
@@ -33,12 +33,31 @@ const HEADER: [&str; 17] = [
     "policy",
 ];
 
+/// How a layout writes the CSV.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CsvShape {
+    /// Months (`month`, `original_month`) as the formula `="2026-11"`, which Excel, LibreOffice and Google Sheets
+    /// show as the text 2026-11: a bare `2026-11` is read as the date 2026-11-01 (shown `Nov-26`, and saved back
+    /// so). Layout 2 on.
+    pub months_as_text: bool,
+    /// After the teams' rows, the cluster's: `capacity` per GPU model and rate, `unallocated` (capacity − allocated)
+    /// and `platform_kept` (what no team carries), so Σ usage + Σ unallocated_share + platform_kept = Σ capacity.
+    /// Layout 2 on, in an export of every team.
+    pub cluster_rows: bool,
+}
+
+impl CsvShape {
+    fn month(&self, m: String) -> String {
+        if self.months_as_text && !m.is_empty() { format!("=\"{m}\"") } else { m }
+    }
+}
+
 /// The statement's lines (of the teams `include` accepts) as CSV bytes: usage lines, each team's unallocated
-/// share (when not zero) and restatement lines, in team order.
-pub fn bill_csv(st: &Statement, include: impl Fn(&str) -> bool) -> Result<Vec<u8>, csv::Error> {
+/// share (when not zero) and restatement lines, in team order; then the cluster rows when `shape` asks for them.
+pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvShape) -> Result<Vec<u8>, csv::Error> {
     let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::CRLF).from_writer(Vec::new());
     w.write_record(HEADER)?;
-    let month = st.month.to_string();
+    let month = shape.month(st.month.to_string());
     let status = serde_plain(&st.status);
     let policy = format!("{}/{}", serde_plain(&st.bills.policy.mode), serde_plain(&st.bills.policy.unallocated));
     let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| include(t)).collect();
@@ -100,9 +119,47 @@ pub fn bill_csv(st: &Statement, include: impl Fn(&str) -> bool) -> Result<Vec<u8
                 r.rate.map(|x| x.to_string()).unwrap_or_default(),
                 r.amount_delta.to_string(),
             ];
-            let original = r.original_month.map(|m| m.to_string()).unwrap_or_default();
+            let original = shape.month(r.original_month.map(|m| m.to_string()).unwrap_or_default());
             w.write_record(row("restatement", original, &r.namespace, &r.gpu_model, &r.kind, nums, false))?;
         }
+    }
+    if shape.cluster_rows {
+        let b = &st.bills;
+        let row = |line_type: &str, model: &str, hours: String, rate: String, amount: String, unpriced: bool| {
+            let e = String::new;
+            [
+                month.clone(),
+                status.clone(),
+                line_type.to_string(),
+                e(),
+                e(),
+                e(),
+                e(),
+                e(),
+                neutralise(model),
+                e(),
+                hours,
+                e(),
+                e(),
+                rate,
+                amount,
+                unpriced.to_string(),
+                policy.clone(),
+            ]
+        };
+        for c in &b.capacity {
+            let rate = c.rate.map(|r| r.to_string()).unwrap_or_default();
+            w.write_record(row(
+                "capacity",
+                &c.gpu_model,
+                c.card_hours.to_string(),
+                rate,
+                c.amount.to_string(),
+                c.unpriced,
+            ))?;
+        }
+        w.write_record(row("unallocated", "", String::new(), String::new(), b.unallocated.to_string(), false))?;
+        w.write_record(row("platform_kept", "", String::new(), String::new(), b.platform_kept.to_string(), false))?;
     }
     let mut out = "\u{feff}".as_bytes().to_vec();
     out.extend(w.into_inner().map_err(|e| e.into_error())?);

@@ -1,9 +1,14 @@
-//! Finance's exports of a month: bill lines as CSV, statements as PDF (Chinese names in an embedded CJK font subset).
+//! Finance's exports of a month: bill lines as CSV, statements as PDF (Chinese names in an embedded CJK font subset),
+//! each written by the layout its statement was frozen with ([`layout`]).
 
 mod csv_export;
 mod fonts;
+mod frozen;
+pub mod layout;
 mod pdf;
 
-pub use csv_export::{bill_csv, neutralise};
+pub use csv_export::neutralise;
 pub use fonts::{FontChain, FontsMissing};
-pub use pdf::{PdfError, StatementExtras, statement_pdf};
+pub use frozen::{FrozenExtras, IdleLine, UtilizationFigures};
+pub use layout::{Layout, bill_csv, pdf_extras, since, statement_pdf};
+pub use pdf::{PdfError, StatementExtras};

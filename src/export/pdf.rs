@@ -21,10 +21,10 @@ use krilla_svg::{SurfaceExt, SvgSettings};
 use rust_decimal::prelude::ToPrimitive;
 
 use super::fonts::{ChainMetrics, FontChain};
+use super::frozen::{IdleLine, UtilizationFigures};
 use crate::billing::TeamBill;
 use crate::ledger::{MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
-use crate::waste::{Figures, IdlePod};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PdfError {
@@ -40,10 +40,11 @@ pub enum PdfError {
 
 /// What a statement shows besides the teams' bills: the idle pods of the period's last week and, for global
 /// readers only, the finance summary page with the month's utilization. The default shows no cluster-wide figure.
+/// A closed month's come from what its close froze ([`super::FrozenExtras`]), never from live data.
 #[derive(Debug, Clone, Default)]
 pub struct StatementExtras {
-    pub idle: Vec<IdlePod>,
-    pub utilization: Option<Figures>,
+    pub idle: Vec<IdleLine>,
+    pub utilization: Option<UtilizationFigures>,
     /// Opens with the finance summary: capacity cost, allocated, unallocated, platform kept, utilization and every
     /// included team's total. Never for a team lead.
     pub finance_summary: bool,
@@ -339,7 +340,7 @@ fn summary(
     st: &Statement,
     teams: &[&str],
     fonts: &FontChain,
-    utilization: Option<&Figures>,
+    utilization: Option<&UtilizationFigures>,
 ) -> Result<(), PdfError> {
     lay.new_page();
     lay.running_head = format!("GPU cost statement {} — finance summary (continued)", st.month);
@@ -565,8 +566,8 @@ fn team_statement(lay: &mut Layout, st: &Statement, team: &str) -> Result<(), Pd
 }
 
 /// The team's idle pods (the idle-waste list), after its statement.
-fn idle_pods(lay: &mut Layout, team: &str, idle: &[IdlePod]) -> Result<(), PdfError> {
-    let mine: Vec<&IdlePod> = idle.iter().filter(|p| p.team == team).collect();
+fn idle_pods(lay: &mut Layout, team: &str, idle: &[IdleLine]) -> Result<(), PdfError> {
+    let mine: Vec<&IdleLine> = idle.iter().filter(|p| p.team == team).collect();
     if mine.is_empty() {
         return Ok(());
     }

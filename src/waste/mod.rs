@@ -9,7 +9,7 @@ mod utilization;
 
 pub use budget::{Basis, crossings, forecast};
 pub use fragmentation::{Fragmentation, NodeFree, NodeHourSums, fragmentation};
-pub use report::{idle_report, month_utilization, statement_extras};
+pub use report::{extras_for, idle_report, month_extras, month_utilization, statement_extras};
 pub use utilization::{DayFigures, DayTeamSums, Figures, TeamFigures, UtilizationReport, utilization_report};
 
 use rust_decimal::Decimal;

@@ -1,0 +1,117 @@
+//! Layouts: how a statement's representations (JSON views, CSV, PDF) are written. A closed month is frozen with
+//! the layout current at its close and is rendered by that layout's renderer for good, so a later layout never
+//! alters the bytes of a month closed before it (SPEC §6 "What a close freezes"); an open month renders with the
+//! current layout.
+//!
+//! - Layout 1: what the release before layouts served. Snapshots of version 1 carry no layout: they are layout 1.
+//!   Their close froze no extras, so their PDF shows the idle list and utilization computed when it is rendered
+//!   (as that release did).
+//! - Layout 2: the close also freezes the PDF's extras ([`FrozenExtras`]). The CSV writes its months as
+//!   `="2026-11"` (Excel and LibreOffice read a bare `2026-11` as the date 2026-11-01 and show `Nov-26`) and, in an
+//!   export of every team, ends with the cluster rows (`capacity` per GPU model and rate, `unallocated`,
+//!   `platform_kept`) so it reconciles on its own: Σ usage + Σ unallocated_share + platform_kept = Σ capacity.
+//!   The JSON views carry `"layout": 2`; fields added from layout 2 on are absent from layout-1 views ([`since`]).
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::csv_export::{self, CsvShape};
+use super::{FontChain, FrozenExtras, PdfError, StatementExtras};
+use crate::ledger::Statement;
+
+/// A layout version. Ordered: a field added in layout N is shown when `layout >= N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Layout {
+    V1,
+    V2,
+}
+
+impl Layout {
+    /// The layout of new closes and of open months.
+    pub const CURRENT: Layout = Layout::V2;
+
+    pub fn number(self) -> u32 {
+        match self {
+            Layout::V1 => 1,
+            Layout::V2 => 2,
+        }
+    }
+
+    pub fn from_number(n: u32) -> Option<Layout> {
+        match n {
+            1 => Some(Layout::V1),
+            2 => Some(Layout::V2),
+            _ => None,
+        }
+    }
+}
+
+/// Stored as its number.
+impl Serialize for Layout {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(self.number())
+    }
+}
+
+/// A layout this build does not know (a snapshot from a newer release) is an error, never rendered by another.
+impl<'de> Deserialize<'de> for Layout {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Layout, D::Error> {
+        let n = u32::deserialize(d)?;
+        Layout::from_number(n)
+            .ok_or_else(|| serde::de::Error::custom(format!("layout {n} is not known to this build of cardhour")))
+    }
+}
+
+/// `value` for a statement of layout `since` or later, else `None`: a JSON field added in a later layout is
+/// skipped (`skip_serializing_if = "Option::is_none"`) for months frozen under an earlier one, so their bytes
+/// never change.
+pub fn since<T>(layout: Layout, since: Layout, value: impl FnOnce() -> T) -> Option<T> {
+    (layout >= since).then(value)
+}
+
+/// The statement's lines of the teams `include` accepts as CSV bytes, written by the statement's layout.
+/// `every_team`: the export holds every team (a global reader, no team asked for), so layout 2 adds the cluster
+/// rows; a narrower export gets none (a team lead sees no cluster-wide figure, and one team's rows could not
+/// reconcile with the cluster's).
+pub fn bill_csv(st: &Statement, include: impl Fn(&str) -> bool, every_team: bool) -> Result<Vec<u8>, csv::Error> {
+    let shape = match st.layout {
+        Layout::V1 => CsvShape { months_as_text: false, cluster_rows: false },
+        Layout::V2 => CsvShape { months_as_text: true, cluster_rows: every_team },
+    };
+    csv_export::write(st, include, shape)
+}
+
+/// The statement as PDF, written by its layout. Layouts 1 and 2 print the same pages; layout 2's difference is
+/// where `extras` come from ([`pdf_extras`]). A figure added to the PDF later is printed for `st.layout >= ` its
+/// layout only.
+pub fn statement_pdf(
+    st: &Statement,
+    include: impl Fn(&str) -> bool,
+    fonts: &FontChain,
+    extras: &StatementExtras,
+) -> Result<Vec<u8>, PdfError> {
+    match st.layout {
+        Layout::V1 | Layout::V2 => super::pdf::statement_pdf(st, include, fonts, extras),
+    }
+}
+
+/// The PDF extras `scope` sees from what the close froze; `None` when nothing was frozen (an open month, or a month
+/// closed under layout 1): the caller computes them now, as the release before layouts did.
+pub fn pdf_extras(st: &Statement, scope: &crate::db::usage::Scope) -> Option<StatementExtras> {
+    st.frozen.as_ref().map(|f: &FrozenExtras| f.for_scope(scope))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_are_stored_as_numbers_and_unknown_ones_refused() {
+        assert_eq!(serde_json::to_string(&Layout::V2).unwrap(), "2");
+        assert_eq!(serde_json::from_str::<Layout>("1").unwrap(), Layout::V1);
+        let err = serde_json::from_str::<Layout>("3").unwrap_err().to_string();
+        assert!(err.contains("layout 3 is not known"), "{err}");
+        assert!(Layout::V1 < Layout::V2 && Layout::CURRENT == Layout::V2);
+        assert_eq!(since(Layout::V1, Layout::V2, || 5), None);
+        assert_eq!(since(Layout::V2, Layout::V2, || 5), Some(5));
+    }
+}
