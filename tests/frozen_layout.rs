@@ -1,19 +1,36 @@
-//! What a close freezes (SPEC §6): the fixture month of layout 1, written by the code before layouts existed.
+//! What a close freezes (SPEC §6), end to end on a real Postgres: a month closed by the release before layouts
+//! (layout 1, `tests/fixtures/layout1/`, see its README) renders byte for byte as it did then; a month closed now
+//! is layout 2, freezes its PDF extras, and its CSV reconciles alone; data changing after a close changes no byte
+//! and no ETag of any representation; each representation has its own ETag and answers 304 to it; altered frozen
+//! extras are refused like an altered statement.
 //!
-//! `write_layout1_fixture` (ignored) seeds two months, closes them through the API and writes October's stored
-//! snapshot and every representation of it to `tests/fixtures/layout1/`. It was run once on the release that
-//! stored version-1 snapshots; its output is the golden truth later layouts must keep rendering byte for byte.
+//! Ground truth, by hand (A100 12.5; H100 20, then 22.75 from 2026-10-10; L40S unpriced; two 8-card nodes):
+//! - September, 3 hours: vision 1 A100 = 3 card-hours = 37.50, nlp 2 A100 = 6 = 75.00; capacity A100 24 × 12.5 =
+//!   300.00 + H100 24 × 20 = 480.00 = 780.00; unallocated 667.50, spread 1 : 2 = 222.50 and 445.00.
+//! - October: the 5th, 7 hours: vision 1 A100 = 87.50, nlp 3 A100 = 262.50 and 4 H100 = 28 × 20 = 560.00; the 12th,
+//!   3 hours: nlp 4 H100 = 12 × 22.75 = 273.00, vision 2 H100 = 136.50, nlp 1 L40S unpriced. Allocated 1319.50;
+//!   capacity A100 80 × 12.5 = 1000.00, H100 56 × 20 = 1120.00 and 24 × 22.75 = 546.00 = 2666.00; unallocated (kept
+//!   by the platform) 1346.50. September re-read with nlp at 3 cards restates +3 card-hours = 37.50 on October.
+//! - Idle in October's last stored week (10-05 03:00 – 10-12 03:00 UTC): nlp-idle-pod 3 cards × 4 h × 0.99 × 12.5
+//!   = 148.50, vision-idle-pod 49.50.
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
+use cardhour::billing::Month;
+use cardhour::export::Layout;
+use cardhour::ledger::LedgerError;
 use cardhour::metering::{CapacityRow, ContainerKey, HourOutput, UsageRow, UtilSource};
 use chrono::{DateTime, Duration, Utc};
 use common::api::TestApi;
+use common::{TestDb, run_cardhour_ok};
 use reqwest::Method;
-use serde_json::json;
+use rust_decimal::Decimal;
+use rust_decimal_macros::dec;
+use serde_json::{Value, json};
 use sqlx::PgPool;
 
 const A100: &str = "NVIDIA A100-SXM4-80GB";
@@ -120,10 +137,39 @@ fn pdftotext(pdf: &[u8]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// An answer: status, the headers that matter here, the body.
+struct Answer {
+    status: u16,
+    etag: Option<String>,
+    cache_control: Option<String>,
+    body: Vec<u8>,
+}
+
+/// GET `path` with `token`, and `If-None-Match` when given.
+async fn send(api: &TestApi, token: &str, path: &str, if_none_match: Option<&str>) -> Answer {
+    let mut req = api.client.get(format!("{}{path}", api.base)).bearer_auth(token);
+    if let Some(tag) = if_none_match {
+        req = req.header("if-none-match", tag);
+    }
+    let resp = req.send().await.unwrap();
+    let header = |name: &str| resp.headers().get(name).map(|v| v.to_str().unwrap().to_string());
+    let (etag, cache_control) = (header("etag"), header("cache-control"));
+    Answer { status: resp.status().as_u16(), etag, cache_control, body: resp.bytes().await.unwrap().to_vec() }
+}
+
+/// A 200's body, checked to carry its ETag (the sha256 of exactly these bytes).
 async fn get(api: &TestApi, token: &str, path: &str) -> Vec<u8> {
-    let resp = api.client.get(format!("{}{path}", api.base)).bearer_auth(token).send().await.unwrap();
-    assert_eq!(resp.status(), 200, "{path}");
-    resp.bytes().await.unwrap().to_vec()
+    let a = send(api, token, path, None).await;
+    assert_eq!(a.status, 200, "{path}: {}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.etag, Some(sha256(&a.body)), "{path}: the ETag is the hash of the body");
+    a.body
+}
+
+/// `"<sha256 hex>"`, computed here independently.
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let hex: String = sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
 }
 
 /// The representations of October compared with the golden files: (file, token, path, is a PDF).
@@ -142,41 +188,376 @@ fn representations(api: &TestApi) -> Vec<(&'static str, String, &'static str, bo
     ]
 }
 
-/// Run once, on the release that stored version-1 snapshots:
-/// `cargo test --test frozen_layout -- --ignored write_layout1_fixture`.
-#[sqlx::test]
-#[ignore = "writes the layout-1 fixture; only meaningful on the code that closed months as version 1"]
-async fn write_layout1_fixture(pool: PgPool) {
-    let api = TestApi::start(pool.clone()).await;
-    let fin = Some(api.finance.as_str());
-    seed_rates(&api).await;
-    seed_september(&pool, 2.0).await;
-    let reason = json!({"override": {"reason": "fixture: no ingest run behind these hours"}});
-    let (status, body) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, Some(reason)).await;
-    assert_eq!(status, 201, "{body}");
-    // September changes after its close: October restates it
-    seed_september(&pool, 3.0).await;
-    seed_october(&pool).await;
-    let close = json!({"mode": "chargeback", "unallocated": "spread_proportionally",
-        "override": {"reason": "固定样例 fixture: no ingest run behind these hours"}});
-    let (status, body) = api.call(Method::POST, "/api/v1/bills/2026-10/close", fin, Some(close)).await;
-    assert_eq!(status, 201, "{body}");
+const OCTOBER: &str = "2026-10";
 
-    let dir = fixtures();
-    std::fs::create_dir_all(&dir).unwrap();
-    let (snapshot, closed_at, closed_by): (String, String, String) = sqlx::query_as(
-        "SELECT snapshot::text, to_char(closed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), closed_by
-         FROM closed_months WHERE month = '2026-10'",
+fn october() -> Month {
+    Month::new(2026, 10).unwrap()
+}
+
+/// The golden file `name` of the layout-1 fixture.
+fn golden(name: &str) -> Vec<u8> {
+    std::fs::read(fixtures().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The fixture's October as the previous release stored it: its snapshot text verbatim, closed when and by whom
+/// it was then.
+async fn insert_layout1_october(pool: &PgPool) -> String {
+    let snapshot = String::from_utf8(golden("snapshot.json")).unwrap();
+    let closed: Value = serde_json::from_slice(&golden("closed.json")).unwrap();
+    sqlx::query(
+        "INSERT INTO closed_months (month, closed_at, closed_by, snapshot) VALUES ($1, $2::timestamptz, $3, $4::jsonb)",
     )
-    .fetch_one(&pool)
+    .bind(OCTOBER)
+    .bind(closed["closed_at"].as_str().unwrap())
+    .bind(closed["closed_by"].as_str().unwrap())
+    .bind(snapshot.trim_end())
+    .execute(pool)
     .await
     .unwrap();
-    std::fs::write(dir.join("snapshot.json"), snapshot + "\n").unwrap();
-    std::fs::write(dir.join("closed.json"), json!({"closed_at": closed_at, "closed_by": closed_by}).to_string() + "\n")
+    snapshot.trim_end().to_string()
+}
+
+/// The body of a representation as compared: a PDF's text (`pdftotext -layout`), anything else its bytes.
+async fn rendered(api: &TestApi, token: &str, path: &str, pdf: bool) -> Vec<u8> {
+    let body = get(api, token, path).await;
+    if pdf { pdftotext(&body).into_bytes() } else { body }
+}
+
+/// Layout 1 after layout 2 exists: the fixture month (stored by the release before, with the data it had) is
+/// served exactly as that release served it — JSON and CSV byte for byte, the PDF's text line for line — by the
+/// API and by the CLI; its content hash is still the sha256 of the stored text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout1_month_renders_as_its_release_did() {
+    let db = TestDb::migrated().unwrap();
+    let pool = PgPool::connect(&db.url).await.unwrap();
+    let api = TestApi::start(pool.clone()).await;
+    seed_rates(&api).await;
+    seed_september(&pool, 3.0).await;
+    seed_october(&pool).await; // a layout-1 PDF computes its idle list and utilization from the data (as then)
+    let text = insert_layout1_october(&pool).await;
+
+    let st = cardhour::ledger::statement(&pool, october(), None).await.unwrap();
+    assert_eq!((st.layout, st.frozen.is_none()), (Layout::V1, true), "a version-1 snapshot is layout 1");
+    assert_eq!(st.content_hash.map(|h| format!("\"{h}\"")), Some(sha256(text.as_bytes())));
+    let reps = representations(&api);
+    assert_eq!(reps.len(), 9);
+    for (file, token, path, pdf) in reps {
+        let got = rendered(&api, &token, path, pdf).await;
+        let want = golden(file);
+        assert!(
+            got == want,
+            "{path} differs from {file}:\n--- now\n{}\n--- then\n{}",
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want)
+        );
+    }
+    // the CLI renders it as the API does
+    let dir = tempfile::tempdir().unwrap();
+    for (format, file, golden_file) in [("csv", "o.csv", "bills.csv"), ("pdf", "o.pdf", "statements.txt")] {
+        let out = dir.path().join(file);
+        run_cardhour_ok(["export", "--month", OCTOBER, "--format", format, "--out", out.to_str().unwrap()], &db.env());
+        let bytes = std::fs::read(&out).unwrap();
+        let got = if format == "pdf" { pdftotext(&bytes).into_bytes() } else { bytes };
+        assert!(got == golden(golden_file), "cardhour export --format {format} differs from {golden_file}");
+    }
+}
+
+/// Rates, September closed (spread over the teams) and changed after, October's data.
+async fn two_months(api: &TestApi) {
+    let fin = Some(api.finance.as_str());
+    seed_rates(api).await;
+    seed_september(&api.pool, 2.0).await;
+    let close = json!({"unallocated": "spread_proportionally", "override": {"reason": "no ingest run in this test"}});
+    let (status, body) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, Some(close)).await;
+    assert_eq!(status, 201, "{body}");
+    seed_september(&api.pool, 3.0).await;
+    seed_october(&api.pool).await;
+}
+
+/// October closed now, kept by the platform.
+async fn close_october(api: &TestApi) {
+    let close = json!({"override": {"reason": "no ingest run in this test"}});
+    let (status, body) = api.call(Method::POST, "/api/v1/bills/2026-10/close", Some(&api.finance), Some(close)).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["layout"], 2, "{body}");
+}
+
+fn csv_rows(bytes: &[u8]) -> Vec<BTreeMap<String, String>> {
+    let body = bytes.strip_prefix("\u{feff}".as_bytes()).expect("UTF-8 with BOM");
+    csv::Reader::from_reader(body).deserialize().map(Result::unwrap).collect()
+}
+
+fn amount(r: &BTreeMap<String, String>) -> Decimal {
+    r["amount"].parse().unwrap_or_else(|e| panic!("{r:?}: {e}"))
+}
+
+/// The amounts of the rows of `line_type`.
+fn amounts(rows: &[BTreeMap<String, String>], line_type: &str) -> Vec<Decimal> {
+    rows.iter().filter(|r| r["line_type"] == line_type).map(amount).collect()
+}
+
+/// A month's CSV of layout 2 reconciles alone, to the fen: Σ usage + Σ unallocated_share + platform_kept = Σ
+/// capacity, and unallocated = Σ capacity − Σ usage. Returns (Σ capacity, unallocated, platform kept).
+fn reconcile(rows: &[BTreeMap<String, String>]) -> (Decimal, Decimal, Decimal) {
+    let sum = |t: &str| -> Decimal { amounts(rows, t).into_iter().sum() };
+    let (capacity, usage, shares) = (sum("capacity"), sum("usage"), sum("unallocated_share"));
+    let [unallocated] = amounts(rows, "unallocated")[..] else { panic!("one unallocated row: {rows:?}") };
+    let [kept] = amounts(rows, "platform_kept")[..] else { panic!("one platform_kept row: {rows:?}") };
+    assert!(capacity > Decimal::ZERO && usage > Decimal::ZERO, "{rows:?}");
+    assert_eq!(usage + shares + kept, capacity, "Σ usage {usage} + Σ shares {shares} + kept {kept}");
+    assert_eq!(unallocated, capacity - usage);
+    (capacity, unallocated, kept)
+}
+
+/// A month closed now: a version-2 snapshot of layout 2 with the extras frozen; its CSV writes months so a
+/// spreadsheet keeps them text and ends with the cluster rows, which reconcile with the teams' to the fen.
+#[sqlx::test]
+async fn a_month_closed_now_is_layout_2_and_its_csv_reconciles_alone(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    two_months(&api).await;
+    close_october(&api).await;
+    let (fin, lead) = (api.finance.clone(), api.lead.clone());
+
+    let stored: Value = sqlx::query_scalar("SELECT snapshot FROM closed_months WHERE month = '2026-10'")
+        .fetch_one(&pool)
+        .await
         .unwrap();
-    for (file, token, path, pdf) in representations(&api) {
-        let body = get(&api, &token, path).await;
-        let body = if pdf { pdftotext(&body).into_bytes() } else { body };
-        std::fs::write(dir.join(file), body).unwrap();
+    assert_eq!((stored["version"].as_u64(), stored["layout"].as_u64()), (Some(2), Some(2)));
+    let st = cardhour::ledger::statement(&pool, october(), None).await.unwrap();
+    assert_eq!(st.layout, Layout::V2);
+    let frozen = st.frozen.clone().expect("layout 2 freezes the extras");
+    let idle: Vec<(&str, &str, String)> =
+        frozen.idle.iter().map(|p| (p.team.as_str(), p.pod.as_str(), p.idle_spend.to_string())).collect();
+    assert_eq!(idle, [("nlp", "nlp-idle-pod", "148.50".into()), ("vision", "vision-idle-pod", "49.50".into())]);
+    // 10 hours of 16 cards; 77 GPU-hours held (4 + 4 + 8 cards × 7 h, 4 + 2 + 1 × 3 h)
+    assert_eq!((frozen.utilization.capacity_card_hours, frozen.utilization.gpu_hours), (160.0, 77.0));
+
+    let bytes = get(&api, &fin, "/api/v1/exports/2026-10/bills.csv").await;
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    // RFC 4180: the formula's quotes doubled inside a quoted field
+    assert!(text.lines().nth(1).unwrap().starts_with("\"=\"\"2026-10\"\"\",closed,usage,,nlp,"), "{text}");
+    let rows = csv_rows(&bytes);
+    assert!(!rows.is_empty() && rows.iter().all(|r| r["month"] == "=\"2026-10\""), "{rows:?}");
+    let restated: Vec<_> = rows.iter().filter(|r| r["line_type"] == "restatement").collect();
+    assert!(!restated.is_empty() && restated.iter().all(|r| r["original_month"] == "=\"2026-09\""));
+    // September was spread: nlp's 3 more card-hours (+37.50) shift the shares (vision 222.50 → 157.50, nlp 445.00
+    // → 472.50): nlp +65.00, vision −65.00
+    let mut by_team: BTreeMap<&str, Decimal> = BTreeMap::new();
+    for r in &restated {
+        *by_team.entry(r["team"].as_str()).or_default() += amount(r);
+    }
+    assert_eq!(by_team, BTreeMap::from([("nlp", dec!(65.00)), ("vision", dec!(-65.00))]));
+    let capacity: Vec<(String, String, String, String)> = rows
+        .iter()
+        .filter(|r| r["line_type"] == "capacity")
+        .map(|r| (r["gpu_model"].clone(), r["card_hours"].clone(), r["rate"].clone(), r["amount"].clone()))
+        .collect();
+    let row = |m: &str, h: &str, r: &str, a: &str| (m.to_string(), h.to_string(), r.to_string(), a.to_string());
+    assert_eq!(
+        capacity,
+        [
+            row("A100-80GB", "80", "12.5000", "1000.00"),
+            row("H100-80GB", "56", "20.0000", "1120.00"),
+            row("H100-80GB", "24", "22.7500", "546.00")
+        ]
+    );
+    assert!(rows.iter().filter(|r| r["team"].is_empty()).all(|r| r["owner"].is_empty() && r["namespace"].is_empty()));
+    assert_eq!(amounts(&rows, "usage").into_iter().sum::<Decimal>(), dec!(1319.50));
+    assert_eq!(reconcile(&rows), (dec!(2666.00), dec!(1346.50), dec!(1346.50)));
+    // September, spread over the teams: the shares carry the unallocated part, the platform keeps nothing
+    let sept = csv_rows(&get(&api, &fin, "/api/v1/exports/2026-09/bills.csv").await);
+    assert_eq!(amounts(&sept, "unallocated_share"), [dec!(445.00), dec!(222.50)]);
+    assert_eq!(reconcile(&sept), (dec!(780.00), dec!(667.50), dec!(0)));
+    // an export of some teams has no cluster row: a team lead sees no cluster figure, one team cannot reconcile
+    for (token, path) in
+        [(&lead, "/api/v1/exports/2026-10/bills.csv"), (&fin, "/api/v1/exports/2026-10/bills.csv?team=nlp")]
+    {
+        let rows = csv_rows(&get(&api, token, path).await);
+        assert!(!rows.is_empty() && rows.iter().all(|r| !r["team"].is_empty() && r["month"] == "=\"2026-10\""));
+    }
+    // the CLI writes the same bytes
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let url = db_url(&pool).await;
+    run_cardhour_ok(["export", "--month", OCTOBER, "--out", out.path().to_str().unwrap()], &[("DATABASE_URL", &url)]);
+    assert!(std::fs::read(out.path()).unwrap() == bytes, "cardhour export writes what the API serves");
+
+    // the JSON views say their layout; the PDF prints the frozen idle pods and utilization
+    let month: Value = serde_json::from_slice(&get(&api, &fin, "/api/v1/bills/2026-10").await).unwrap();
+    assert_eq!((month["layout"].as_u64(), month["platform_kept"].as_str()), (Some(2), Some("1346.50")));
+    let team: Value = serde_json::from_slice(&get(&api, &lead, "/api/v1/bills/2026-10/teams/vision").await).unwrap();
+    // 87.50 + 136.50, restated −65.00
+    assert_eq!((team["layout"].as_u64(), team["total"].as_str()), (Some(2), Some("159.00")));
+    let pdf = pdftotext(&get(&api, &fin, "/api/v1/exports/2026-10/statements.pdf").await);
+    for s in ["nlp-idle-pod", "148.50", "vision-idle-pod", "49.50", "160.000", "77.000", "2666.00", "1346.50"] {
+        assert!(pdf.contains(s), "{s:?} missing from the PDF:\n{pdf}");
+    }
+    let lead_pdf = pdftotext(&get(&api, &lead, "/api/v1/exports/2026-10/statements.pdf").await);
+    assert!(lead_pdf.contains("vision-idle-pod") && lead_pdf.contains("49.50"), "{lead_pdf}");
+    for s in ["nlp-idle-pod", "148.50", "160.000", "Allocation rate", "2666.00"] {
+        assert!(!lead_pdf.contains(s), "{s:?} in the team lead's PDF:\n{lead_pdf}");
+    }
+}
+
+/// The URL of a `sqlx::test` database (for the CLI).
+async fn db_url(pool: &PgPool) -> String {
+    let name: String = sqlx::query_scalar("SELECT current_database()").fetch_one(pool).await.unwrap();
+    let base = std::env::var("DATABASE_URL").unwrap_or_else(|_| common::DEFAULT_DATABASE_URL.into());
+    let mut url = url::Url::parse(&base).unwrap();
+    url.set_path(&format!("/{name}"));
+    url.to_string()
+}
+
+/// Every representation of October for (finance, team lead): path, token.
+fn october_paths(api: &TestApi) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for token in [&api.finance, &api.lead] {
+        for path in [
+            "/api/v1/bills/2026-10",
+            "/api/v1/bills/2026-10/teams/vision",
+            "/api/v1/exports/2026-10/bills.csv",
+            "/api/v1/exports/2026-10/statements.pdf",
+        ] {
+            out.push((path.to_string(), token.clone()));
+        }
+    }
+    out
+}
+
+/// Later data — another hour with a new idle pod, a new rate, a renamed team — changes nothing of a closed month:
+/// not a byte, not an ETag, in this server or a fresh one, the PDF's idle list included (the live list moved). An
+/// open month's ETag follows its data.
+#[sqlx::test]
+async fn data_after_a_close_changes_no_byte_and_no_etag(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    two_months(&api).await;
+    let fin = api.finance.clone();
+
+    // open, October's answers change with its data and say so
+    let open = send(&api, &fin, "/api/v1/bills/2026-10", None).await;
+    assert_eq!(open.cache_control.as_deref(), Some("private, no-cache"));
+    store(&pool, "2026-10-12T03:00:00Z", 1, &[row("nlp-prod", "nlp-batch", "nlp", A100, 1.0, 0.5)]).await;
+    let moved = send(&api, &fin, "/api/v1/bills/2026-10", None).await;
+    assert!(open.etag.is_some() && moved.etag != open.etag, "an open month's ETag follows its data");
+    assert_eq!(send(&api, &fin, "/api/v1/bills/2026-10", open.etag.as_deref()).await.status, 200, "stale ETag");
+
+    close_october(&api).await;
+    let mut before = Vec::new();
+    for (path, token) in october_paths(&api) {
+        let a = send(&api, &token, &path, None).await;
+        assert_eq!(a.status, 200, "{path}");
+        assert_eq!(a.cache_control.as_deref(), Some("private, max-age=31536000, immutable"), "{path}");
+        before.push((path, token, a.etag.unwrap(), a.body));
+    }
+    let idle_path = "/api/v1/idle?to=2026-10-12T05:00:00Z&include_ended=true";
+    let (_, idle_then) = api.call(Method::GET, idle_path, Some(&fin), None).await;
+
+    // later: a late hour with a new idle pod, a new A100 rate for October, a renamed team
+    store(&pool, "2026-10-12T04:00:00Z", 1, &[row("vision-train", "vision-late-idle", "vision", A100, 2.0, 0.02)])
+        .await;
+    let rate = json!({"gpu_model": "A100-80GB", "effective_from": "2026-10-01", "rate": "15"});
+    assert_eq!(api.call(Method::POST, "/api/v1/rates", Some(&fin), Some(rate)).await.0, 201);
+    let rename = json!({"name": "视觉组（新）", "owner": "someone else"});
+    assert_eq!(api.call(Method::PUT, "/api/v1/teams/vision", Some(&fin), Some(rename)).await.0, 200);
+    let (_, idle_now) = api.call(Method::GET, idle_path, Some(&fin), None).await;
+    assert!(idle_now.to_string().contains("vision-late-idle") && idle_now != idle_then, "the live list moved");
+    // … which November restates
+    let (_, november) = api.call(Method::GET, "/api/v1/bills/2026-11", Some(&fin), None).await;
+    let restated: Vec<&str> =
+        november["teams"].as_array().unwrap().iter().map(|t| t["restated"].as_str().unwrap()).collect();
+    assert!(!restated.is_empty() && restated.iter().all(|r| *r != "0"), "{november}");
+
+    for api in [&api, &TestApi::start(pool.clone()).await] {
+        for (path, token, etag, body) in &before {
+            let a = send(api, token, path, None).await;
+            assert_eq!(a.status, 200, "{path}");
+            assert_eq!(a.etag.as_ref(), Some(etag), "{path}: the ETag of a closed month never changes");
+            assert!(a.body == *body, "{path}: a closed month's bytes never change");
+        }
+    }
+    let pdf = pdftotext(&before.iter().find(|b| b.0.ends_with(".pdf")).unwrap().3);
+    assert!(pdf.contains("nlp-idle-pod") && !pdf.contains("vision-late-idle") && !pdf.contains("（新）"), "{pdf}");
+}
+
+/// Each representation has its own strong ETag; `If-None-Match` with it is a 304 without a body (also as `*`, weak,
+/// or in a list), with any other a 200.
+#[sqlx::test]
+async fn each_representation_has_its_etag_and_answers_304_to_it(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    two_months(&api).await;
+    close_october(&api).await;
+    let answers: Vec<(String, String, Answer)> = {
+        let mut out = Vec::new();
+        for (path, token) in october_paths(&api) {
+            let a = send(&api, &token, &path, None).await;
+            out.push((path, token, a));
+        }
+        out
+    };
+    let mut tags: Vec<&str> = answers.iter().map(|(_, _, a)| a.etag.as_deref().unwrap()).collect();
+    assert_eq!(tags.len(), 8);
+    tags.sort();
+    tags.dedup();
+    // month JSON, team JSON, CSV and PDF, finance's and the lead's: seven ETags, as a team's statement is the same
+    // answer for both (its bytes, so its ETag)
+    assert_eq!(tags.len(), 7, "{tags:?}");
+    let team = |token: &str| &answers.iter().find(|(p, t, _)| p.ends_with("/teams/vision") && t == token).unwrap().2;
+    assert!(team(&api.finance).body == team(&api.lead).body);
+    for (i, (path, token, a)) in answers.iter().enumerate() {
+        let etag = a.etag.clone().unwrap();
+        assert_eq!(etag, sha256(&a.body));
+        let other = answers[(i + 1) % answers.len()].2.etag.clone().unwrap();
+        for hit in [etag.clone(), format!("W/{etag}"), format!("{other}, {etag}"), "*".to_string()] {
+            let n = send(&api, token, path, Some(&hit)).await;
+            assert_eq!(n.status, 304, "{path} with {hit}");
+            assert!(n.body.is_empty(), "{path}: a 304 has no body");
+            assert_eq!(n.etag.as_ref(), Some(&etag), "{path}");
+            assert_eq!(n.cache_control.as_deref(), Some("private, max-age=31536000, immutable"));
+        }
+        let miss = send(&api, token, path, Some(&other)).await;
+        assert_eq!((miss.status, miss.etag.as_ref()), (200, Some(&etag)), "{path} with a stale ETag");
+        assert!(miss.body == a.body);
+    }
+}
+
+/// The content hash covers the frozen extras: it is the sha256 of the whole stored text, extras included, and an
+/// idle pod's figure altered in the database behind the application makes the month unreadable, as an altered bill.
+#[sqlx::test]
+async fn altered_frozen_extras_are_refused(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    two_months(&api).await;
+    close_october(&api).await;
+    let (text, stored): (String, String) =
+        sqlx::query_as("SELECT snapshot::text, content_hash FROM closed_months WHERE month = '2026-10'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(text.contains("\"extras\"") && text.contains("nlp-idle-pod"), "{text}");
+    assert_eq!(format!("\"{stored}\""), sha256(text.as_bytes()));
+    assert_eq!(send(&api, &api.finance, "/api/v1/exports/2026-10/statements.pdf", None).await.status, 200);
+
+    for (path, value) in [("{extras,idle,0,idle_spend}", "\"0.01\""), ("{extras,utilization,gpu_hours}", "1")] {
+        let mut conn = pool.acquire().await.unwrap();
+        sqlx::query("SET session_replication_role = replica").execute(&mut *conn).await.unwrap();
+        let changed = sqlx::query(&format!(
+            "UPDATE closed_months SET snapshot = jsonb_set(snapshot, '{path}', '{value}') WHERE month = '2026-10'"
+        ))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        assert_eq!(changed.rows_affected(), 1);
+        sqlx::query("RESET session_replication_role").execute(&mut *conn).await.unwrap();
+        drop(conn);
+        match cardhour::ledger::statement(&pool, october(), None).await {
+            Err(LedgerError::Integrity { stored: s, actual, .. }) => assert!(s == stored && actual != stored),
+            other => panic!("{path} altered: the month must be refused, got {other:?}"),
+        }
+        let fresh = TestApi::start(pool.clone()).await;
+        for path in
+            ["/api/v1/exports/2026-10/statements.pdf", "/api/v1/exports/2026-10/bills.csv", "/api/v1/bills/2026-10"]
+        {
+            let a = send(&fresh, &fresh.finance, path, None).await;
+            assert_eq!(a.status, 500, "{path}");
+            assert!(!String::from_utf8_lossy(&a.body).contains("0.01"));
+        }
     }
 }
