@@ -266,6 +266,7 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
         ),
         ("GET /bills/{month}/teams/{team}", g.clone(), format!("/api/v1/bills/{m}/teams/ghost"), Body::None, [404; 4]),
         ("POST /bills/{month}/close", Method::POST, "/api/v1/bills/2099-01/close".into(), Body::None, write(409)),
+        ("GET /bills/{month}/readiness", g.clone(), format!("/api/v1/bills/{m}/readiness"), Body::None, global),
         ("GET /exports/{month}/bills.csv", g.clone(), format!("/api/v1/exports/{m}/bills.csv"), Body::None, all),
         (
             "GET /exports/{month}/bills.csv",

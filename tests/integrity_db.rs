@@ -173,7 +173,15 @@ async fn closed_september(pool: &PgPool) -> TestApi {
     .await
     .unwrap();
     store_hour(pool, "a", "2026-09-10T00:00:00Z", vec![row("nlp-a", "nlp", 3.0), row("vision-a", "vision", 1.5)]).await;
-    let (status, closed) = api.call(Method::POST, "/api/v1/bills/2026-09/close", Some(&api.finance), None).await;
+    let (status, closed) = api
+        .call(
+            Method::POST,
+            "/api/v1/bills/2026-09/close",
+            Some(&api.finance),
+            // a few hours of a month: closed by override (the readiness rules are tests/close_readiness.rs')
+            Some(json!({"override": {"reason": "test fixture: a few hours of the month only"}})),
+        )
+        .await;
     assert_eq!(status, 201, "{closed}");
     assert_eq!(bill_hours(&closed), BTreeMap::from([("nlp".into(), dec!(3)), ("vision".into(), dec!(1.5))]));
     api
@@ -394,7 +402,15 @@ async fn the_service_role_works_but_cannot_alter_history() {
     let (status, body) =
         api.call(Method::PUT, "/api/v1/teams/speech", Some(&api.admin), Some(json!({"name": "语音组"}))).await;
     assert!(status == 200 || status == 201, "{status} {body}");
-    let (status, closed) = api.call(Method::POST, "/api/v1/bills/2026-09/close", Some(&api.finance), None).await;
+    let (status, closed) = api
+        .call(
+            Method::POST,
+            "/api/v1/bills/2026-09/close",
+            Some(&api.finance),
+            // a few hours of a month: closed by override (the readiness rules are tests/close_readiness.rs')
+            Some(json!({"override": {"reason": "test fixture: a few hours of the month only"}})),
+        )
+        .await;
     assert_eq!(status, 201, "{closed}");
     assert_eq!(bill_hours(&closed), BTreeMap::from([("nlp".into(), dec!(3)), ("vision".into(), dec!(1.5))]));
     let (status, view) = api.call(Method::GET, "/api/v1/bills/2026-09/teams/nlp", Some(&api.finance), None).await;

@@ -153,7 +153,7 @@ async fn register_label_teams(conn: &mut PgConnection, cluster: &str, hour: Date
          SELECT DISTINCT ON (id) id, left(label, 200)
          FROM (SELECT DISTINCT label_team AS label, team_id_of_label(label_team) AS id FROM gpu_usage_hourly
                WHERE cluster = $1 AND hour = $2) l
-         WHERE id IS NOT NULL ORDER BY id, label
+         WHERE id IS NOT NULL ORDER BY id, label COLLATE \"C\"
          ON CONFLICT (id) DO NOTHING",
         cluster,
         hour
