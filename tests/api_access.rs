@@ -13,7 +13,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cardhour::metering::{CapacityRow, ContainerKey, HourOutput, UsageRow, UtilSource};
+use cardhour::metering::{CapacityRow, ContainerKey, HourOutput, OfferedSource, UsageRow, UtilSource};
 use common::api::TestApi;
 use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, CONTENT_DISPOSITION, CONTENT_TYPE, HeaderMap, WWW_AUTHENTICATE};
@@ -69,6 +69,8 @@ async fn seed(api: &TestApi) {
                     gpu_model: MODEL.into(),
                     cards: 8.0,
                     card_seconds: 8.0 * 3600.0,
+                    offered_card_seconds: 8.0 * 3600.0,
+                    offered_source: OfferedSource::Allocatable,
                 })
                 .to_vec(),
             ..HourOutput::default()

@@ -44,8 +44,8 @@ pub enum PdfError {
 pub struct StatementExtras {
     pub idle: Vec<IdlePod>,
     pub utilization: Option<Figures>,
-    /// Opens with the finance summary: capacity cost, allocated, unallocated, platform kept, utilization and every
-    /// included team's total. Never for a team lead.
+    /// Opens with the finance summary: capacity cost, allocated, unallocated, not offered, platform kept,
+    /// utilization and every included team's total. Never for a team lead.
     pub finance_summary: bool,
 }
 
@@ -356,26 +356,37 @@ fn summary(
     let b = &st.bills;
     let c = cols(&[(160.0, Align::Left), (110.0, Align::Right)]);
     lay.header_row(&c, &["Cluster", "Amount (CNY)"])?;
-    for (label, m) in [
-        ("Capacity cost", b.capacity_cost),
-        ("Allocated", b.allocated),
-        ("Unallocated", b.unallocated),
-        ("Platform kept", b.platform_kept),
-    ] {
+    // a month closed before offered capacity was recorded prints as it was closed: without the not-offered line
+    let not_offered = b.not_offered.map(|m| ("Not offered (kept by the platform)", m));
+    let cluster = [("Capacity cost", b.capacity_cost), ("Allocated", b.allocated), ("Unallocated", b.unallocated)]
+        .into_iter()
+        .chain(not_offered)
+        .chain([("Platform kept", b.platform_kept)]);
+    for (label, m) in cluster {
         lay.row(&c, &[label.to_string(), m.to_string()], 9.0, 0)?;
     }
     if let Some(f) = utilization {
         let pct = |r: Option<f64>| r.map_or_else(|| "–".to_string(), |r| format!("{:.1} %", r * 100.0));
         lay.gap(6.0);
         lay.header_row(&c, &["Utilization", "Month"])?;
-        for (label, v) in [
-            ("Capacity card-hours", format!("{:.3}", f.capacity_card_hours)),
-            ("GPU-hours", format!("{:.3}", f.gpu_hours)),
-            ("Effective GPU-hours", format!("{:.3}", f.effective_gpu_hours)),
-            ("Allocation rate", pct(f.allocation_rate)),
-            ("Utilization", pct(f.utilization)),
-            ("Effective rate", pct(f.effective_rate)),
-        ] {
+        // offered capacity, the allocation rate's base, is shown where it differs from capacity
+        let offered = (f.not_offered_card_hours > 0.0).then(|| {
+            [
+                ("Offered card-hours", format!("{:.3}", f.offered_card_hours)),
+                ("Not offered card-hours", format!("{:.3}", f.not_offered_card_hours)),
+            ]
+        });
+        for (label, v) in [("Capacity card-hours", format!("{:.3}", f.capacity_card_hours))]
+            .into_iter()
+            .chain(offered.into_iter().flatten())
+            .chain([
+                ("GPU-hours", format!("{:.3}", f.gpu_hours)),
+                ("Effective GPU-hours", format!("{:.3}", f.effective_gpu_hours)),
+                ("Allocation rate", pct(f.allocation_rate)),
+                ("Utilization", pct(f.utilization)),
+                ("Effective rate", pct(f.effective_rate)),
+            ])
+        {
             lay.row(&c, &[label.to_string(), v], 9.0, 0)?;
         }
     }
