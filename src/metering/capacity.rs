@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::hour::{Anomalies, Grid, MeterConfig, NodeInfo};
 use super::input::HourInput;
-use super::output::{AnomalyKind, CapacityRow, OfferedSource};
+use super::output::{AnomalyKind, CapacityRow, OfferedSource, UsageRow};
 use super::resource::{ResourceKind, classify_resource, mig_compute_slices};
 use super::sample::{Sample, match_at};
 
@@ -108,6 +108,23 @@ pub(super) fn capacity_rows(
         });
     }
     rows
+}
+
+/// Cards held by running pods are in use, hence offered, whatever the node says: a node cordoned for a drain still
+/// runs its pods, and counting their cards as not offered as well as allocated would bill them twice (unallocated
+/// would go negative). Per node-hour the offered card-seconds are raised to the card-seconds its pods held, capped
+/// at its capacity.
+pub(super) fn count_held_cards_as_offered(mut capacity: Vec<CapacityRow>, usage: &[UsageRow]) -> Vec<CapacityRow> {
+    let mut held: HashMap<&str, f64> = HashMap::new();
+    for r in usage {
+        *held.entry(r.node.as_str()).or_default() += r.gpu_seconds;
+    }
+    for c in &mut capacity {
+        if let Some(&h) = held.get(c.node.as_str()) {
+            c.offered_card_seconds = c.offered_card_seconds.max(h.min(c.card_seconds));
+        }
+    }
+    capacity
 }
 
 /// What the scheduler may hand out of each node (SPEC §3): `kube_node_status_allocatable` while the node is
@@ -230,6 +247,26 @@ mod tests {
             .into_iter()
             .map(|c| (c.node, c.card_seconds, c.offered_card_seconds, c.offered_source))
             .collect()
+    }
+
+    #[test]
+    fn cards_held_on_a_cordoned_node_count_as_offered() {
+        let mut i = input();
+        i.capacity.push(series("draining", "nvidia_com_gpu", 8.0));
+        i.devices.extend(devices("draining", 8));
+        i.allocatable.push(series("draining", "nvidia_com_gpu", 8.0));
+        // cordoned the whole hour while one pod keeps 2 cards for its first 30 minutes
+        i.unschedulable.push(cordoned("draining", 0, 60));
+        let key = ContainerKey { namespace: "ns".into(), pod: "p".into(), container: "c".into() };
+        i.requests.push(RequestSeries {
+            key,
+            uid: "u".into(),
+            node: "draining".into(),
+            resource: "nvidia_com_gpu".into(),
+            samples: grid(0, 30, 2.0),
+        });
+        i.running.push(RunningSeries { uid: "u".into(), samples: grid(0, 30, 1.0) });
+        assert_eq!(meter(&i), [("draining".to_string(), 8.0 * 3600.0, 2.0 * 1800.0, OfferedSource::Allocatable)]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::capacity::capacity_rows;
+use super::capacity::{capacity_rows, count_held_cards_as_offered};
 use super::input::{ContainerKey, DeviceSeries, HourInput, RequestSeries, UtilMetric};
 use super::output::{Anomaly, AnomalyKind, HourOutput, UsageRow, UtilSource};
 use super::resource::{HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices};
@@ -108,7 +108,7 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
     }
 
     let teams = namespace_teams(input);
-    let rows = rows
+    let rows: Vec<UsageRow> = rows
         .into_values()
         .map(|mut r| {
             r.label_team = teams.get(r.key.namespace.as_str()).cloned().flatten();
@@ -116,6 +116,7 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
         })
         .collect();
     let capacity = capacity_rows(input, &nodes, &hami_nodes, cfg, &grid, &mut anomalies);
+    let capacity = count_held_cards_as_offered(capacity, &rows);
     HourOutput { interval_ms: Some(interval_ms), rows, capacity, anomalies: anomalies.into_vec() }
 }
 
