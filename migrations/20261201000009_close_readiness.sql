@@ -48,7 +48,7 @@ INSERT INTO teams (id, name)
 SELECT DISTINCT ON (id) id, left(label, 200) FROM (
     SELECT DISTINCT label_team AS label, team_id_of_label(label_team) AS id FROM gpu_usage_hourly
     WHERE label_team IS NOT NULL) l
-WHERE id IS NOT NULL ORDER BY id, label
+WHERE id IS NOT NULL ORDER BY id, label COLLATE "C"
 ON CONFLICT (id) DO NOTHING;
 INSERT INTO team_labels (label, team_id, first_hour, last_hour)
 SELECT label_team, team_id_of_label(label_team), min(hour), max(hour) FROM gpu_usage_hourly

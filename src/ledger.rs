@@ -207,14 +207,22 @@ pub async fn compute(pool: &PgPool, month: Month, policy: BillPolicy) -> Result<
             rate,
         })
         .collect();
-    let mut cap: BTreeMap<(String, Option<crate::money::RatePerCardHour>), f64> = BTreeMap::new();
+    // capacity and the part of it offered to workloads, in seconds per line, hours once (as for usage)
+    let mut cap: BTreeMap<(String, Option<crate::money::RatePerCardHour>), [f64; 2]> = BTreeMap::new();
     for c in capacity {
         let model = key(&c.gpu_model);
-        *cap.entry((model.clone(), history.rate_at(&model, c.day))).or_default() += c.card_seconds;
+        let e = cap.entry((model.clone(), history.rate_at(&model, c.day))).or_default();
+        e[0] += c.card_seconds;
+        e[1] += c.offered_card_seconds;
     }
     let capacity: Vec<CapacityLine> = cap
         .into_iter()
-        .map(|((gpu_model, rate), s)| CapacityLine { gpu_model, card_hours: card_hours_from_seconds(s), rate })
+        .map(|((gpu_model, rate), s)| CapacityLine {
+            gpu_model,
+            card_hours: card_hours_from_seconds(s[0]),
+            offered_card_hours: card_hours_from_seconds(s[1]),
+            rate,
+        })
         .collect();
     Ok(compute_month(&usage, &capacity, policy))
 }
@@ -395,6 +403,7 @@ pub async fn close(
     }
     let mut summary = serde_json::json!({
         "policy": st.bills.policy, "capacity_cost": st.bills.capacity_cost, "allocated": st.bills.allocated,
+        "not_offered": st.bills.not_offered,
         "teams": st.bills.teams.iter().map(|t| (t.team.clone(), t.total)).collect::<BTreeMap<_, _>>(),
     });
     if let Some(o) = &close_override {

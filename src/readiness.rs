@@ -69,22 +69,50 @@ pub struct HourSpan {
     pub to: DateTime<Utc>,
 }
 
+/// An instant as RFC 3339 in UTC, to the second (`2026-10-15T03:00:00Z`), as the API writes them.
+fn ts(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 impl fmt::Display for Blocker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, &ts)
+    }
+}
+
+impl Blocker {
+    /// The blocker in words, its instants written by `ts`. A statement frozen under layout 1 prints them as that
+    /// release did (chrono's `2026-10-15 03:00:00 UTC`), see `export::pdf`.
+    pub fn describe(&self, ts: &dyn Fn(&DateTime<Utc>) -> String) -> String {
+        let mut out = String::new();
+        // writing into a String cannot fail
+        let _ = self.write(&mut out, ts);
+        out
+    }
+
+    fn write(&self, f: &mut dyn fmt::Write, ts: &dyn Fn(&DateTime<Utc>) -> String) -> fmt::Result {
         match self {
-            Self::NotEnded { month_end } => write!(f, "the month has not ended (it ends {month_end})"),
+            Self::NotEnded { month_end } => write!(f, "the month has not ended (it ends {})", ts(month_end)),
             Self::MissingHours { cluster, hours, spans } => {
-                let spans: Vec<String> = spans.iter().map(|s| format!("{} – {}", s.from, s.to)).collect();
+                let spans: Vec<String> = spans.iter().map(|s| format!("{} – {}", ts(&s.from), ts(&s.to))).collect();
                 write!(f, "cluster {cluster}: {hours} hour(s) not ingested: {}", spans.join(", "))
             }
             Self::FailedWindow { cluster, from, to, error, failed_at, hours_not_read_since } => write!(
                 f,
-                "cluster {cluster}: the read of {from} – {to} failed at {failed_at} ({error}); \
-                 {hours_not_read_since} hour(s) of it not ingested since"
+                "cluster {cluster}: the read of {} – {} failed at {} ({error}); \
+                 {hours_not_read_since} hour(s) of it not ingested since",
+                ts(from),
+                ts(to),
+                ts(failed_at)
             ),
             Self::WatermarkBeforeMonthEnd { cluster, watermark, month_end } => match watermark {
-                Some(w) => write!(f, "cluster {cluster}: complete only until {w}, before the month's end {month_end}"),
-                None => write!(f, "cluster {cluster}: no watermark, the month ends {month_end}"),
+                Some(w) => write!(
+                    f,
+                    "cluster {cluster}: complete only until {}, before the month's end {}",
+                    ts(w),
+                    ts(month_end)
+                ),
+                None => write!(f, "cluster {cluster}: no watermark, the month ends {}", ts(month_end)),
             },
             Self::UnknownGpuModel { gpu_model, usage_card_hours, capacity_card_hours, reason } => write!(
                 f,
@@ -96,8 +124,9 @@ impl fmt::Display for Blocker {
             }
             Self::KeptHour { cluster, hour, run_id, stored_rows, stored_samples, read_rows, read_samples } => write!(
                 f,
-                "cluster {cluster}: hour {hour} kept over a smaller read by run {run_id} (stored {stored_rows} rows / \
+                "cluster {cluster}: hour {} kept over a smaller read by run {run_id} (stored {stored_rows} rows / \
                  {} samples, read {read_rows} rows / {read_samples} samples)",
+                ts(hour),
                 stored_samples.map_or_else(|| "?".to_string(), |s| s.to_string())
             ),
         }
@@ -200,10 +229,12 @@ pub async fn readiness(
             hours_not_read_since: f.hours_not_read_since,
         });
     }
-    // the last hour the month needs ends at `to` rounded up to the hour
+    // the last hour the month needs ends at `to` rounded up to the hour. A watermark held back by a hole of an
+    // earlier month says nothing of this one (its hours are checked one by one above): only one that stops within
+    // the month, or none at all, does.
     let needed = crate::ingest::window::floor_hour(to - Duration::microseconds(1)) + Duration::hours(1);
     for c in db::readiness::clusters_before(pool, to).await? {
-        if c.watermark.is_none_or(|w| w < needed) {
+        if c.watermark.is_none_or(|w| w < needed && w >= from) {
             blockers.push(Blocker::WatermarkBeforeMonthEnd {
                 cluster: c.cluster,
                 watermark: c.watermark,

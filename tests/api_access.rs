@@ -13,7 +13,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cardhour::metering::{CapacityRow, ContainerKey, HourOutput, UsageRow, UtilSource};
+use cardhour::metering::{CapacityRow, ContainerKey, HourOutput, OfferedSource, UsageRow, UtilSource};
 use common::api::TestApi;
 use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, CONTENT_DISPOSITION, CONTENT_TYPE, HeaderMap, WWW_AUTHENTICATE};
@@ -69,6 +69,8 @@ async fn seed(api: &TestApi) {
                     gpu_model: MODEL.into(),
                     cards: 8.0,
                     card_seconds: 8.0 * 3600.0,
+                    offered_card_seconds: 8.0 * 3600.0,
+                    offered_source: OfferedSource::Allocatable,
                 })
                 .to_vec(),
             ..HourOutput::default()
@@ -266,6 +268,7 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
         ),
         ("GET /bills/{month}/teams/{team}", g.clone(), format!("/api/v1/bills/{m}/teams/ghost"), Body::None, [404; 4]),
         ("POST /bills/{month}/close", Method::POST, "/api/v1/bills/2099-01/close".into(), Body::None, write(409)),
+        ("GET /bills/{month}/readiness", g.clone(), format!("/api/v1/bills/{m}/readiness"), Body::None, global),
         ("GET /exports/{month}/bills.csv", g.clone(), format!("/api/v1/exports/{m}/bills.csv"), Body::None, all),
         (
             "GET /exports/{month}/bills.csv",

@@ -396,6 +396,16 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     assert_eq!(got_idle.keys().cloned().collect::<Vec<_>>(), squatters, "the idle list is the squatters");
     let spent: Vec<Decimal> = idle.as_array().unwrap().iter().map(|p| dec(&p["idle_spend"])).collect();
     assert!(!spent.is_empty() && spent.windows(2).all(|w| w[0] >= w[1]), "ranked by the money spent idle: {spent:?}");
+    // … and totalled by it: the list's total is the sum of the money actually spent idle, not of projections
+    let text = run_cardhour_ok(["idle", "--to", END, "--hours", "48", "--include-ended"], &db.env());
+    let total: Decimal = text
+        .lines()
+        .find_map(|l| l.strip_prefix("spent idle in the window: "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("a total: {text}"))
+        .parse()
+        .unwrap();
+    assert_eq!(total, spent.iter().copied().sum::<Decimal>(), "{text}");
     // the default list (7 days, pods still holding cards): the squatters hold theirs to the end
     let (_, running) = api.call(Method::GET, &format!("/api/v1/idle?to={END}"), fin, None).await;
     let mut running: Vec<(String, String)> = running
@@ -593,8 +603,18 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     compare("2026-09", &statement_lines(&api, "2026-09").await, &sept);
     compare("2026-10", &statement_lines(&api, "2026-10").await, &oct);
 
-    // close September; its statements are frozen byte for byte
-    let (status, closed) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, None).await;
+    // close September: refused while the node without dcgm-exporter leaves cards of an unknown model (the
+    // simulator's truth has no model for them), then closed by override; its statements are frozen byte for byte
+    let (status, refused) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, None).await;
+    assert_eq!((status, refused["code"].as_str()), (409, Some("not_ready")), "{refused}");
+    let blockers = refused["blockers"].as_array().unwrap();
+    assert_eq!(blockers.len(), 1, "{refused}");
+    assert_eq!(
+        (blockers[0]["kind"].as_str(), blockers[0]["gpu_model"].as_str()),
+        (Some("unknown_gpu_model"), Some("unknown"))
+    );
+    let reason = json!({"override": {"reason": "the cards of the node without dcgm-exporter are billed at 0"}});
+    let (status, closed) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, Some(reason)).await;
     assert_eq!(status, 201, "{closed}");
     assert_eq!(closed["status"], "closed");
     let raw = |path: String| {
@@ -694,7 +714,7 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
                 restated.insert(key, r["amount"].parse().unwrap());
             }
             // layout 2: the cluster's rows close an export of every team
-            "capacity" | "unallocated" | "platform_kept" => assert_eq!(r["team"], ""),
+            "capacity" | "unallocated" | "not_offered" | "platform_kept" => assert_eq!(r["team"], ""),
             other => assert_eq!(other, "unallocated_share"),
         }
         if r["team"] == "speech" {

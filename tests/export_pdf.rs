@@ -91,9 +91,10 @@ fn three_teams() -> Statement {
         usage("nlp", "nlp-llm", "H100", "whole", dec!(2880), h100),
         usage("nlp", "nlp-eval", "A100", "hami", dec!(41.333333), a100),
     ];
+    // one H100 node cordoned for 12 h: 96 of its card-hours not offered
     let capacity = vec![
-        CapacityLine { gpu_model: "H100".into(), card_hours: dec!(5760), rate: h100 },
-        CapacityLine { gpu_model: "A100".into(), card_hours: dec!(720), rate: a100 },
+        CapacityLine { gpu_model: "H100".into(), card_hours: dec!(5760), offered_card_hours: dec!(5664), rate: h100 },
+        CapacityLine::fully_offered("A100", dec!(720), a100),
     ];
     let mut st = statement(
         usage,
@@ -154,12 +155,30 @@ fn statement_pdf_has_every_team_line_and_total() {
     has(&st.bills.capacity_cost.to_string());
     has(&st.bills.allocated.to_string());
     has(&st.bills.unallocated.to_string());
+    // 96 card-hours × 12.3457 = 1185.1872 → 1185.19, kept by the platform, on its own line
+    assert_eq!(st.bills.not_offered.map(|m| m.to_string()), Some("1185.19".into()));
+    let on_one_line = |label: &str, amount: &str| text.lines().any(|l| l.contains(label) && l.contains(amount));
+    assert!(on_one_line("Not offered (kept by the platform)", "1185.19"), "{text}");
+    assert!(on_one_line("Platform kept", &st.bills.platform_kept.to_string()), "{text}");
     has("2026-10");
     has("chargeback / spread_proportionally");
     has("unpriced");
     // The restated team's total differs from its bill.
     let vision = st.bills.teams.iter().find(|t| t.team == "vision").unwrap();
     assert_ne!(st.team_total("vision"), vision.total);
+}
+
+#[test]
+fn a_month_closed_before_offered_capacity_prints_without_it() {
+    // a snapshot closed before not-offered capacity was recorded reads with `None`: no line for it
+    let mut st = three_teams();
+    st.bills.not_offered = None;
+    for c in &mut st.bills.capacity {
+        (c.not_offered_card_hours, c.not_offered_amount) = (None, None);
+    }
+    let text = pdftotext(&statement_pdf(&st, |_| true, &font(), &finance()).expect("render"));
+    assert!(text.contains("finance summary") && text.contains(&st.bills.capacity_cost.to_string()), "{text}");
+    assert!(!text.contains("Not offered"), "{text}");
 }
 
 #[test]
@@ -204,7 +223,7 @@ fn hundred_teams_render_quickly() {
     let names: Vec<(String, String)> = teams.iter().map(|t| (t.clone(), format!("{t} 算法组"))).collect();
     let info: Vec<(&str, &str, Option<&str>)> =
         names.iter().map(|(t, n)| (t.as_str(), n.as_str(), Some("owner"))).collect();
-    let capacity = vec![CapacityLine { gpu_model: "H100".into(), card_hours: dec!(200000), rate: h100 }];
+    let capacity = vec![CapacityLine::fully_offered("H100", dec!(200000), h100)];
     let st = statement(usage_lines, capacity, &info);
     let font = font();
     let start = Instant::now();

@@ -23,7 +23,7 @@ use std::process::Command;
 use cardhour::billing::Month;
 use cardhour::export::Layout;
 use cardhour::ledger::LedgerError;
-use cardhour::metering::{CapacityRow, ContainerKey, HourOutput, UsageRow, UtilSource};
+use cardhour::metering::{CapacityRow, ContainerKey, HourOutput, OfferedSource, UsageRow, UtilSource};
 use chrono::{DateTime, Duration, Utc};
 use common::api::TestApi;
 use common::{TestDb, run_cardhour_ok};
@@ -61,8 +61,13 @@ fn row(namespace: &str, pod: &str, team: &str, model: &str, cards: f64, util: f6
     }
 }
 
-/// Stores `hours` hours from `from` of `rows`, with two 8-card nodes (A100, H100) as capacity.
+/// Stores `hours` hours from `from` of `rows`, with two 8-card nodes (A100, H100) as capacity, both offered.
 async fn store(pool: &PgPool, from: &str, hours: i64, rows: &[UsageRow]) {
+    store_offering(pool, from, hours, rows, 8.0).await
+}
+
+/// [`store`] with the H100 node offering `h100_offered` of its 8 cards (0: cordoned).
+async fn store_offering(pool: &PgPool, from: &str, hours: i64, rows: &[UsageRow], h100_offered: f64) {
     let from: DateTime<Utc> = from.parse().unwrap();
     for h in 0..hours {
         let out = HourOutput {
@@ -74,6 +79,8 @@ async fn store(pool: &PgPool, from: &str, hours: i64, rows: &[UsageRow]) {
                     gpu_model: model.into(),
                     cards: 8.0,
                     card_seconds: 8.0 * 3600.0,
+                    offered_card_seconds: if model == H100 { h100_offered } else { 8.0 } * 3600.0,
+                    offered_source: OfferedSource::Allocatable,
                 })
                 .to_vec(),
             ..HourOutput::default()
@@ -297,16 +304,20 @@ fn amounts(rows: &[BTreeMap<String, String>], line_type: &str) -> Vec<Decimal> {
 }
 
 /// A month's CSV of layout 2 reconciles alone, to the fen: Σ usage + Σ unallocated_share + platform_kept = Σ
-/// capacity, and unallocated = Σ capacity − Σ usage. Returns (Σ capacity, unallocated, platform kept).
-fn reconcile(rows: &[BTreeMap<String, String>]) -> (Decimal, Decimal, Decimal) {
+/// capacity, and Σ usage + unallocated + not_offered = Σ capacity. Returns (Σ capacity, unallocated, not offered,
+/// platform kept).
+fn reconcile(rows: &[BTreeMap<String, String>]) -> (Decimal, Decimal, Decimal, Decimal) {
     let sum = |t: &str| -> Decimal { amounts(rows, t).into_iter().sum() };
     let (capacity, usage, shares) = (sum("capacity"), sum("usage"), sum("unallocated_share"));
-    let [unallocated] = amounts(rows, "unallocated")[..] else { panic!("one unallocated row: {rows:?}") };
-    let [kept] = amounts(rows, "platform_kept")[..] else { panic!("one platform_kept row: {rows:?}") };
+    let one = |t: &str| -> Decimal {
+        let [a] = amounts(rows, t)[..] else { panic!("one {t} row: {rows:?}") };
+        a
+    };
+    let (unallocated, not_offered, kept) = (one("unallocated"), one("not_offered"), one("platform_kept"));
     assert!(capacity > Decimal::ZERO && usage > Decimal::ZERO, "{rows:?}");
     assert_eq!(usage + shares + kept, capacity, "Σ usage {usage} + Σ shares {shares} + kept {kept}");
-    assert_eq!(unallocated, capacity - usage);
-    (capacity, unallocated, kept)
+    assert_eq!(usage + unallocated + not_offered, capacity, "Σ usage + unallocated + not offered");
+    (capacity, unallocated, not_offered, kept)
 }
 
 /// A month closed now: a version-2 snapshot of layout 2 with the extras frozen; its CSV writes months so a
@@ -363,11 +374,11 @@ async fn a_month_closed_now_is_layout_2_and_its_csv_reconciles_alone(pool: PgPoo
     );
     assert!(rows.iter().filter(|r| r["team"].is_empty()).all(|r| r["owner"].is_empty() && r["namespace"].is_empty()));
     assert_eq!(amounts(&rows, "usage").into_iter().sum::<Decimal>(), dec!(1319.50));
-    assert_eq!(reconcile(&rows), (dec!(2666.00), dec!(1346.50), dec!(1346.50)));
+    assert_eq!(reconcile(&rows), (dec!(2666.00), dec!(1346.50), dec!(0), dec!(1346.50)));
     // September, spread over the teams: the shares carry the unallocated part, the platform keeps nothing
     let sept = csv_rows(&get(&api, &fin, "/api/v1/exports/2026-09/bills.csv").await);
     assert_eq!(amounts(&sept, "unallocated_share"), [dec!(445.00), dec!(222.50)]);
-    assert_eq!(reconcile(&sept), (dec!(780.00), dec!(667.50), dec!(0)));
+    assert_eq!(reconcile(&sept), (dec!(780.00), dec!(667.50), dec!(0), dec!(0)));
     // an export of some teams has no cluster row: a team lead sees no cluster figure, one team cannot reconcile
     for (token, path) in
         [(&lead, "/api/v1/exports/2026-10/bills.csv"), (&fin, "/api/v1/exports/2026-10/bills.csv?team=nlp")]
@@ -559,5 +570,27 @@ async fn altered_frozen_extras_are_refused(pool: PgPool) {
             assert_eq!(a.status, 500, "{path}");
             assert!(!String::from_utf8_lossy(&a.body).contains("0.01"));
         }
+    }
+}
+
+/// Capacity not offered (a cordoned node) is a layout-2 figure: its own CSV row, which the CSV reconciles with, the
+/// JSON's `not_offered` and the PDF's line; October with the H100 node cordoned for one more hour (2026-10-12
+/// 03:00, after the rate change): 8 card-hours × 22.75 = 182.00 not offered. Capacity: A100 88 × 12.5 = 1100.00,
+/// H100 56 × 20 = 1120.00 and 32 × 22.75 = 728.00 = 2948.00; unallocated 2948.00 − 182.00 − 1319.50 = 1446.50;
+/// kept by the platform 1628.50.
+#[sqlx::test]
+async fn capacity_not_offered_has_its_row_and_reconciles(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    two_months(&api).await;
+    store_offering(&pool, "2026-10-12T03:00:00Z", 1, &[], 0.0).await;
+    close_october(&api).await;
+    let fin = api.finance.clone();
+    let rows = csv_rows(&get(&api, &fin, "/api/v1/exports/2026-10/bills.csv").await);
+    assert_eq!(reconcile(&rows), (dec!(2948.00), dec!(1446.50), dec!(182.00), dec!(1628.50)));
+    let month: Value = serde_json::from_slice(&get(&api, &fin, "/api/v1/bills/2026-10").await).unwrap();
+    assert_eq!((month["not_offered"].as_str(), month["platform_kept"].as_str()), (Some("182.00"), Some("1628.50")));
+    let pdf = pdftotext(&get(&api, &fin, "/api/v1/exports/2026-10/statements.pdf").await);
+    for s in ["Not offered (kept by the platform)", "182.00", "Not offered card-hours", "8.000", "1628.50"] {
+        assert!(pdf.contains(s), "{s:?} missing from the PDF:\n{pdf}");
     }
 }

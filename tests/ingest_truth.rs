@@ -126,13 +126,31 @@ fn simulated_cluster_is_metered_exactly_and_idempotently() {
     }
     assert!(stored.keys().all(|k| truth_pods.contains_key(k)), "a pod the truth does not know was billed");
 
-    // capacity per node
-    let cap = db.psql("SELECT node, sum(card_seconds)/3600 FROM node_capacity_hourly GROUP BY node").unwrap();
-    let cap: BTreeMap<&str, f64> =
-        cap.lines().map(|l| l.split_once('|').unwrap()).map(|(n, v)| (n, v.parse().unwrap())).collect();
-    for c in truth["capacity"].as_array().unwrap() {
-        assert_rel(&format!("capacity {}", c["node"]), cap[c["node"].as_str().unwrap()], num(c, "card_hours"));
+    // capacity per node, and what of it was offered (all of it: the simulated cluster has no cordon, no sick card)
+    let cap = db
+        .psql(
+            "SELECT node, sum(card_seconds)/3600, sum(offered_card_seconds)/3600, string_agg(DISTINCT offered_source, ',')
+             FROM node_capacity_hourly GROUP BY node",
+        )
+        .unwrap();
+    let cap: BTreeMap<&str, (f64, f64, &str)> = cap
+        .lines()
+        .map(|l| l.split('|').collect::<Vec<_>>())
+        .map(|v| (v[0], (v[1].parse().unwrap(), v[2].parse().unwrap(), v[3])))
+        .collect();
+    let truth_capacity = truth["capacity"].as_array().unwrap();
+    assert!(!truth_capacity.is_empty());
+    for c in truth_capacity {
+        let (card_hours, offered, source) = cap[c["node"].as_str().unwrap()];
+        assert_rel(&format!("capacity {}", c["node"]), card_hours, num(c, "card_hours"));
+        assert_rel(&format!("offered {}", c["node"]), offered, num(c, "offered_card_hours"));
+        assert_eq!(source, "allocatable", "{}: offered from the allocatable series", c["node"]);
     }
+    assert_eq!(
+        db.psql("SELECT count(*) FROM node_capacity_hourly WHERE offered_card_seconds <> card_seconds").unwrap(),
+        "0",
+        "a node offering every card stores exactly its capacity as offered"
+    );
 
     // idempotent: the same hours again leave identical rows
     let before = digest(&db);

@@ -164,6 +164,15 @@ async fn the_data_version_moves_once_per_committed_write(pool: PgPool) {
 }
 
 /// September 2026 with usage of two teams, priced, closed by finance through the API.
+/// Closes September, which holds one stored hour: by override (the readiness rules are tests/close_readiness.rs').
+async fn close_september(api: &TestApi) {
+    let reason = json!({"override": {"reason": "test fixture: a few hours of the month only"}});
+    let (status, closed) =
+        api.call(Method::POST, "/api/v1/bills/2026-09/close", Some(&api.finance), Some(reason)).await;
+    assert_eq!(status, 201, "{closed}");
+    assert_eq!(bill_hours(&closed), BTreeMap::from([("nlp".into(), dec!(3)), ("vision".into(), dec!(1.5))]));
+}
+
 async fn closed_september(pool: &PgPool) -> TestApi {
     let api = TestApi::start(pool.clone()).await;
     sqlx::query(
@@ -173,9 +182,7 @@ async fn closed_september(pool: &PgPool) -> TestApi {
     .await
     .unwrap();
     store_hour(pool, "a", "2026-09-10T00:00:00Z", vec![row("nlp-a", "nlp", 3.0), row("vision-a", "vision", 1.5)]).await;
-    let (status, closed) = api.call(Method::POST, "/api/v1/bills/2026-09/close", Some(&api.finance), None).await;
-    assert_eq!(status, 201, "{closed}");
-    assert_eq!(bill_hours(&closed), BTreeMap::from([("nlp".into(), dec!(3)), ("vision".into(), dec!(1.5))]));
+    close_september(&api).await;
     api
 }
 
@@ -394,9 +401,7 @@ async fn the_service_role_works_but_cannot_alter_history() {
     let (status, body) =
         api.call(Method::PUT, "/api/v1/teams/speech", Some(&api.admin), Some(json!({"name": "语音组"}))).await;
     assert!(status == 200 || status == 201, "{status} {body}");
-    let (status, closed) = api.call(Method::POST, "/api/v1/bills/2026-09/close", Some(&api.finance), None).await;
-    assert_eq!(status, 201, "{closed}");
-    assert_eq!(bill_hours(&closed), BTreeMap::from([("nlp".into(), dec!(3)), ("vision".into(), dec!(1.5))]));
+    close_september(&api).await;
     let (status, view) = api.call(Method::GET, "/api/v1/bills/2026-09/teams/nlp", Some(&api.finance), None).await;
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["card_hours"].as_str().map(|h| Decimal::from_str(h).unwrap()), Some(dec!(3)), "{view}");

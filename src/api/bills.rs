@@ -149,6 +149,18 @@ pub struct CapacityView {
     pub rate: Option<RatePerCardHour>,
     pub amount: Money,
     pub unpriced: bool,
+    /// Of `card_hours`, those offered to workloads. Absent for a month closed before offered capacity was
+    /// recorded (every card counted as offered then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub offered_card_hours: Option<Decimal>,
+    /// Those not offered: on cordoned nodes or unhealthy cards (absent as `offered_card_hours` is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub not_offered_card_hours: Option<Decimal>,
+    /// `rate × not_offered_card_hours`, kept by the platform (absent as `offered_card_hours` is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_offered_amount: Option<Money>,
 }
 
 /// The month at a glance. Cluster-wide figures are absent for a team lead.
@@ -167,9 +179,16 @@ pub struct MonthView {
     pub capacity: Option<Vec<CapacityView>>,
     pub capacity_cost: Option<Money>,
     pub allocated: Option<Money>,
-    /// capacity_cost − allocated (negative when time-slicing oversells).
+    /// capacity_cost − not_offered − allocated: offered capacity no team used (negative when time-slicing
+    /// oversells). What the policy spreads.
     pub unallocated: Option<Money>,
+    /// What no team carries: not_offered, plus unallocated unless it is spread.
     pub platform_kept: Option<Money>,
+    /// The cost of capacity not offered to workloads (cordoned nodes, unhealthy cards): kept by the platform,
+    /// never spread; allocated + unallocated + not_offered = capacity_cost. Absent for a team lead and for a
+    /// month closed before offered capacity was recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_offered: Option<Money>,
     /// A month closed although it was not complete: the reason, who closed it, and (global readers only) what
     /// stood in the way.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -212,6 +231,11 @@ fn layout_field(st: &Statement) -> Option<u32> {
     since(st.layout, Layout::V2, || st.layout.number())
 }
 
+/// A JSON field of layout 2 on: `None` (absent) for a month frozen under layout 1.
+fn layout2<T>(st: &Statement, value: Option<T>) -> Option<T> {
+    since(st.layout, Layout::V2, || value).flatten()
+}
+
 /// A statement's JSON view as a conditional answer (its ETag, 304, caching by the month's status).
 fn json_answer(request: &HeaderMap, st: &Statement, view: &impl Serialize) -> Result<Response, ApiError> {
     let body = serde_json::to_vec(view).map_err(|e| ApiError::Internal(e.into()))?;
@@ -240,6 +264,10 @@ fn month_view(st: &Statement, scope: &Scope) -> MonthView {
                     rate: c.rate,
                     amount: c.amount,
                     unpriced: c.unpriced,
+                    // layout 2 on: absent from a month frozen under layout 1, whose bytes never change
+                    offered_card_hours: layout2(st, c.not_offered_card_hours.map(|_| c.offered_card_hours())),
+                    not_offered_card_hours: layout2(st, c.not_offered_card_hours),
+                    not_offered_amount: layout2(st, c.not_offered_amount),
                 })
                 .collect()
         }),
@@ -247,6 +275,7 @@ fn month_view(st: &Statement, scope: &Scope) -> MonthView {
         allocated: global.then_some(b.allocated),
         unallocated: global.then_some(b.unallocated),
         platform_kept: global.then_some(b.platform_kept),
+        not_offered: layout2(st, b.not_offered.filter(|_| global)),
         close_override: st.close_override.as_ref().map(|o| override_view(o, global)),
     }
 }

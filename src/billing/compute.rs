@@ -1,9 +1,11 @@
 //! A month's bills: team bills from usage lines, the capacity cost, and what happens to the difference.
 //!
-//! The unallocated cost is the capacity cost (capacity card-hours × rate) minus the allocated cost (Σ team
-//! line amounts). It is negative when time-slicing sells more card-hours than the cluster has; the sign is
-//! kept, so spreading a negative amount credits the teams. Per the bill's policy it is either kept by the
-//! platform or spread over teams in proportion to their allocated amounts (largest remainder, ties by team
+//! Capacity not offered to workloads (cordoned nodes, unhealthy cards: SPEC §3) is priced apart and kept by the
+//! platform: no team could have used it, so it is never spread. The unallocated cost is the offered capacity's
+//! cost minus the allocated cost (Σ team line amounts), so allocated + unallocated + not_offered =
+//! capacity_cost exactly. It is negative when time-slicing sells more card-hours than the cluster offers; the
+//! sign is kept, so spreading a negative amount credits the teams. Per the bill's policy it is either kept by
+//! the platform or spread over teams in proportion to their allocated amounts (largest remainder, ties by team
 //! name). Either way, to the fen: Σ team totals + platform_kept = capacity_cost.
 //!
 //! Showback (cost shown) and chargeback (cost billed) compute the *same* numbers: the mode only says what
@@ -101,12 +103,25 @@ pub struct MonthBills {
     pub capacity_cost: Money,
     /// Σ teams' allocated amounts.
     pub allocated: Money,
-    /// `capacity_cost − allocated`; negative when time-slicing oversells the cards.
+    /// `capacity_cost − not_offered − allocated`: offered capacity no team used; negative when time-slicing
+    /// oversells the cards.
     pub unallocated: Money,
-    /// The part of `unallocated` no team carries: all of it when kept by the platform, or when spreading
-    /// finds no team with a positive allocated amount; otherwise 0.
+    /// What no team carries: the not-offered cost, plus all of `unallocated` when kept by the platform or when
+    /// spreading finds no team with a positive allocated amount.
     pub platform_kept: Money,
     pub policy: BillPolicy,
+    /// Σ capacity lines' not-offered amounts: capacity the platform keeps, never spread. `None` in a month closed
+    /// before offered capacity was recorded (its `unallocated` is then `capacity_cost − allocated`), and left out
+    /// of its stored form, so such a snapshot reads and prints as it was closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_offered: Option<Money>,
+}
+
+impl MonthBills {
+    /// The not-offered cost, 0 for a month closed before it was recorded.
+    pub fn not_offered_cost(&self) -> Money {
+        self.not_offered.unwrap_or_default()
+    }
 }
 
 /// Builds the month's bills. Usage lines are grouped by team, merged per (namespace, model, kind, rate) and
@@ -121,8 +136,9 @@ pub fn compute_month(usage: &[UsageLine], capacity: &[CapacityLine], policy: Bil
 
     let capacity = capacity_lines(capacity);
     let capacity_cost: Money = capacity.iter().map(|c| c.amount).sum();
+    let not_offered: Money = capacity.iter().map(|c| c.not_offered_amount.unwrap_or_default()).sum();
     let allocated: Money = teams.iter().map(|t| t.allocated).sum();
-    let unallocated = capacity_cost - allocated;
+    let unallocated = capacity_cost - not_offered - allocated;
 
     // Teams are sorted by name, so largest_remainder's positional tie-break is the name order.
     let shares = match policy.unallocated {
@@ -132,11 +148,20 @@ pub fn compute_month(usage: &[UsageLine], capacity: &[CapacityLine], policy: Bil
         }
     };
     let (teams, platform_kept) = match shares {
-        Some(shares) => (teams.into_iter().zip(shares).map(|(t, s)| t.with_share(s)).collect(), Money::ZERO),
-        None => (teams, unallocated),
+        Some(shares) => (teams.into_iter().zip(shares).map(|(t, s)| t.with_share(s)).collect(), not_offered),
+        None => (teams, not_offered + unallocated),
     };
 
-    MonthBills { teams, capacity, capacity_cost, allocated, unallocated, platform_kept, policy }
+    MonthBills {
+        teams,
+        capacity,
+        capacity_cost,
+        allocated,
+        unallocated,
+        platform_kept,
+        policy,
+        not_offered: Some(not_offered),
+    }
 }
 
 #[cfg(test)]
@@ -167,7 +192,7 @@ mod tests {
     }
 
     fn cap(model: &str, hours: Decimal, r: Option<RatePerCardHour>) -> CapacityLine {
-        CapacityLine { gpu_model: model.into(), card_hours: hours, rate: r }
+        CapacityLine::fully_offered(model, hours, r)
     }
 
     #[test]
@@ -266,6 +291,58 @@ mod tests {
         );
         assert_eq!(bills.teams[0].unallocated_share.to_string(), "80.00");
         assert_eq!(bills.teams[1].unallocated_share, Money::ZERO);
+    }
+
+    #[test]
+    fn capacity_not_offered_is_kept_by_the_platform_and_not_spread() {
+        // 3 nodes × 8 cards × 24 h = 576 card-hours at 10.0000 = 5760.00. Node 2 offers 6 of its 8 cards
+        // (2 × 24 = 48 card-hours not offered), node 3 is cordoned for 10 h (80): 128 not offered → 1280.00.
+        // a uses 100 card-hours (1000.00), b 50 (500.00): allocated 1500.00.
+        // Unallocated = 5760.00 − 1280.00 − 1500.00 = 2980.00, spread 2:1 → 1986.67 and 993.33
+        // (298000 fen × 2/3 = 198666⅔, × 1/3 = 99333⅓: the missing fen goes to a).
+        let r = rate(dec!(10));
+        let capacity =
+            [CapacityLine { gpu_model: "H100".into(), card_hours: dec!(576), offered_card_hours: dec!(448), rate: r }];
+        let usage = [usage("a", "a", "H100", dec!(100), r), usage("b", "b", "H100", dec!(50), r)];
+        let bills = compute_month(&usage, &capacity, SPREAD);
+        assert_eq!(bills.capacity_cost.to_string(), "5760.00");
+        assert_eq!(bills.not_offered.map(|m| m.to_string()), Some("1280.00".into()));
+        assert_eq!(bills.unallocated.to_string(), "2980.00");
+        let shares: Vec<String> = bills.teams.iter().map(|t| t.unallocated_share.to_string()).collect();
+        assert_eq!(shares, ["1986.67", "993.33"]);
+        assert_eq!(bills.platform_kept.to_string(), "1280.00");
+        assert_eq!(bills.allocated + bills.unallocated + bills.not_offered_cost(), bills.capacity_cost);
+        assert_eq!(bills.teams.iter().map(|t| t.total).sum::<Money>() + bills.platform_kept, bills.capacity_cost);
+
+        // kept by the platform: all of it, in two parts
+        let kept = compute_month(&usage, &capacity, KEPT);
+        assert_eq!(
+            (kept.unallocated.to_string(), kept.platform_kept.to_string()),
+            ("2980.00".into(), "4260.00".into())
+        );
+        assert!(kept.teams.iter().all(|t| t.unallocated_share.is_zero()));
+    }
+
+    #[test]
+    fn a_month_closed_before_offered_capacity_reads_as_it_was() {
+        // a snapshot's bills as closed before `not_offered` existed: read with None, written back unchanged
+        let bills = compute_month(
+            &[usage("a", "a", "H100", dec!(10), rate(dec!(2)))],
+            &[cap("H100", dec!(50), rate(dec!(2)))],
+            KEPT,
+        );
+        let mut old = serde_json::to_value(&bills).unwrap();
+        old.as_object_mut().unwrap().remove("not_offered");
+        for c in old["capacity"].as_array_mut().unwrap() {
+            let c = c.as_object_mut().unwrap();
+            c.remove("not_offered_card_hours");
+            c.remove("not_offered_amount");
+        }
+        let read: MonthBills = serde_json::from_value(old.clone()).unwrap();
+        assert_eq!(read.not_offered, None);
+        assert_eq!(read.not_offered_cost(), Money::ZERO);
+        assert_eq!(read.allocated + read.unallocated + read.not_offered_cost(), read.capacity_cost);
+        assert_eq!(serde_json::to_value(&read).unwrap(), old);
     }
 
     #[test]

@@ -37,7 +37,21 @@ pub struct UsageLine {
 pub struct CapacityLine {
     pub gpu_model: String,
     pub card_hours: Decimal,
+    /// The part of `card_hours` offered to workloads (SPEC §3): not on a cordoned node, not an unhealthy card.
+    /// Taken as at most `card_hours` and at least 0.
+    pub offered_card_hours: Decimal,
     pub rate: Option<RatePerCardHour>,
+}
+
+impl CapacityLine {
+    /// A line whose every card was offered.
+    pub fn fully_offered(gpu_model: impl Into<String>, card_hours: Decimal, rate: Option<RatePerCardHour>) -> Self {
+        CapacityLine { gpu_model: gpu_model.into(), card_hours, offered_card_hours: card_hours, rate }
+    }
+
+    fn not_offered_card_hours(&self) -> Decimal {
+        (self.card_hours - self.offered_card_hours.max(Decimal::ZERO)).max(Decimal::ZERO)
+    }
 }
 
 /// A priced line of a team's bill.
@@ -66,6 +80,26 @@ pub struct CapacityBillLine {
     /// `rate × card_hours`, rounded half up to the fen; 0 when unpriced.
     pub amount: Money,
     pub unpriced: bool,
+    /// Of `card_hours`, those not offered to workloads (cordoned nodes, unhealthy cards). `None` in a month
+    /// closed before offered capacity was recorded — every card counted as offered then — and left out of its
+    /// stored form, so such a snapshot reads and prints as it was closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_offered_card_hours: Option<Decimal>,
+    /// `rate × not_offered_card_hours`, rounded half up to the fen: kept by the platform, never spread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_offered_amount: Option<Money>,
+}
+
+impl CapacityBillLine {
+    /// The card-hours offered to workloads.
+    pub fn offered_card_hours(&self) -> Decimal {
+        self.card_hours - self.not_offered_card_hours.unwrap_or_default()
+    }
+
+    /// What the offered card-hours cost: `amount − not_offered_amount`, so the two parts add up to the line.
+    pub fn offered_amount(&self) -> Money {
+        self.amount - self.not_offered_amount.unwrap_or_default()
+    }
 }
 
 /// The identity of a bill line: lines with equal keys are one line. Ordered as bills are sorted
@@ -115,20 +149,26 @@ pub(crate) fn bill_lines<'a>(usage: impl IntoIterator<Item = &'a UsageLine>) -> 
         .collect()
 }
 
-/// Merges capacity lines by (model, rate) and prices each once, sorted by model then rate.
+/// Merges capacity lines by (model, rate) and prices each once, sorted by model then rate. The not-offered
+/// card-hours are priced on their own, rounded at line level like the line: they are at most the line's hours,
+/// so their amount is at most the line's amount.
 pub(crate) fn capacity_lines(capacity: &[CapacityLine]) -> Vec<CapacityBillLine> {
-    let mut merged: BTreeMap<(String, Option<RatePerCardHour>), Decimal> = BTreeMap::new();
+    let mut merged: BTreeMap<(String, Option<RatePerCardHour>), (Decimal, Decimal)> = BTreeMap::new();
     for c in capacity {
-        *merged.entry((c.gpu_model.clone(), c.rate)).or_default() += c.card_hours;
+        let e = merged.entry((c.gpu_model.clone(), c.rate)).or_default();
+        e.0 += c.card_hours;
+        e.1 += c.not_offered_card_hours();
     }
     merged
         .into_iter()
-        .map(|((gpu_model, rate), card_hours)| CapacityBillLine {
+        .map(|((gpu_model, rate), (card_hours, not_offered))| CapacityBillLine {
             gpu_model,
             card_hours,
             rate,
             amount: price(rate, card_hours),
             unpriced: rate.is_none(),
+            not_offered_card_hours: Some(not_offered),
+            not_offered_amount: Some(price(rate, not_offered)),
         })
         .collect()
 }
@@ -211,13 +251,49 @@ mod tests {
     fn capacity_is_priced_per_model_and_rate() {
         // 2 nodes × 8 H100 × 720 h = 11520 card-hours × 12.3457 = 142222.464 → 142222.46.
         let cap = capacity_lines(&[
-            CapacityLine { gpu_model: "H100".into(), card_hours: dec!(5760), rate: rate(dec!(12.3457)) },
-            CapacityLine { gpu_model: "H100".into(), card_hours: dec!(5760), rate: rate(dec!(12.3457)) },
-            CapacityLine { gpu_model: "A30".into(), card_hours: dec!(720), rate: None },
+            CapacityLine::fully_offered("H100", dec!(5760), rate(dec!(12.3457))),
+            CapacityLine::fully_offered("H100", dec!(5760), rate(dec!(12.3457))),
+            CapacityLine::fully_offered("A30", dec!(720), None),
         ]);
         assert_eq!(cap.len(), 2);
         assert_eq!((cap[0].gpu_model.as_str(), cap[0].unpriced, cap[0].amount), ("A30", true, Money::ZERO));
         assert_eq!(cap[1].card_hours, dec!(11520));
         assert_eq!(cap[1].amount.to_string(), "142222.46");
+        assert_eq!((cap[1].not_offered_card_hours, cap[1].not_offered_amount), (Some(dec!(0)), Some(Money::ZERO)));
+        assert_eq!(cap[1].offered_card_hours(), dec!(11520));
+    }
+
+    #[test]
+    fn not_offered_hours_are_priced_apart_and_the_parts_add_up() {
+        // One node of 8 cards cordoned for 12 h, another offering 6 of its 8 for 720 h, at 12.3457:
+        // 96 + 1440 = 1536 not offered of 11520 card-hours. 1536 × 12.3457 = 18963.0 (18962.9952 → 18963.00);
+        // the line 142222.46, so what was offered costs 142222.46 − 18963.00 = 123259.46.
+        let r = rate(dec!(12.3457));
+        let cap = capacity_lines(&[
+            CapacityLine { gpu_model: "H100".into(), card_hours: dec!(5760), offered_card_hours: dec!(5664), rate: r },
+            CapacityLine { gpu_model: "H100".into(), card_hours: dec!(5760), offered_card_hours: dec!(4320), rate: r },
+        ]);
+        assert_eq!(cap.len(), 1);
+        assert_eq!(cap[0].not_offered_card_hours, Some(dec!(1536)));
+        assert_eq!(cap[0].offered_card_hours(), dec!(9984));
+        assert_eq!(cap[0].not_offered_amount.unwrap().to_string(), "18963.00");
+        assert_eq!(cap[0].offered_amount().to_string(), "123259.46");
+        // offered hours outside [0, card_hours] are taken at the nearest bound
+        let odd = capacity_lines(&[
+            CapacityLine { gpu_model: "A".into(), card_hours: dec!(10), offered_card_hours: dec!(11), rate: r },
+            CapacityLine { gpu_model: "B".into(), card_hours: dec!(10), offered_card_hours: dec!(-1), rate: r },
+        ]);
+        assert_eq!(odd[0].not_offered_card_hours, Some(dec!(0)));
+        assert_eq!(odd[1].not_offered_card_hours, Some(dec!(10)));
+        assert_eq!(odd[1].not_offered_amount, Some(odd[1].amount));
+    }
+
+    #[test]
+    fn a_capacity_line_closed_before_offered_capacity_reads_and_writes_as_it_was() {
+        let stored = r#"{"gpu_model":"H100","card_hours":"720","rate":"1.5000","amount":"1080.00","unpriced":false}"#;
+        let line: CapacityBillLine = serde_json::from_str(stored).unwrap();
+        assert_eq!((line.not_offered_card_hours, line.not_offered_amount), (None, None));
+        assert_eq!((line.offered_card_hours(), line.offered_amount().to_string()), (dec!(720), "1080.00".into()));
+        assert_eq!(serde_json::to_string(&line).unwrap(), stored);
     }
 }

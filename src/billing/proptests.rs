@@ -1,5 +1,6 @@
 //! Property tests of the billing invariants over random months: totals are sums of lines, the month
-//! balances to the fen under both policies, modes agree, a rate split bills each segment on its own, and
+//! balances to the fen under both policies (allocated + unallocated + not offered = capacity cost, and the
+//! not-offered cost is never spread), modes agree, a rate split bills each segment on its own, and
 //! restatements reconcile closed and recomputed totals exactly.
 
 use std::collections::BTreeMap;
@@ -47,9 +48,20 @@ fn usage_strategy() -> impl Strategy<Value = UsageLine> {
         })
 }
 
+/// Capacity lines, most fully offered, the others offering any part of their card-hours (cordons, unhealthy cards).
 fn capacity_strategy() -> impl Strategy<Value = CapacityLine> {
-    (prop::sample::select(vec!["H100", "A100", "T4"]), 0i64..100_000_000_000, rate_strategy())
-        .prop_map(|(model, h, rate)| CapacityLine { gpu_model: model.into(), card_hours: Decimal::new(h, 6), rate })
+    (
+        prop::sample::select(vec!["H100", "A100", "T4"]),
+        0i64..100_000_000_000,
+        prop::option::of(0u32..=1000),
+        rate_strategy(),
+    )
+        .prop_map(|(model, h, offered_permille, rate)| {
+            let card_hours = Decimal::new(h, 6);
+            let offered = offered_permille
+                .map_or(card_hours, |p| (card_hours * Decimal::from(p) / Decimal::from(1000)).round_dp(6));
+            CapacityLine { gpu_model: model.into(), card_hours, offered_card_hours: offered, rate }
+        })
 }
 
 fn policy(mode: BillMode, unallocated: UnallocatedPolicy) -> BillPolicy {
@@ -89,22 +101,62 @@ proptest! {
         prop_assert!(bills.teams.windows(2).all(|w| w[0].team < w[1].team));
         prop_assert_eq!(bills.capacity_cost, bills.capacity.iter().map(|c| c.amount).sum::<Money>());
         prop_assert_eq!(bills.allocated, bills.teams.iter().map(|t| t.allocated).sum::<Money>());
-        prop_assert_eq!(bills.unallocated, bills.capacity_cost - bills.allocated);
+        let not_offered = bills.not_offered.expect("a computed month records its not-offered cost");
+        prop_assert_eq!(not_offered, bills.capacity.iter().map(|c| c.not_offered_amount.unwrap()).sum::<Money>());
+        prop_assert_eq!(bills.unallocated, bills.capacity_cost - not_offered - bills.allocated);
+        for c in &bills.capacity {
+            let hours = c.not_offered_card_hours.unwrap();
+            prop_assert!(hours >= Decimal::ZERO && hours <= c.card_hours);
+            prop_assert_eq!(c.offered_card_hours() + hours, c.card_hours);
+            prop_assert_eq!(c.not_offered_amount.unwrap(), c.rate.map_or(Money::ZERO, |r| r.amount(hours)));
+            prop_assert!(c.offered_amount() >= Money::ZERO, "the not-offered part never exceeds its line");
+        }
+        let input_not_offered: Decimal = capacity.iter().map(|c| c.card_hours - c.offered_card_hours).sum();
+        prop_assert_eq!(bills.capacity.iter().map(|c| c.not_offered_card_hours.unwrap()).sum::<Decimal>(), input_not_offered);
 
-        // The month balances to the fen.
+        // The month balances to the fen: capacity is allocated, unallocated or not offered, and teams carry
+        // what the platform does not keep.
+        prop_assert_eq!(bills.allocated + bills.unallocated + not_offered, bills.capacity_cost);
         prop_assert_eq!(sum_totals(&bills) + bills.platform_kept, bills.capacity_cost);
 
         let shares: Money = bills.teams.iter().map(|t| t.unallocated_share).sum();
         let anyone_allocated = bills.teams.iter().any(|t| t.allocated > Money::ZERO);
         if spread && anyone_allocated {
+            // only the offered capacity nobody used is spread; the not-offered cost stays with the platform
             prop_assert_eq!(shares, bills.unallocated);
-            prop_assert_eq!(bills.platform_kept, Money::ZERO);
+            prop_assert_eq!(bills.platform_kept, not_offered);
             for t in bills.teams.iter().filter(|t| t.allocated.is_zero()) {
                 prop_assert_eq!(t.unallocated_share, Money::ZERO);
             }
         } else {
             prop_assert_eq!(shares, Money::ZERO);
-            prop_assert_eq!(bills.platform_kept, bills.unallocated);
+            prop_assert_eq!(bills.platform_kept, bills.unallocated + not_offered);
+        }
+    }
+
+    /// Taking cards out of what is offered moves their cost from the teams' spread to the platform, fen for fen,
+    /// and changes nothing else: team lines, allocated amounts and the capacity cost stay.
+    #[test]
+    fn not_offered_capacity_moves_from_the_spread_to_the_platform(
+        usage in prop::collection::vec(usage_strategy(), 0..16),
+        capacity in prop::collection::vec(capacity_strategy(), 0..6),
+    ) {
+        let p = policy(BillMode::Chargeback, UnallocatedPolicy::SpreadProportionally);
+        let full: Vec<CapacityLine> =
+            capacity.iter().map(|c| CapacityLine::fully_offered(c.gpu_model.clone(), c.card_hours, c.rate)).collect();
+        let (all, some) = (compute_month(&usage, &full, p), compute_month(&usage, &capacity, p));
+        prop_assert_eq!(all.not_offered, Some(Money::ZERO));
+        prop_assert_eq!(all.capacity_cost, some.capacity_cost);
+        prop_assert_eq!(all.allocated, some.allocated);
+        let moved = some.not_offered_cost();
+        prop_assert_eq!(all.unallocated - moved, some.unallocated);
+        let spread = |b: &MonthBills| b.teams.iter().map(|t| t.unallocated_share).sum::<Money>();
+        if some.teams.iter().any(|t| t.allocated > Money::ZERO) {
+            prop_assert_eq!(spread(&all) - moved, spread(&some));
+            prop_assert_eq!(all.platform_kept + moved, some.platform_kept);
+        }
+        for (a, b) in all.teams.iter().zip(&some.teams) {
+            prop_assert_eq!(&a.lines, &b.lines);
         }
     }
 

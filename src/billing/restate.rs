@@ -188,8 +188,7 @@ mod tests {
         // Recomputed: a 30 h → 300.00, b 20 h → 200.00, unallocated 500.00 → a 300.00, b 200.00.
         // a: usage +10 h / +100.00, share 300.00 → 300.00 (no share line); b: usage unchanged, share −100.00.
         let spread = BillPolicy { mode: BillMode::Chargeback, unallocated: UnallocatedPolicy::SpreadProportionally };
-        let cap =
-            [CapacityLine { gpu_model: "H100".into(), card_hours: dec!(100), rate: RatePerCardHour::new(dec!(10)) }];
+        let cap = [CapacityLine::fully_offered("H100", dec!(100), RatePerCardHour::new(dec!(10)))];
         let closed =
             compute_month(&[usage("a", "a", dec!(20), dec!(10)), usage("b", "b", dec!(20), dec!(10))], &cap, spread);
         let recomputed =

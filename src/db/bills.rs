@@ -45,12 +45,16 @@ pub struct DayCapacity {
     pub gpu_model: String,
     pub day: NaiveDate,
     pub card_seconds: f64,
+    /// The part of `card_seconds` offered to workloads (not cordoned, allocatable).
+    pub offered_card_seconds: f64,
 }
 
 pub async fn capacity_by_day(pool: &PgPool, from: NaiveDate, to: NaiveDate) -> Result<Vec<DayCapacity>, sqlx::Error> {
     sqlx::query_as!(
         DayCapacity,
-        r#"SELECT gpu_model, day, sum(card_seconds) AS "card_seconds!" FROM capacity_daily
+        r#"SELECT gpu_model, day, sum(card_seconds) AS "card_seconds!",
+                  sum(offered_card_seconds) AS "offered_card_seconds!"
+           FROM capacity_daily
            WHERE day >= $1 AND day < $2 GROUP BY gpu_model, day"#,
         from,
         to

@@ -64,7 +64,7 @@ pub struct MergedLabelsRow {
 pub async fn merged_team_labels(pool: &PgPool) -> Result<Vec<MergedLabelsRow>, sqlx::Error> {
     sqlx::query_as!(
         MergedLabelsRow,
-        r#"SELECT team_id, array_agg(label ORDER BY label) AS "labels!" FROM team_labels
+        r#"SELECT team_id, array_agg(label ORDER BY label COLLATE "C") AS "labels!" FROM team_labels
            GROUP BY team_id HAVING count(*) > 1 ORDER BY team_id"#
     )
     .fetch_all(pool)

@@ -155,8 +155,10 @@ pub async fn save_replaced(
     .execute(&mut *conn)
     .await?;
     sqlx::query!(
-        "INSERT INTO replaced_node_capacity_hourly SELECT $1, c.* FROM node_capacity_hourly c
-         WHERE cluster = $2 AND hour = $3",
+        "INSERT INTO replaced_node_capacity_hourly (run_id, cluster, hour, node, gpu_model, cards, card_seconds,
+             offered_card_seconds, offered_source)
+         SELECT $1, cluster, hour, node, gpu_model, cards, card_seconds, offered_card_seconds, offered_source
+         FROM node_capacity_hourly WHERE cluster = $2 AND hour = $3",
         run_id,
         cluster,
         hour
@@ -201,13 +203,15 @@ pub async fn forget_if_unchanged(
                      gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source, peak_fb_used_mib, label_team
               FROM replaced_usage_hourly WHERE run_id = $1 AND cluster = $2 AND hour = $3)
            ) OR EXISTS (
-             (SELECT node, gpu_model, cards, card_seconds FROM replaced_node_capacity_hourly
-              WHERE run_id = $1 AND cluster = $2 AND hour = $3
-              EXCEPT SELECT node, gpu_model, cards, card_seconds FROM node_capacity_hourly WHERE cluster = $2 AND hour = $3)
+             (SELECT node, gpu_model, cards, card_seconds, offered_card_seconds, offered_source
+              FROM replaced_node_capacity_hourly WHERE run_id = $1 AND cluster = $2 AND hour = $3
+              EXCEPT SELECT node, gpu_model, cards, card_seconds, offered_card_seconds, offered_source
+              FROM node_capacity_hourly WHERE cluster = $2 AND hour = $3)
              UNION ALL
-             (SELECT node, gpu_model, cards, card_seconds FROM node_capacity_hourly WHERE cluster = $2 AND hour = $3
-              EXCEPT SELECT node, gpu_model, cards, card_seconds FROM replaced_node_capacity_hourly
-              WHERE run_id = $1 AND cluster = $2 AND hour = $3)
+             (SELECT node, gpu_model, cards, card_seconds, offered_card_seconds, offered_source
+              FROM node_capacity_hourly WHERE cluster = $2 AND hour = $3
+              EXCEPT SELECT node, gpu_model, cards, card_seconds, offered_card_seconds, offered_source
+              FROM replaced_node_capacity_hourly WHERE run_id = $1 AND cluster = $2 AND hour = $3)
            ) AS "changed!""#,
         run_id,
         cluster,
@@ -316,9 +320,10 @@ pub async fn restore(conn: &mut PgConnection, run_id: i64, h: &ReplacedHour) -> 
     .execute(&mut *conn)
     .await?;
     sqlx::query!(
-        "INSERT INTO node_capacity_hourly (cluster, hour, node, gpu_model, cards, card_seconds)
-         SELECT cluster, hour, node, gpu_model, cards, card_seconds FROM replaced_node_capacity_hourly
-         WHERE run_id = $1 AND cluster = $2 AND hour = $3",
+        "INSERT INTO node_capacity_hourly (cluster, hour, node, gpu_model, cards, card_seconds, offered_card_seconds,
+             offered_source)
+         SELECT cluster, hour, node, gpu_model, cards, card_seconds, offered_card_seconds, offered_source
+         FROM replaced_node_capacity_hourly WHERE run_id = $1 AND cluster = $2 AND hour = $3",
         run_id,
         cluster,
         hour

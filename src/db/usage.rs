@@ -103,14 +103,17 @@ pub async fn replace_hour(
 
     let c = &out.capacity;
     sqlx::query!(
-        "INSERT INTO node_capacity_hourly (cluster, hour, node, gpu_model, cards, card_seconds)
-         SELECT $1, $2, * FROM UNNEST($3::text[], $4::text[], $5::float8[], $6::float8[])",
+        "INSERT INTO node_capacity_hourly (cluster, hour, node, gpu_model, cards, card_seconds, offered_card_seconds,
+             offered_source)
+         SELECT $1, $2, * FROM UNNEST($3::text[], $4::text[], $5::float8[], $6::float8[], $7::float8[], $8::text[])",
         cluster,
         hour,
         &c.iter().map(|x| x.node.clone()).collect::<Vec<_>>(),
         &c.iter().map(|x| x.gpu_model.clone()).collect::<Vec<_>>(),
         &c.iter().map(|x| x.cards).collect::<Vec<_>>(),
         &c.iter().map(|x| x.card_seconds).collect::<Vec<_>>(),
+        &c.iter().map(|x| x.offered_card_seconds).collect::<Vec<_>>(),
+        &c.iter().map(|x| x.offered_source.as_str().to_string()).collect::<Vec<_>>(),
     )
     .execute(&mut *conn)
     .await?;
@@ -153,7 +156,7 @@ async fn register_label_teams(conn: &mut PgConnection, cluster: &str, hour: Date
          SELECT DISTINCT ON (id) id, left(label, 200)
          FROM (SELECT DISTINCT label_team AS label, team_id_of_label(label_team) AS id FROM gpu_usage_hourly
                WHERE cluster = $1 AND hour = $2) l
-         WHERE id IS NOT NULL ORDER BY id, label
+         WHERE id IS NOT NULL ORDER BY id, label COLLATE \"C\"
          ON CONFLICT (id) DO NOTHING",
         cluster,
         hour

@@ -40,9 +40,10 @@ pub(super) struct CsvShape {
     /// show as the text 2026-11: a bare `2026-11` is read as the date 2026-11-01 (shown `Nov-26`, and saved back
     /// so). Layout 2 on.
     pub months_as_text: bool,
-    /// After the teams' rows, the cluster's: `capacity` per GPU model and rate, `unallocated` (capacity − allocated)
-    /// and `platform_kept` (what no team carries), so Σ usage + Σ unallocated_share + platform_kept = Σ capacity.
-    /// Layout 2 on, in an export of every team.
+    /// After the teams' rows, the cluster's: `capacity` per GPU model and rate, `unallocated` (offered capacity no
+    /// team used), `not_offered` (capacity not offered to workloads) and `platform_kept` (what no team carries:
+    /// not offered, plus unallocated unless spread), so Σ usage + Σ unallocated_share + platform_kept = Σ capacity
+    /// and Σ usage + unallocated + not_offered = Σ capacity. Layout 2 on, in an export of every team.
     pub cluster_rows: bool,
 }
 
@@ -159,6 +160,9 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             ))?;
         }
         w.write_record(row("unallocated", "", String::new(), String::new(), b.unallocated.to_string(), false))?;
+        if let Some(not_offered) = b.not_offered {
+            w.write_record(row("not_offered", "", String::new(), String::new(), not_offered.to_string(), false))?;
+        }
         w.write_record(row("platform_kept", "", String::new(), String::new(), b.platform_kept.to_string(), false))?;
     }
     let mut out = "\u{feff}".as_bytes().to_vec();

@@ -41,6 +41,9 @@ pub struct IdleLine {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UtilizationFigures {
     pub capacity_card_hours: f64,
+    /// Of the capacity, offered to workloads (not cordoned, allocatable).
+    pub offered_card_hours: f64,
+    pub not_offered_card_hours: f64,
     pub gpu_hours: f64,
     pub effective_gpu_hours: f64,
     pub allocation_rate: Option<f64>,
@@ -70,6 +73,8 @@ impl From<&Figures> for UtilizationFigures {
     fn from(f: &Figures) -> Self {
         UtilizationFigures {
             capacity_card_hours: f.capacity_card_hours,
+            offered_card_hours: f.offered_card_hours,
+            not_offered_card_hours: f.not_offered_card_hours,
             gpu_hours: f.gpu_hours,
             effective_gpu_hours: f.effective_gpu_hours,
             allocation_rate: f.allocation_rate,

@@ -7,10 +7,11 @@
 //!   Their close froze no extras, so their PDF shows the idle list and utilization computed when it is rendered
 //!   (as that release did).
 //! - Layout 2: the close also freezes the PDF's extras ([`FrozenExtras`]). The CSV writes its months as
-//!   `="2026-11"` (Excel and LibreOffice read a bare `2026-11` as the date 2026-11-01 and show `Nov-26`) and, in an
+//!   `="2026-11"` (Excel reads a bare `2026-11` as the date 2026-11-01 and shows `Nov-26`) and, in an
 //!   export of every team, ends with the cluster rows (`capacity` per GPU model and rate, `unallocated`,
-//!   `platform_kept`) so it reconciles on its own: Σ usage + Σ unallocated_share + platform_kept = Σ capacity.
-//!   The JSON views carry `"layout": 2`; fields added from layout 2 on are absent from layout-1 views ([`since`]).
+//!   `not_offered`, `platform_kept`) so it reconciles on its own: Σ usage + Σ unallocated_share + platform_kept =
+//!   Σ capacity. The JSON views carry `"layout": 2`; fields added from layout 2 on (offered capacity) are absent
+//!   from layout-1 views ([`since`]); the PDF prints offered capacity from layout 2 on only.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

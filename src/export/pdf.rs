@@ -22,6 +22,7 @@ use rust_decimal::prelude::ToPrimitive;
 
 use super::fonts::{ChainMetrics, FontChain};
 use super::frozen::{IdleLine, UtilizationFigures};
+use super::layout::Layout as LayoutVersion;
 use crate::billing::TeamBill;
 use crate::ledger::{MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
@@ -45,8 +46,8 @@ pub enum PdfError {
 pub struct StatementExtras {
     pub idle: Vec<IdleLine>,
     pub utilization: Option<UtilizationFigures>,
-    /// Opens with the finance summary: capacity cost, allocated, unallocated, platform kept, utilization and every
-    /// included team's total. Never for a team lead.
+    /// Opens with the finance summary: capacity cost, allocated, unallocated, not offered, platform kept,
+    /// utilization and every included team's total. Never for a team lead.
     pub finance_summary: bool,
 }
 
@@ -293,7 +294,12 @@ fn close_override(lay: &mut Layout, st: &Statement, global: bool) -> Result<(), 
     lay.paragraph(10.0, &format!("Closed incomplete, by override of {}. Reason: {}", o.by, o.reason))?;
     if global {
         for b in &o.blockers {
-            lay.paragraph(8.0, &format!("– {b}"))?;
+            // layout 1 wrote instants as chrono displays them (`2026-10-31 16:00:00 UTC`), later ones as RFC 3339
+            let text = match st.layout {
+                LayoutVersion::V1 => b.describe(&|t| t.to_string()),
+                _ => b.to_string(),
+            };
+            lay.paragraph(8.0, &format!("– {text}"))?;
         }
     }
     Ok(())
@@ -357,26 +363,39 @@ fn summary(
     let b = &st.bills;
     let c = cols(&[(160.0, Align::Left), (110.0, Align::Right)]);
     lay.header_row(&c, &["Cluster", "Amount (CNY)"])?;
-    for (label, m) in [
-        ("Capacity cost", b.capacity_cost),
-        ("Allocated", b.allocated),
-        ("Unallocated", b.unallocated),
-        ("Platform kept", b.platform_kept),
-    ] {
+    // layout 2 on (a month closed before offered capacity was recorded has none either): the not-offered line
+    let not_offered =
+        b.not_offered.filter(|_| st.layout >= LayoutVersion::V2).map(|m| ("Not offered (kept by the platform)", m));
+    let cluster = [("Capacity cost", b.capacity_cost), ("Allocated", b.allocated), ("Unallocated", b.unallocated)]
+        .into_iter()
+        .chain(not_offered)
+        .chain([("Platform kept", b.platform_kept)]);
+    for (label, m) in cluster {
         lay.row(&c, &[label.to_string(), m.to_string()], 9.0, 0)?;
     }
     if let Some(f) = utilization {
         let pct = |r: Option<f64>| r.map_or_else(|| "–".to_string(), |r| format!("{:.1} %", r * 100.0));
         lay.gap(6.0);
         lay.header_row(&c, &["Utilization", "Month"])?;
-        for (label, v) in [
-            ("Capacity card-hours", format!("{:.3}", f.capacity_card_hours)),
-            ("GPU-hours", format!("{:.3}", f.gpu_hours)),
-            ("Effective GPU-hours", format!("{:.3}", f.effective_gpu_hours)),
-            ("Allocation rate", pct(f.allocation_rate)),
-            ("Utilization", pct(f.utilization)),
-            ("Effective rate", pct(f.effective_rate)),
-        ] {
+        // offered capacity, the allocation rate's base, is shown where it differs from capacity
+        // (layout 2 on: a layout-1 PDF prints the rows it printed)
+        let offered = (st.layout >= LayoutVersion::V2 && f.not_offered_card_hours > 0.0).then(|| {
+            [
+                ("Offered card-hours", format!("{:.3}", f.offered_card_hours)),
+                ("Not offered card-hours", format!("{:.3}", f.not_offered_card_hours)),
+            ]
+        });
+        for (label, v) in [("Capacity card-hours", format!("{:.3}", f.capacity_card_hours))]
+            .into_iter()
+            .chain(offered.into_iter().flatten())
+            .chain([
+                ("GPU-hours", format!("{:.3}", f.gpu_hours)),
+                ("Effective GPU-hours", format!("{:.3}", f.effective_gpu_hours)),
+                ("Allocation rate", pct(f.allocation_rate)),
+                ("Utilization", pct(f.utilization)),
+                ("Effective rate", pct(f.effective_rate)),
+            ])
+        {
             lay.row(&c, &[label.to_string(), v], 9.0, 0)?;
         }
     }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use crate::metering::{
     CapacitySeries, ContainerKey, DeviceSeries, HamiSeries, HourInput, NamespaceSeries, RequestSeries, RunningSeries,
-    Sample, UtilMetric,
+    Sample, UnschedulableSeries, UtilMetric,
 };
 use futures_util::TryStreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -19,6 +19,8 @@ pub const UTIL_MARGIN_MS: i64 = 5 * 60_000;
 const DCGM_METRICS: &str =
     "DCGM_FI_PROF_SM_ACTIVE|DCGM_FI_PROF_GR_ENGINE_ACTIVE|DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED";
 const HAMI_UTIL: &str = "hami_container_device_utilization_ratio";
+/// The node resources read as GPU capacity (and allocatable).
+const GPU_RESOURCES: &str = r#"resource=~"nvidia_com_.+|amd_com_.+|habana_ai_.+|.*gpu.*""#;
 
 /// What to read and how to read the labels.
 #[derive(Debug, Clone)]
@@ -46,19 +48,21 @@ pub struct Fetched {
     pub samples_read: u64,
 }
 
-/// The six selectors one window reads, each with the margin it is read with.
-pub fn selectors(spec: &FetchSpec) -> [(String, i64); 6] {
+/// The eight selectors one window reads, each with the margin it is read with.
+pub fn selectors(spec: &FetchSpec) -> [(String, i64); 8] {
     [
         (spec.selector("kube_pod_container_resource_requests", r#"unit="integer""#), 0),
         (spec.selector("kube_pod_status_phase", r#"phase="Running""#), 0),
         (spec.selector("kube_namespace_labels", ""), 0),
-        (spec.selector("kube_node_status_capacity", r#"resource=~"nvidia_com_.+|amd_com_.+|habana_ai_.+|.*gpu.*""#), 0),
+        (spec.selector("kube_node_status_capacity", GPU_RESOURCES), 0),
         (spec.selector("", &format!(r#"__name__=~"{DCGM_METRICS}""#)), UTIL_MARGIN_MS),
         (spec.selector(HAMI_UTIL, ""), UTIL_MARGIN_MS),
+        (spec.selector("kube_node_status_allocatable", GPU_RESOURCES), 0),
+        (spec.selector("kube_node_spec_unschedulable", ""), 0),
     ]
 }
 
-/// Reads `[start_ms, end_ms)`: the six range-selector queries, concurrently, each retried per `policy`.
+/// Reads `[start_ms, end_ms)`: the eight range-selector queries, concurrently, each retried per `policy`.
 pub async fn fetch(
     client: &PromClient,
     spec: &FetchSpec,
@@ -74,7 +78,7 @@ pub async fn fetch(
         }
     };
     // Each answer is normalised as soon as it arrives and its JSON and label maps dropped: peak memory is one
-    // window's compact series plus the answers in flight, not all six raw answers at once.
+    // window's compact series plus the answers in flight, not all raw answers at once.
     let mut pending: FuturesUnordered<_> = selectors(spec)
         .into_iter()
         .enumerate()
@@ -110,13 +114,16 @@ impl Fetched {
     pub fn absorb(&mut self, spec: &FetchSpec, which: usize, answer: Vec<RawSeries>) {
         let (mut requests, mut running, mut namespaces, mut capacity, mut dcgm, mut hami) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut allocatable, mut unschedulable) = (Vec::new(), Vec::new());
         match which {
             0 => requests = answer,
             1 => running = answer,
             2 => namespaces = answer,
             3 => capacity = answer,
             4 => dcgm = answer,
-            _ => hami = answer,
+            5 => hami = answer,
+            6 => allocatable = answer,
+            _ => unschedulable = answer,
         }
         let out = self;
         let mut note = |s: &RawSeries, fallback: &str| {
@@ -154,14 +161,24 @@ impl Fetched {
                 samples: s.samples,
             });
         }
-        for s in capacity {
-            note(&s, "kube_node_status_capacity");
-            let (Some(node), Some(resource)) = (s.label("node"), s.label("resource")) else { continue };
-            input.capacity.push(CapacitySeries {
-                node: node.to_string(),
-                resource: resource.to_string(),
-                samples: s.samples,
-            });
+        for (series, name, into) in [
+            (capacity, "kube_node_status_capacity", &mut input.capacity),
+            (allocatable, "kube_node_status_allocatable", &mut input.allocatable),
+        ] {
+            for s in series {
+                note(&s, name);
+                let (Some(node), Some(resource)) = (s.label("node"), s.label("resource")) else { continue };
+                into.push(CapacitySeries {
+                    node: node.to_string(),
+                    resource: resource.to_string(),
+                    samples: s.samples,
+                });
+            }
+        }
+        for s in unschedulable {
+            note(&s, "kube_node_spec_unschedulable");
+            let Some(node) = s.label("node") else { continue };
+            input.unschedulable.push(UnschedulableSeries { node: node.to_string(), samples: s.samples });
         }
         for s in dcgm {
             note(&s, "DCGM");
@@ -217,6 +234,8 @@ impl Fetched {
         split(input.running, &mut out, ksm, |r| &mut r.samples, |i, r| i.running.push(r));
         split(input.namespaces, &mut out, ksm, |n| &mut n.samples, |i, n| i.namespaces.push(n));
         split(input.capacity, &mut out, ksm, |c| &mut c.samples, |i, c| i.capacity.push(c));
+        split(input.allocatable, &mut out, ksm, |c| &mut c.samples, |i, c| i.allocatable.push(c));
+        split(input.unschedulable, &mut out, ksm, |u| &mut u.samples, |i, u| i.unschedulable.push(u));
         split(input.devices, &mut out, util, |d| &mut d.samples, |i, d| i.devices.push(d));
         split(input.hami, &mut out, util, |h| &mut h.samples, |i, h| i.hami.push(h));
         for (metric, t) in non_finite {

@@ -65,7 +65,7 @@ pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<IngestHealth, s
     let ended = super::window::floor_hour(now);
     let anomalies = db::health::anomalies(pool, ended - Duration::hours(24)).await?;
     let kept = db::history::kept_hours(pool, None).await?;
-    let failures = db::readiness::open_failures(pool, DateTime::<Utc>::MIN_UTC, now).await?;
+    let failures = db::readiness::open_failures(pool, DateTime::<Utc>::UNIX_EPOCH, now).await?;
     let clusters = db::health::clusters(pool).await?;
     let merged_team_labels = db::health::merged_team_labels(pool)
         .await?

@@ -255,7 +255,9 @@ fn input_samples(i: &crate::metering::HourInput) -> u64 {
         + i.devices.iter().map(|s| s.samples.len()).sum::<usize>()
         + i.hami.iter().map(|s| s.samples.len()).sum::<usize>()
         + i.namespaces.iter().map(|s| s.samples.len()).sum::<usize>()
-        + i.capacity.iter().map(|s| s.samples.len()).sum::<usize>();
+        + i.capacity.iter().map(|s| s.samples.len()).sum::<usize>()
+        + i.allocatable.iter().map(|s| s.samples.len()).sum::<usize>()
+        + i.unschedulable.iter().map(|s| s.samples.len()).sum::<usize>();
     n as u64
 }
 

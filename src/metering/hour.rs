@@ -2,8 +2,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::capacity::{capacity_rows, count_held_cards_as_offered};
 use super::input::{ContainerKey, DeviceSeries, HourInput, RequestSeries, UtilMetric};
-use super::output::{Anomaly, AnomalyKind, CapacityRow, HourOutput, UsageRow, UtilSource};
+use super::output::{Anomaly, AnomalyKind, HourOutput, UsageRow, UtilSource};
 use super::resource::{HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices};
 use super::sample::{Sample, infer_interval_ms, match_at};
 
@@ -107,7 +108,7 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
     }
 
     let teams = namespace_teams(input);
-    let rows = rows
+    let rows: Vec<UsageRow> = rows
         .into_values()
         .map(|mut r| {
             r.label_team = teams.get(r.key.namespace.as_str()).cloned().flatten();
@@ -115,28 +116,29 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
         })
         .collect();
     let capacity = capacity_rows(input, &nodes, &hami_nodes, cfg, &grid, &mut anomalies);
+    let capacity = count_held_cards_as_offered(capacity, &rows);
     HourOutput { interval_ms: Some(interval_ms), rows, capacity, anomalies: anomalies.into_vec() }
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Grid {
-    start: i64,
-    end: i64,
-    interval_ms: i64,
-    half: i64,
+pub(super) struct Grid {
+    pub(super) start: i64,
+    pub(super) end: i64,
+    pub(super) interval_ms: i64,
+    pub(super) half: i64,
 }
 
 impl Grid {
-    fn contains(&self, t: i64) -> bool {
+    pub(super) fn contains(&self, t: i64) -> bool {
         t >= self.start && t < self.end
     }
 }
 
 #[derive(Default)]
-struct Anomalies(BTreeMap<(AnomalyKind, String), u64>);
+pub(super) struct Anomalies(BTreeMap<(AnomalyKind, String), u64>);
 
 impl Anomalies {
-    fn add(&mut self, kind: AnomalyKind, subject: String, count: u64) {
+    pub(super) fn add(&mut self, kind: AnomalyKind, subject: String, count: u64) {
         *self.0.entry((kind, subject)).or_default() += count;
     }
     fn into_vec(self) -> Vec<Anomaly> {
@@ -145,10 +147,10 @@ impl Anomalies {
 }
 
 /// What DCGM and KSM say about each node.
-struct NodeInfo<'a> {
-    model: HashMap<&'a str, &'a str>,
+pub(super) struct NodeInfo<'a> {
+    pub(super) model: HashMap<&'a str, &'a str>,
     uuids: HashMap<&'a str, HashSet<&'a str>>,
-    capacity: HashMap<&'a str, HashMap<&'a str, f64>>,
+    pub(super) capacity: HashMap<&'a str, HashMap<&'a str, f64>>,
 }
 
 impl<'a> NodeInfo<'a> {
@@ -174,11 +176,11 @@ impl<'a> NodeInfo<'a> {
         Self { model, uuids, capacity }
     }
 
-    fn physical_cards(&self, node: &str) -> Option<usize> {
+    pub(super) fn physical_cards(&self, node: &str) -> Option<usize> {
         self.uuids.get(node).map(HashSet::len).filter(|n| *n > 0)
     }
 
-    fn capacity(&self, node: &str, resource: &str) -> Option<f64> {
+    pub(super) fn capacity(&self, node: &str, resource: &str) -> Option<f64> {
         self.capacity.get(node).and_then(|m| m.get(resource)).copied()
     }
 }
@@ -506,69 +508,4 @@ fn namespace_teams(input: &HourInput) -> HashMap<&str, Option<String>> {
         }
     }
     latest.into_iter().map(|(k, (_, t))| (k, t)).collect()
-}
-
-fn capacity_rows(
-    input: &HourInput,
-    nodes: &NodeInfo,
-    hami_nodes: &HashSet<&str>,
-    cfg: &MeterConfig,
-    grid: &Grid,
-    anomalies: &mut Anomalies,
-) -> Vec<CapacityRow> {
-    // per node: advertised GPU units converted to physical cards, and the grid points the node was seen at
-    let mut advertised: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
-    for c in &input.capacity {
-        let Some(last) = c.samples.last() else { continue };
-        let node = c.node.as_str();
-        let model = nodes.model.get(node).copied().unwrap_or("unknown");
-        let cards = match classify_resource(&c.resource) {
-            ResourceKind::Whole if hami_nodes.contains(node) => last.v / f64::from(cfg.hami_split.max(1)),
-            ResourceKind::Whole => last.v,
-            ResourceKind::TimeSlice => last.v / f64::from(cfg.default_timeslice_replicas.max(1)),
-            ResourceKind::Mig { slices, .. } => {
-                last.v * f64::from(slices) / f64::from(mig_compute_slices(model).unwrap_or(7))
-            }
-            _ => continue,
-        };
-        let points = c.samples.iter().filter(|s| grid.contains(s.t_ms)).count() as u64;
-        let e = advertised.entry(node).or_insert((0.0, 0));
-        e.0 += cards;
-        e.1 = e.1.max(points);
-    }
-    let mut rows = Vec::new();
-    for (node, (advertised_cards, points)) in advertised {
-        let cards = match nodes.physical_cards(node) {
-            Some(n) => {
-                let n = n as f64;
-                // Time-slicing replicas are inferred from this very count; MIG partitions that leave slices unused
-                // advertise fewer slices than the card has. Whole cards and HAMi must agree exactly.
-                let shared = nodes.capacity(node, "nvidia_com_gpu_shared").is_some();
-                let mig = nodes
-                    .capacity
-                    .get(node)
-                    .is_some_and(|m| m.keys().any(|r| matches!(classify_resource(r), ResourceKind::Mig { .. })));
-                let disagrees = if mig { advertised_cards > n + 1e-9 } else { (n - advertised_cards).abs() > 1e-9 };
-                if !shared && disagrees {
-                    anomalies.add(
-                        AnomalyKind::CapacityMismatch,
-                        format!("{node}: DCGM {n} cards, capacity {advertised_cards}"),
-                        1,
-                    );
-                }
-                n
-            }
-            None => advertised_cards,
-        };
-        if cards <= 0.0 || points == 0 {
-            continue;
-        }
-        rows.push(CapacityRow {
-            node: node.to_string(),
-            gpu_model: nodes.model.get(node).copied().unwrap_or("unknown").to_string(),
-            cards,
-            card_seconds: cards * points as f64 * grid.interval_ms as f64 / 1000.0,
-        });
-    }
-    rows
 }

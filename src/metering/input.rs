@@ -89,11 +89,18 @@ pub struct NamespaceSeries {
     pub samples: Vec<Sample>,
 }
 
-/// `kube_node_status_capacity{unit="integer"}` of one node and resource.
+/// `kube_node_status_capacity{unit="integer"}` (or `kube_node_status_allocatable`) of one node and resource.
 #[derive(Debug, Clone)]
 pub struct CapacitySeries {
     pub node: String,
     pub resource: String,
+    pub samples: Vec<Sample>,
+}
+
+/// `kube_node_spec_unschedulable` of one node: 1 while it is cordoned, 0 otherwise.
+#[derive(Debug, Clone)]
+pub struct UnschedulableSeries {
+    pub node: String,
     pub samples: Vec<Sample>,
 }
 
@@ -109,4 +116,8 @@ pub struct HourInput {
     pub hami: Vec<HamiSeries>,
     pub namespaces: Vec<NamespaceSeries>,
     pub capacity: Vec<CapacitySeries>,
+    /// What of the capacity the scheduler may hand out (below capacity when devices are unhealthy); empty from a
+    /// kube-state-metrics that does not export it.
+    pub allocatable: Vec<CapacitySeries>,
+    pub unschedulable: Vec<UnschedulableSeries>,
 }

@@ -2,6 +2,7 @@
 //!
 //! Nothing here does I/O; `ingest` fetches and stores, this module only counts.
 
+mod capacity;
 mod hour;
 mod input;
 mod output;
@@ -11,9 +12,9 @@ mod sample;
 pub use hour::{MeterConfig, meter_hour};
 pub use input::{
     CapacitySeries, ContainerKey, DeviceSeries, HamiSeries, HourInput, NamespaceSeries, RequestSeries, RunningSeries,
-    UtilMetric,
+    UnschedulableSeries, UtilMetric,
 };
-pub use output::{Anomaly, AnomalyKind, CapacityRow, HourOutput, UsageRow, UtilSource};
+pub use output::{Anomaly, AnomalyKind, CapacityRow, HourOutput, OfferedSource, UsageRow, UtilSource};
 pub use resource::{
     HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices, mig_profile_slices,
 };

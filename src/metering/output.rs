@@ -62,6 +62,26 @@ pub struct UsageRow {
     pub label_team: Option<String>,
 }
 
+/// Where a node's offered cards came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OfferedSource {
+    /// `kube_node_status_allocatable` was read for the node.
+    Allocatable,
+    /// No allocatable series (an old kube-state-metrics): the capacity taken as offered.
+    #[default]
+    Capacity,
+}
+
+impl OfferedSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allocatable => "allocatable",
+            Self::Capacity => "capacity",
+        }
+    }
+}
+
 /// Physical cards of one node in one hour.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CapacityRow {
@@ -69,6 +89,11 @@ pub struct CapacityRow {
     pub gpu_model: String,
     pub cards: f64,
     pub card_seconds: f64,
+    /// The part of `card_seconds` offered to workloads: allocatable cards while the node is schedulable, none
+    /// while it is cordoned. At most `card_seconds`, and equal to it when the node offered everything.
+    pub offered_card_seconds: f64,
+    /// Whether allocatable was read; cordons count either way (`kube_node_spec_unschedulable`, absent = schedulable).
+    pub offered_source: OfferedSource,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -63,14 +63,23 @@ fn namespace_labels<W: Write>(w: &mut OmWriter<W>, grid: &Grid) -> io::Result<()
     Ok(())
 }
 
+/// `kube_node_status_capacity` and `kube_node_status_allocatable` (every card healthy: allocatable = capacity),
+/// and `kube_node_spec_unschedulable` (no node cordoned): the simulated cluster offers all its cards.
 fn node_capacity<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::Result<()> {
-    const NAME: &str = "kube_node_status_capacity";
-    w.family(NAME)?;
-    for node in &c.nodes {
-        for &(res, n) in node.ty.capacity() {
-            w.series(NAME, [("node", node.name.as_str()), ("resource", res), ("unit", "integer")]);
-            every_grid_point(w, grid, n as i64)?;
+    for name in ["kube_node_status_capacity", "kube_node_status_allocatable"] {
+        w.family(name)?;
+        for node in &c.nodes {
+            for &(res, n) in node.ty.capacity() {
+                w.series(name, [("node", node.name.as_str()), ("resource", res), ("unit", "integer")]);
+                every_grid_point(w, grid, n as i64)?;
+            }
         }
+    }
+    const UNSCHEDULABLE: &str = "kube_node_spec_unschedulable";
+    w.family(UNSCHEDULABLE)?;
+    for node in &c.nodes {
+        w.series(UNSCHEDULABLE, [("node", node.name.as_str())]);
+        every_grid_point(w, grid, 0)?;
     }
     Ok(())
 }

@@ -129,6 +129,7 @@ fn truth_sums_are_consistent() {
     }
     let cap: f64 = t.capacity.iter().map(|c| c.card_hours).sum();
     assert!(close(cap, 56.0 * 6.0));
+    assert!(t.capacity.iter().all(|c| c.offered_card_hours == c.card_hours), "the simulated cluster offers every card");
     assert!(t.totals.gpu_hours > 0.0 && t.totals.gpu_hours <= cap);
 }
 
@@ -321,6 +322,8 @@ fn openmetrics_is_well_formed() {
     for f in [
         "kube_namespace_labels",
         "kube_node_status_capacity",
+        "kube_node_status_allocatable",
+        "kube_node_spec_unschedulable",
         "kube_pod_container_resource_requests",
         "kube_pod_status_phase",
         "DCGM_FI_PROF_SM_ACTIVE",

@@ -114,6 +114,8 @@ pub struct CapacityRow {
     pub hardware_model: String,
     pub cards: u32,
     pub card_hours: f64,
+    /// The part of `card_hours` offered to workloads: all of it (no node is cordoned, every card allocatable).
+    pub offered_card_hours: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -426,6 +428,7 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
             hardware_model: n.ty.model().to_string(),
             cards,
             card_hours: cards as f64 * grid.len as f64 * step_s / 3600.0,
+            offered_card_hours: cards as f64 * grid.len as f64 * step_s / 3600.0,
         })
         .collect();
     let nodes = c

@@ -10,7 +10,9 @@ mod utilization;
 pub use budget::{Basis, crossings, forecast};
 pub use fragmentation::{Fragmentation, NodeFree, NodeHourSums, fragmentation};
 pub use report::{extras_for, idle_report, month_extras, month_utilization, statement_extras};
-pub use utilization::{DayFigures, DayTeamSums, Figures, TeamFigures, UtilizationReport, utilization_report};
+pub use utilization::{
+    CapacitySeconds, DayFigures, DayTeamSums, Figures, TeamFigures, UtilizationReport, utilization_report,
+};
 
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};

@@ -6,7 +6,7 @@ use sqlx::PgPool;
 
 use std::collections::BTreeMap;
 
-use super::{IdlePod, IdleRule, PodUsage, UtilizationReport, idle_list, utilization_report};
+use super::{CapacitySeconds, IdlePod, IdleRule, PodUsage, UtilizationReport, idle_list, utilization_report};
 use crate::billing::Month;
 use crate::db::{self, usage::Scope};
 use crate::export::{FrozenExtras, StatementExtras};
@@ -58,9 +58,10 @@ pub async fn idle_report(
 pub async fn month_utilization(pool: &PgPool, month: Month) -> Result<UtilizationReport, sqlx::Error> {
     let (from, to) = (month.first_day(), month.next().first_day());
     let usage = db::reports::usage_by_day_team(pool, from, to).await?;
-    let mut capacity: BTreeMap<_, f64> = BTreeMap::new();
+    let mut capacity: BTreeMap<_, CapacitySeconds> = BTreeMap::new();
     for c in db::bills::capacity_by_day(pool, from, to).await? {
-        *capacity.entry(c.day).or_default() += c.card_seconds;
+        *capacity.entry(c.day).or_default() +=
+            CapacitySeconds { capacity: c.card_seconds, offered: c.offered_card_seconds };
     }
     let usage: Vec<_> = usage
         .into_iter()

@@ -21,12 +21,15 @@ impl TestApi {
     /// Starts the API on `pool` (migrated), with teams `vision` and `nlp` and a token per role.
     pub async fn start(pool: PgPool) -> TestApi {
         for (id, name) in [("vision", "视觉组"), ("nlp", "NLP")] {
-            sqlx::query("INSERT INTO teams (id, name, owner) VALUES ($1, $2, 'owner') ON CONFLICT DO NOTHING")
-                .bind(id)
-                .bind(name)
-                .execute(&pool)
-                .await
-                .unwrap();
+            sqlx::query(
+                "INSERT INTO teams (id, name, owner) VALUES ($1, $2, 'owner')
+                 ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, owner = EXCLUDED.owner",
+            )
+            .bind(id)
+            .bind(name)
+            .execute(&pool)
+            .await
+            .unwrap();
         }
         let mut tokens = Vec::new();
         for (role, teams) in [
