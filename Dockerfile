@@ -15,9 +15,9 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 
 FROM debian:bookworm-slim
 # tini as PID 1 forwards SIGTERM (`docker stop`) and reaps children; the fonts set the PDF statements (Chinese
-# names in Noto Sans CJK, symbols in DejaVu Sans, emoji in Symbola).
+# names in Noto Sans CJK, symbols in DejaVu Sans, emoji in Symbola); curl for the compose health check (/readyz).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates tzdata tini \
+    && apt-get install -y --no-install-recommends ca-certificates curl tzdata tini \
        fonts-noto-cjk fonts-dejavu-core fonts-symbola \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin cardhour

@@ -40,6 +40,9 @@ pub enum ApiError {
     /// The request took longer than the server allows, or the database cancelled its statement.
     #[error("the request took too long and was cancelled; narrow it (a shorter range, fewer rows)")]
     Timeout,
+    /// The service cannot answer now (its database unreachable, its schema behind): 503, retry later.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
 }
@@ -62,7 +65,7 @@ impl ApiError {
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Conflict { .. } | Self::NotReady(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Timeout | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -78,6 +81,7 @@ impl ApiError {
             Self::NotReady(_) => "not_ready",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::Timeout => "timeout",
+            Self::Unavailable(_) => "unavailable",
             Self::Internal(_) => "internal",
         }
     }

@@ -306,3 +306,30 @@ fn the_cli_refuses_the_same_months_dates_and_names() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+/// `/readyz` is 200 only with the schema this binary was built for: a migration missing from the database or a
+/// database never migrated is a JSON 503, while `/healthz` (liveness) stays 200.
+#[sqlx::test]
+async fn readiness_probe_requires_every_migration(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    let migrations = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "sql"))
+        .count();
+    assert!(migrations >= 10);
+    let (s, body) = api.call(Method::GET, "/readyz", None, None).await;
+    assert_eq!((s, &body["status"], body["migrations"].as_u64()), (200, &json!("ready"), Some(migrations as u64)));
+
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = (SELECT max(version) FROM _sqlx_migrations)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let r = api.call(Method::GET, "/readyz", None, None).await;
+    assert_error(&r, 503, "unavailable", "");
+    assert!(r.1["message"].as_str().unwrap().contains("1 migration(s) not applied"), "{}", r.1);
+
+    sqlx::query("DROP TABLE _sqlx_migrations").execute(&pool).await.unwrap();
+    let r = api.call(Method::GET, "/readyz", None, None).await;
+    assert_error(&r, 503, "unavailable", "");
+    assert_eq!(api.client.get(format!("{}/healthz", api.base)).send().await.unwrap().status().as_u16(), 200);
+}

@@ -9,6 +9,7 @@ mod etag;
 mod extract;
 mod idempotency;
 mod ingest;
+mod probes;
 mod rates;
 mod reports;
 mod teams;
@@ -118,7 +119,8 @@ pub fn app_with_timeout(state: AppState, timeout: std::time::Duration) -> Router
         .config(utoipa_swagger_ui::Config::default().validator_url("none"));
     api.layer(axum::middleware::from_fn_with_state(state.clone(), idempotency::layer))
         .merge(swagger)
-        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .route("/healthz", axum::routing::get(probes::healthz))
+        .route("/readyz", axum::routing::get(probes::readyz))
         .fallback(errors::not_found)
         .layer(axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
             errors::timeout(timeout, req, next)

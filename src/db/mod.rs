@@ -52,3 +52,26 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     MIGRATOR.run(pool).await
 }
+
+/// Whether the database's schema is the one this binary was built for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaStatus {
+    /// Migrations the database has applied that this binary also knows.
+    pub applied: usize,
+    /// Migrations this binary has that the database has not applied (`cardhour migrate` applies them).
+    pub pending: Vec<i64>,
+}
+
+/// Reads the applied migrations through sqlx's own bookkeeping (nothing is written: a database that was never
+/// migrated is an error, not an empty table created on the way).
+pub async fn schema_status(pool: &PgPool) -> Result<SchemaStatus, sqlx::migrate::MigrateError> {
+    use sqlx::migrate::Migrate;
+    let mut conn = pool.acquire().await?;
+    let applied: std::collections::HashSet<i64> =
+        conn.list_applied_migrations().await?.into_iter().map(|m| m.version).collect();
+    let known: Vec<i64> = MIGRATOR.iter().filter(|m| m.migration_type.is_up_migration()).map(|m| m.version).collect();
+    Ok(SchemaStatus {
+        applied: known.iter().filter(|v| applied.contains(v)).count(),
+        pending: known.into_iter().filter(|v| !applied.contains(v)).collect(),
+    })
+}
