@@ -229,7 +229,8 @@ pub fn apply_rules(spec: &utoipa::openapi::OpenApi) -> Value {
     if let Some(paths) = doc["paths"].as_object_mut() {
         for (path, item) in paths.iter_mut() {
             for op in item.as_object_mut().into_iter().flat_map(|o| o.values_mut()) {
-                for p in op["parameters"].as_array_mut().into_iter().flatten() {
+                // `get_mut`: indexing a missing key would insert a `null`
+                for p in op.get_mut("parameters").and_then(Value::as_array_mut).into_iter().flatten() {
                     let name = p["name"].as_str().unwrap_or_default().to_string();
                     if let Some(keywords) = parameter_rule(path, &name).and_then(rule) {
                         apply(&mut p["schema"], &keywords);
@@ -240,7 +241,7 @@ pub fn apply_rules(spec: &utoipa::openapi::OpenApi) -> Value {
     }
     if let Some(schemas) = doc["components"]["schemas"].as_object_mut() {
         for (name, schema) in schemas.iter_mut() {
-            for (prop, s) in schema["properties"].as_object_mut().into_iter().flatten() {
+            for (prop, s) in schema.get_mut("properties").and_then(Value::as_object_mut).into_iter().flatten() {
                 if let Some(keywords) = property_rule(name, prop).and_then(rule) {
                     apply(s, &keywords);
                 }
