@@ -64,7 +64,8 @@ impl FromRef<AppState> for PgPool {
         description = "GPU FinOps cost accounting: GPU-hours, rates, bills."),
     modifiers(&BearerAuth),
     // named by the shared declarations of `doc` (which utoipa does not follow) and by `GroupBy` parameters
-    components(schemas(crate::error::ErrorBody, crate::db::usage::GroupBy, bills::MonthView, bills::TeamStatementView)),
+    components(schemas(crate::error::ErrorBody, crate::db::usage::GroupBy, bills::MonthView, bills::TeamStatementView,
+        crate::db::audit::AuditEntry, crate::usage::UsageRow, crate::waste::IdlePod, crate::db::teams::Mapping)),
     tags(
         (name = "usage", description = "Stored GPU-hours"),
         (name = "teams", description = "Teams and namespace mappings"),
