@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole check, as CI runs it (.ci/run): formatting, clippy with warnings as errors, every test.
+# The whole check, as CI runs it (.ci/run): formatting, clippy with warnings as errors, every test, then schemathesis
+# against a test server.
 #
 #   bash scripts/test.sh [extra `cargo test` arguments, e.g. a test name filter]
 #
@@ -26,6 +27,9 @@ ensure_prometheus_tools
 step "PDF tools (a CJK font and its fallbacks for statements, pdftotext for their tests)"
 ensure_apt_packages fonts-noto-cjk fonts-dejavu-core fonts-symbola poppler-utils
 
+step "contract tools (openapi-spec-validator, openapi-python-client, schemathesis; scripts/contract-venv.sh)"
+bash scripts/contract-venv.sh >/dev/null
+
 export SQLX_OFFLINE=true
 # Every CARDHOUR_* setting of the caller's shell stays out of the tests.
 while IFS= read -r var; do unset "$var"; done < <(compgen -e | grep '^CARDHOUR_' | grep -v '^CARDHOUR_ROOT$' || true)
@@ -49,6 +53,12 @@ fi
 
 # One closing line for the whole suite: cargo prints one `test result` per test binary, the last of which may
 # well be an empty one.
+# schemathesis with every check against a test server with data (tests/api_fuzz.rs, schemathesis.toml)
+if [[ $status -eq 0 ]]; then
+    step "schemathesis (cargo test --test api_fuzz -- --ignored)"
+    if cargo test --test api_fuzz -- --ignored --nocapture 2>&1 | tee -a "$log_file"; then status=0; else status=1; fi
+fi
+
 passed=$(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log_file" | awk '{s += $4} END {print s + 0}')
 failed=$(grep -oE 'test result: .*' "$log_file" | grep -oE '[0-9]+ failed' | awk '{s += $1} END {print s + 0}')
 ((status == 0)) || die "cargo test failed"

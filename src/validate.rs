@@ -17,6 +17,50 @@ pub const MAX_RANGE_DAYS: i64 = 3 * 366;
 /// A per-pod answer (one row per pod) over more days than this is refused.
 pub const MAX_POD_RANGE_DAYS: i64 = 92;
 
+// The checks below as JSON Schema patterns and bounds, which `api::doc` writes into the OpenAPI document: each
+// pattern accepts what its check accepts (the tests hold the two side by side), so document and server agree.
+
+/// A billing month (see [`month`]): 2000-01 ..= 2100-12.
+pub const MONTH_PATTERN: &str = r"^(20[0-9]{2}|2100)-(0[1-9]|1[0-2])$";
+/// The shape of a date [`parse_date`] reads, years within [`FIRST_DATE`] ..= [`LAST_DATE`] (with `format: date`).
+pub const DATE_PATTERN: &str = r"^(20[0-9]{2}|2100)-[0-9]{2}-[0-9]{2}$";
+/// A team id ([`TeamId::parse`]).
+pub const TEAM_ID_PATTERN: &str = r"^[a-z0-9][a-z0-9_.-]{0,62}$";
+/// A cluster name ([`cluster`]).
+pub const CLUSTER_PATTERN: &str = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$";
+/// The characters [`text`] refuses, as the inside of a regex character class (see `forbidden`).
+const FORBIDDEN_CLASS: &str =
+    r"\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufeff";
+/// Free text ([`text`]): none of the forbidden characters, not blank. Its length is `maxLength`.
+pub fn text_pattern() -> String {
+    format!("^[^{FORBIDDEN_CLASS}]*[^{FORBIDDEN_CLASS}\\s][^{FORBIDDEN_CLASS}]*$")
+}
+/// A namespace ([`namespace`]): no forbidden character and no whitespace.
+pub fn namespace_pattern() -> String {
+    format!("^[^{FORBIDDEN_CLASS}\\s]+$")
+}
+/// A decimal as the API reads one (amounts, rates, TCO inputs travel as strings, so no float rounds them).
+pub const DECIMAL_PATTERN: &str = r"^-?[0-9]{1,15}(\.[0-9]{1,10})?$";
+/// An instant's year within [`FIRST_DATE`] ..= [`LAST_DATE`] (with `format: date-time`; see [`instant`]).
+pub const INSTANT_PATTERN: &str = r"^(20[0-9]{2}|2100)-";
+/// The bill modes, unallocated policies and idle rules the API reads.
+pub const BILL_MODES: [&str; 2] = ["showback", "chargeback"];
+pub const UNALLOCATED_POLICIES: [&str; 2] = ["kept_by_platform", "spread_proportionally"];
+pub const IDLE_RULES: [&str; 2] = ["weekly", "short_term"];
+/// The longest GPU model or pricing key ([`model_name`]).
+pub const MODEL_NAME_MAX: usize = 100;
+/// The longest team name or owner.
+pub const NAME_MAX: usize = 200;
+/// The longest namespace ([`namespace`]).
+pub const NAMESPACE_MAX: usize = 253;
+/// `top` of the low-utilization report.
+pub const TOP_MAX: i64 = 500;
+/// `limit` of a paged list: its default and its maximum.
+pub const PAGE_DEFAULT: i64 = 100;
+pub const PAGE_MAX: i64 = 1000;
+/// The longest window of the idle list, in hours (90 days).
+pub const IDLE_HOURS_MAX: u32 = 2160;
+
 /// One refused value: which field, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invalid {
@@ -57,7 +101,8 @@ fn describe(c: char) -> String {
     }
 }
 
-/// Free text such as a display name: trimmed, not blank, at most `max_chars` characters, none forbidden.
+/// Free text such as a display name: at most `max_chars` characters (counted as sent, so the document's
+/// `maxLength` is the rule), not blank, none forbidden; stored trimmed.
 pub fn text(field: &str, s: &str, max_chars: usize) -> Result<String, Invalid> {
     if let Some(c) = s.chars().find(|c| forbidden(*c)) {
         return Err(Invalid::new(field, format!("must not contain {}", describe(c))));
@@ -66,7 +111,7 @@ pub fn text(field: &str, s: &str, max_chars: usize) -> Result<String, Invalid> {
     if t.is_empty() {
         return Err(Invalid::new(field, "must not be blank"));
     }
-    if t.chars().count() > max_chars {
+    if s.chars().count() > max_chars {
         return Err(Invalid::new(field, format!("must be at most {max_chars} characters")));
     }
     Ok(t.to_string())
@@ -82,12 +127,12 @@ pub fn optional_text(field: &str, s: Option<&str>, max_chars: usize) -> Result<O
 
 /// A name used as a key (a GPU model, a DCGM model name, a pricing key): [`text`] of at most 100 characters.
 pub fn model_name(field: &str, s: &str) -> Result<String, Invalid> {
-    text(field, s, 100)
+    text(field, s, MODEL_NAME_MAX)
 }
 
 /// A Kubernetes namespace as stored with usage: not blank, no whitespace, at most 253 characters.
 pub fn namespace(field: &str, s: &str) -> Result<String, Invalid> {
-    let t = text(field, s, 253)?;
+    let t = text(field, s, NAMESPACE_MAX)?;
     if t.chars().any(char::is_whitespace) {
         return Err(Invalid::new(field, "must be a Kubernetes namespace name (no spaces)"));
     }
@@ -268,6 +313,31 @@ mod tests {
         }
     }
 
+    /// The document's patterns accept what the checks accept, on the edges and on arbitrary strings.
+    #[test]
+    fn patterns_agree_with_the_checks() {
+        let re = |p: &str| regex::Regex::new(p).unwrap();
+        let (m, d, t, c) = (re(MONTH_PATTERN), re(DATE_PATTERN), re(TEAM_ID_PATTERN), re(CLUSTER_PATTERN));
+        let (txt, ns) = (re(&text_pattern()), re(&namespace_pattern()));
+        for s in ["2000-01", "2100-12", "1999-12", "2101-01", "2026-13", "2026-00", "2026-1", " 2026-01", "x"] {
+            assert_eq!(m.is_match(s), month("m", s).is_ok(), "{s:?}");
+        }
+        // the date pattern is the shape and the years; `format: date` adds the calendar
+        for s in ["2000-01-01", "2100-12-31", "1999-12-31", "2101-01-01", "2026-1-01", "2026-02-28"] {
+            assert_eq!(d.is_match(s), parse_date("d", s).is_ok(), "{s:?}");
+        }
+        for s in ["a", "vision-2", "a.b_c", "-x", "Vision", "", &"a".repeat(63), &"a".repeat(64)] {
+            assert_eq!(t.is_match(s), TeamId::parse("t", s).is_ok(), "{s:?}");
+        }
+        for s in ["c1", "C.1_x-y", "-c", "", &"c".repeat(63), &"c".repeat(64)] {
+            assert_eq!(c.is_match(s), cluster("c", s).is_ok(), "{s:?}");
+        }
+        for s in ["视觉组", " x ", "", "  ", "a\0b", "a\u{202E}b", "a\nb", "x\u{FEFF}", "a b"] {
+            assert_eq!(txt.is_match(s), text("f", s, 1000).is_ok(), "{s:?}");
+            assert_eq!(ns.is_match(s), namespace("f", s).is_ok(), "{s:?}");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
         /// Whatever passes is trimmed, non-empty, within the limit and free of forbidden characters.
@@ -290,6 +360,14 @@ mod tests {
                 prop_assert_eq!(
                     TeamId::from_label(&s.to_ascii_uppercase()).map(TeamId::into_string), Some(id.into_string()));
             }
+        }
+
+        #[test]
+        fn text_patterns_agree_on_any_string(s in "\\PC{0,12}|[\\x00-\\x20\\u{202A}-\\u{202E}a ]{0,6}") {
+            let txt = regex::Regex::new(&text_pattern()).unwrap();
+            let ns = regex::Regex::new(&namespace_pattern()).unwrap();
+            prop_assert_eq!(txt.is_match(&s), text("f", &s, 1000).is_ok(), "{:?}", s);
+            prop_assert_eq!(ns.is_match(&s), namespace("f", &s).is_ok(), "{:?}", s);
         }
 
         #[test]

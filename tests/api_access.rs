@@ -13,17 +13,11 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cardhour::metering::{CapacityRow, ContainerKey, HourOutput, OfferedSource, UsageRow, UtilSource};
-use common::api::TestApi;
+use common::api::{SEED_FROM as FROM, SEED_MONTH as MONTH, SEED_TO as TO, TestApi, seed};
 use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, CONTENT_DISPOSITION, CONTENT_TYPE, HeaderMap, WWW_AUTHENTICATE};
 use serde_json::{Value, json};
 use sqlx::PgPool;
-
-const MONTH: &str = "2026-10";
-const FROM: &str = "2026-10-05T00:00:00Z";
-const TO: &str = "2026-10-05T07:00:00Z";
-const MODEL: &str = "NVIDIA A100-SXM4-80GB";
 
 /// Own team: what a team lead of `vision` must see.
 const VISION_TOTAL: &str = "87.50";
@@ -34,63 +28,6 @@ const NLP_WASTE: &str = "27375.00";
 const CAPACITY_COST: &str = "1400.00";
 const ALLOCATED: &str = "350.00";
 const UNALLOCATED: &str = "1050.00";
-
-fn row(namespace: &str, pod: &str, team: &str, cards: f64) -> UsageRow {
-    UsageRow {
-        key: ContainerKey { namespace: namespace.into(), pod: pod.into(), container: "main".into() },
-        resource: "nvidia_com_gpu".into(),
-        kind: "whole",
-        gpu_model: MODEL.into(),
-        mig_profile: None,
-        node: if team == "vision" { "node-a".into() } else { "node-b".into() },
-        units: cards,
-        fraction: 1.0,
-        gpu_seconds: cards * 3600.0,
-        effective_gpu_seconds: cards * 36.0,
-        unmetered_gpu_seconds: 0.0,
-        util_source: UtilSource::SmActive,
-        peak_fb_used_mib: Some(8192.0),
-        label_team: Some(team.into()),
-    }
-}
-
-/// The month: usage and capacity of 7 hours, a rate, a mapping and a budget per team.
-async fn seed(api: &TestApi) {
-    for h in 0..7 {
-        let out = HourOutput {
-            interval_ms: Some(60_000),
-            rows: vec![
-                row("vision-train", "vision-idle-pod", "vision", 1.0),
-                row("nlp-prod", "nlp-idle-pod", "nlp", 3.0),
-            ],
-            capacity: ["node-a", "node-b"]
-                .map(|n| CapacityRow {
-                    node: n.into(),
-                    gpu_model: MODEL.into(),
-                    cards: 8.0,
-                    card_seconds: 8.0 * 3600.0,
-                    offered_card_seconds: 8.0 * 3600.0,
-                    offered_source: OfferedSource::Allocatable,
-                })
-                .to_vec(),
-            ..HourOutput::default()
-        };
-        let hour = FROM.parse::<chrono::DateTime<chrono::Utc>>().unwrap() + chrono::Duration::hours(h);
-        let mut tx = api.pool.begin().await.unwrap();
-        cardhour::db::clusters::upsert(&mut tx, "c1", "http://127.0.0.1:9").await.unwrap();
-        cardhour::db::usage::replace_hour(&mut tx, "c1", hour, &out).await.unwrap();
-        tx.commit().await.unwrap();
-    }
-    let fin = Some(api.finance.as_str());
-    let rate = json!({"gpu_model": "A100-80GB", "effective_from": "2026-09-01", "rate": "12.5"});
-    assert_eq!(api.call(Method::POST, "/api/v1/rates", fin, Some(rate)).await.0, 201);
-    for (ns, team) in [("vision-train", "vision"), ("nlp-prod", "nlp")] {
-        let m = json!({"namespace": ns, "team_id": team, "valid_from": "2026-09-01"});
-        assert_eq!(api.call(Method::POST, "/api/v1/mappings", fin, Some(m)).await.0, 201);
-        let b = json!({"amount": "5000"});
-        assert_eq!(api.call(Method::PUT, &format!("/api/v1/budgets/{MONTH}/{team}"), fin, Some(b)).await.0, 200);
-    }
-}
 
 struct Answer {
     status: u16,

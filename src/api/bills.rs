@@ -11,11 +11,12 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::doc::{CsvAnswers, MonthAnswers, PdfAnswers, ReaderErrors, TeamStatementAnswers, WriterErrors};
 use super::{ApiQuery, AppState, etag};
 use crate::auth::{Finance, GlobalReader, ScopedReader};
 use crate::billing::{BillMode, BillPolicy, Month, UnallocatedPolicy};
 use crate::db::usage::Scope;
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::export::{Layout, since};
 use crate::ledger::{self, CloseOverride, CloseRequest, LedgerError, MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
@@ -54,6 +55,7 @@ fn parse_month(s: &str) -> Result<Month, ApiError> {
 
 /// Optional per-bill policy (open months only; a closed month shows the policy it was closed with).
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams, utoipa::ToSchema)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyInput {
     /// `showback` or `chargeback`.
@@ -284,19 +286,7 @@ fn month_view(st: &Statement, scope: &Scope) -> MonthView {
 /// Conditional: `ETag` is the sha256 of the body; `If-None-Match` naming it is a 304.
 #[utoipa::path(get, path = "/bills/{month}", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM in the billing time zone"), PolicyInput, IfNoneMatch),
-    responses(
-        (status = 200, description = "The month summary", body = MonthView,
-            headers(
-                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
-                ("Cache-Control" = String,
-                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"))),
-        (status = 304, description = "If-None-Match names this answer's ETag: no body",
-            headers(
-                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
-                ("Cache-Control" = String,
-                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"))),
-        (status = 401, description = "No valid token", body = ErrorBody),
-        (status = 422, description = "A bad month or policy", body = ErrorBody)))]
+    responses(MonthAnswers, ReaderErrors))]
 async fn get_month(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
@@ -415,20 +405,7 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
 #[utoipa::path(get, path = "/bills/{month}/teams/{team}", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM"), ("team" = String, Path, description = "team id"),
         PolicyInput, IfNoneMatch),
-    responses(
-        (status = 200, description = "The team's statement", body = TeamStatementView,
-            headers(
-                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
-                ("Cache-Control" = String,
-                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"))),
-        (status = 304, description = "If-None-Match names this answer's ETag: no body",
-            headers(
-                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
-                ("Cache-Control" = String,
-                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"))),
-        (status = 404, description = "No statement of this team for the month (or not the caller's team)",
-            body = ErrorBody),
-        (status = 422, description = "A bad month, team or policy", body = ErrorBody)))]
+    responses(TeamStatementAnswers, ReaderErrors))]
 async fn get_team_statement(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
@@ -475,11 +452,7 @@ pub struct OverrideInput {
 /// refused with 409 and its blockers, unless the body carries `override.reason`. Audited.
 #[utoipa::path(post, path = "/bills/{month}/close", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM")), request_body = CloseInput,
-    responses((status = 201, description = "The month is closed; its statement as frozen", body = MonthView),
-        (status = 403, description = "Finance or admin only", body = ErrorBody),
-        (status = 409, description = "Closed already, not ended, or not complete (the blockers are listed)",
-            body = ErrorBody),
-        (status = 422, description = "A bad month, policy or override reason", body = ErrorBody)))]
+    responses((status = 201, description = "The month is closed; its statement as frozen", body = MonthView), ReaderErrors, WriterErrors))]
 async fn close_month(
     State(s): State<AppState>,
     Finance(p): Finance,
@@ -505,9 +478,7 @@ async fn close_month(
 /// smaller read. `ready` is true when there is none.
 #[utoipa::path(get, path = "/bills/{month}/readiness", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM")),
-    responses((status = 200, description = "The month's readiness to close", body = Readiness),
-        (status = 403, description = "Global readers only", body = ErrorBody),
-        (status = 422, description = "A bad month", body = ErrorBody)))]
+    responses((status = 200, description = "The month's readiness to close", body = Readiness), ReaderErrors))]
 async fn month_readiness(
     State(s): State<AppState>,
     _reader: GlobalReader,
@@ -519,6 +490,7 @@ async fn month_readiness(
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ExportQuery {
     /// Only this team (default: every team the caller may see).
@@ -590,21 +562,7 @@ fn attachment(
 /// `platform_kept`): Σ usage + Σ unallocated_share + platform_kept = Σ capacity. Conditional (`ETag`, 304).
 #[utoipa::path(get, path = "/exports/{month}/bills.csv", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM"), ExportQuery, IfNoneMatch),
-    responses(
-        (status = 200, description = "The bill lines", content_type = "text/csv", body = String,
-            headers(
-                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
-                ("Cache-Control" = String,
-                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"),
-                ("Content-Disposition" = String, description = "attachment; cardhour-<month>[-<team>].csv"))),
-        (status = 304, description = "If-None-Match names this answer's ETag: no body",
-            headers(
-                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
-                ("Cache-Control" = String,
-                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"))),
-        (status = 404, description = "No statement of this team for the month (or not the caller's team)",
-            body = ErrorBody),
-        (status = 422, description = "A bad month or team", body = ErrorBody)))]
+    responses(CsvAnswers, ReaderErrors))]
 async fn export_csv(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
@@ -627,21 +585,7 @@ async fn export_csv(
 /// close froze; an open month (and one closed under layout 1) those computed now. Conditional (`ETag`, 304).
 #[utoipa::path(get, path = "/exports/{month}/statements.pdf", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM"), ExportQuery, IfNoneMatch),
-    responses(
-        (status = 200, description = "The statements", content_type = "application/pdf", body = Vec<u8>,
-            headers(
-                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
-                ("Cache-Control" = String,
-                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"),
-                ("Content-Disposition" = String, description = "attachment; cardhour-<month>[-<team>].pdf"))),
-        (status = 304, description = "If-None-Match names this answer's ETag: no body",
-            headers(
-                ("ETag" = String, description = "The sha256 of the body, hex in quotes (strong)"),
-                ("Cache-Control" = String,
-                    description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"))),
-        (status = 404, description = "No statement of this team for the month (or not the caller's team)",
-            body = ErrorBody),
-        (status = 422, description = "A bad month or team", body = ErrorBody)))]
+    responses(PdfAnswers, ReaderErrors))]
 async fn export_pdf(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,

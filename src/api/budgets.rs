@@ -9,11 +9,12 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::doc::{ReaderErrors, WriterErrors};
 use super::{ApiJson, AppState};
 use crate::auth::{Finance, ScopedReader};
 use crate::billing::Month;
 use crate::db::{self, audit, budgets::Alert, budgets::Budget};
-use crate::error::{ApiError, ErrorBody, FieldError};
+use crate::error::{ApiError, FieldError};
 use crate::money::Money;
 use crate::validate::{self, TeamId};
 
@@ -40,7 +41,7 @@ pub struct BudgetInput {
 #[utoipa::path(put, path = "/budgets/{month}/{team}", tag = "budgets", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM"), ("team" = String, Path, description = "team id")),
     request_body = BudgetInput,
-    responses((status = 200, body = Budget), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, description = "The budget as stored", body = Budget), ReaderErrors, WriterErrors))]
 async fn put_budget(
     State(s): State<AppState>,
     Finance(p): Finance,
@@ -99,7 +100,7 @@ pub struct BudgetStatus {
 /// The month's budgets with spend, forecast and alerts (a team lead: its own teams).
 #[utoipa::path(get, path = "/budgets/{month}", tag = "budgets", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM")),
-    responses((status = 200, body = Vec<BudgetStatus>), (status = 422, body = ErrorBody)))]
+    responses((status = 200, description = "Every budget of the month (a team lead: its teams'), with spending, forecast and alerts", body = Vec<BudgetStatus>), ReaderErrors))]
 async fn list_budgets(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,

@@ -8,8 +8,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::doc::ReaderErrors;
 use crate::auth::GlobalReader;
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::ingest::health::{IngestHealth, health};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -18,9 +19,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// Ingest health of every cluster.
 #[utoipa::path(get, path = "/ingest/health", tag = "ingest", security(("bearer" = [])),
-    responses((status = 200, description = "Every cluster's ingest health", body = IngestHealth),
-        (status = 401, description = "No or an invalid token", body = ErrorBody),
-        (status = 403, description = "Team leads see no cluster-wide figures", body = ErrorBody)))]
+    responses((status = 200, description = "Every cluster's ingest health", body = IngestHealth), ReaderErrors))]
 async fn get_health(
     State(s): State<AppState>,
     GlobalReader(_reader): GlobalReader,

@@ -4,11 +4,13 @@
 mod audit;
 mod bills;
 mod budgets;
+pub mod doc;
 mod errors;
 mod etag;
 mod extract;
 mod idempotency;
 mod ingest;
+mod page;
 mod probes;
 mod rates;
 mod reports;
@@ -59,8 +61,12 @@ impl FromRef<AppState> for PgPool {
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "cardhour", description = "GPU FinOps cost accounting: GPU-hours, rates, bills."),
+    info(title = "cardhour", version = env!("CARGO_PKG_VERSION"),
+        description = "GPU FinOps cost accounting: GPU-hours, rates, bills."),
     modifiers(&BearerAuth),
+    // named by the shared declarations of `doc` (which utoipa does not follow) and by `GroupBy` parameters
+    components(schemas(crate::error::ErrorBody, crate::db::usage::GroupBy, bills::MonthView, bills::TeamStatementView,
+        crate::db::audit::AuditEntry, crate::usage::UsageRow, crate::waste::IdlePod, crate::db::teams::Mapping)),
     tags(
         (name = "usage", description = "Stored GPU-hours"),
         (name = "teams", description = "Teams and namespace mappings"),
@@ -84,7 +90,7 @@ impl Modify for BearerAuth {
     }
 }
 
-/// The `/api/v1` routes and the OpenAPI document describing exactly them.
+/// The `/api/v1` routes and utoipa's document of exactly them (see [`openapi_json`] for the one served).
 pub fn api() -> (Router<AppState>, OpenApiSpec) {
     let v1 = OpenApiRouter::new()
         .merge(teams::router())
@@ -99,10 +105,11 @@ pub fn api() -> (Router<AppState>, OpenApiSpec) {
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts()
 }
 
-/// The OpenAPI document as committed in `openapi/openapi.json`.
+/// The OpenAPI document as committed in `openapi/openapi.json` and served at `/api/v1/openapi.json`: utoipa's,
+/// with the input rules of `validate` written in.
 pub fn openapi_json() -> String {
     let (_, spec) = api();
-    spec.to_pretty_json().unwrap_or_default() + "\n"
+    serde_json::to_string_pretty(&doc::apply_rules(&spec)).unwrap_or_default() + "\n"
 }
 
 /// The whole HTTP application: API, its spec, Swagger UI.
@@ -115,7 +122,7 @@ pub fn app_with_timeout(state: AppState, timeout: std::time::Duration) -> Router
     let (api, spec) = api();
     // the spec is never sent to an outside validator (Swagger UI's default would)
     let swagger = SwaggerUi::new("/swagger-ui")
-        .url("/api/v1/openapi.json", spec)
+        .external_url_unchecked("/api/v1/openapi.json", doc::apply_rules(&spec))
         .config(utoipa_swagger_ui::Config::default().validator_url("none"));
     api.layer(axum::middleware::from_fn_with_state(state.clone(), idempotency::layer))
         .merge(swagger)

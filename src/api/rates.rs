@@ -10,10 +10,11 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::doc::{ReaderErrors, WriterErrors};
 use super::{ApiJson, ApiQuery, AppState};
 use crate::auth::{Finance, GlobalReader, ScopedReader};
 use crate::db::{self, audit, rates::StoredCloudRates, rates::StoredRate};
-use crate::error::{ApiError, ErrorBody, FieldError};
+use crate::error::{ApiError, FieldError};
 use crate::money::RatePerCardHour;
 use crate::pricing::{CloudRates, ModelCatalog, RateBreakdown, RentVsBuild, TcoInputs, rent_vs_build};
 use crate::validate;
@@ -40,7 +41,7 @@ pub struct ModelAlias {
 }
 
 #[utoipa::path(get, path = "/model-aliases", tag = "rates", security(("bearer" = [])),
-    responses((status = 200, body = Vec<ModelAlias>), (status = 401, body = ErrorBody)))]
+    responses((status = 200, description = "Every DCGM model name mapped to a pricing model", body = Vec<ModelAlias>), ReaderErrors))]
 async fn list_model_aliases(
     State(s): State<AppState>,
     ScopedReader(_scope): ScopedReader,
@@ -59,7 +60,7 @@ pub struct AliasInput {
 /// Prices a DCGM model name under another key (finance, admin); open months follow at once. Audited.
 #[utoipa::path(put, path = "/model-aliases/{model_name}", tag = "rates", security(("bearer" = [])),
     params(("model_name" = String, Path, description = "DCGM modelName")), request_body = AliasInput,
-    responses((status = 200, body = ModelAlias), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, description = "The alias as stored", body = ModelAlias), ReaderErrors, WriterErrors))]
 async fn put_model_alias(
     State(s): State<AppState>,
     Finance(p): Finance,
@@ -90,7 +91,7 @@ fn pricing_errors(errors: Vec<crate::pricing::FieldError>, prefix: &str) -> ApiE
 }
 
 #[utoipa::path(get, path = "/rates", tag = "rates", security(("bearer" = [])),
-    responses((status = 200, body = Vec<StoredRate>), (status = 401, body = ErrorBody)))]
+    responses((status = 200, description = "Every rate version, per model by effective date", body = Vec<StoredRate>), ReaderErrors))]
 async fn list_rates(
     State(s): State<AppState>,
     ScopedReader(_scope): ScopedReader,
@@ -113,8 +114,7 @@ pub struct RateInput {
 
 /// Adds a rate version (finance, admin). Two versions of one model on the same date are refused. Audited.
 #[utoipa::path(post, path = "/rates", tag = "rates", security(("bearer" = [])), request_body = RateInput,
-    responses((status = 201, body = StoredRate), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody),
-        (status = 422, body = ErrorBody)))]
+    responses((status = 201, description = "The rate version as stored", body = StoredRate), ReaderErrors, WriterErrors))]
 async fn create_rate(
     State(s): State<AppState>,
     Finance(p): Finance,
@@ -153,7 +153,7 @@ async fn create_rate(
 /// Removes a rate version (finance, admin). Closed months keep their bills; open months are recomputed. Audited.
 #[utoipa::path(delete, path = "/rates/{id}", tag = "rates", security(("bearer" = [])),
     params(("id" = i64, Path, description = "rate version id")),
-    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 204, description = "The rate version is deleted"), ReaderErrors, WriterErrors))]
 async fn delete_rate(
     State(s): State<AppState>,
     Finance(p): Finance,
@@ -170,7 +170,7 @@ async fn delete_rate(
 
 /// The rate a TCO model gives, with its yearly breakdown; nothing is stored.
 #[utoipa::path(post, path = "/rates/preview", tag = "rates", security(("bearer" = [])), request_body = TcoInputs,
-    responses((status = 200, body = RateBreakdown), (status = 422, body = ErrorBody)))]
+    responses((status = 200, description = "The rate the inputs give, with its parts", body = RateBreakdown), ReaderErrors, WriterErrors))]
 async fn preview_rate(
     ScopedReader(_scope): ScopedReader,
     ApiJson(input): ApiJson<TcoInputs>,
@@ -180,7 +180,7 @@ async fn preview_rate(
 }
 
 #[utoipa::path(get, path = "/cloud-rates", tag = "rates", security(("bearer" = [])),
-    responses((status = 200, body = Vec<StoredCloudRates>), (status = 401, body = ErrorBody)))]
+    responses((status = 200, description = "Every model's cloud reference rates", body = Vec<StoredCloudRates>), ReaderErrors))]
 async fn list_cloud_rates(
     State(s): State<AppState>,
     ScopedReader(_scope): ScopedReader,
@@ -192,7 +192,7 @@ async fn list_cloud_rates(
 /// Sets the cloud reference rates (yuan per card-hour) of a model (finance, admin). Audited.
 #[utoipa::path(put, path = "/cloud-rates/{model}", tag = "rates", security(("bearer" = [])),
     params(("model" = String, Path, description = "pricing model key")), request_body = CloudRates,
-    responses((status = 200, body = CloudRates), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, description = "The cloud rates as stored", body = CloudRates), ReaderErrors, WriterErrors))]
 async fn put_cloud_rates(
     State(s): State<AppState>,
     Finance(p): Finance,
@@ -228,6 +228,7 @@ async fn put_cloud_rates(
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct RentQuery {
     /// Pricing model key.
     pub model: String,
@@ -252,7 +253,7 @@ pub struct RentVsBuildView {
 /// Self-build vs rent at the measured allocation: own cost per allocated card-hour against each cloud rate, and
 /// the break-even allocation (global readers only).
 #[utoipa::path(get, path = "/rent-vs-build", tag = "rates", security(("bearer" = [])), params(RentQuery),
-    responses((status = 200, body = RentVsBuildView), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, description = "Own cost against the cloud rates over the range", body = RentVsBuildView), ReaderErrors))]
 async fn get_rent_vs_build(
     State(s): State<AppState>,
     GlobalReader(_reader): GlobalReader,
@@ -276,7 +277,7 @@ async fn get_rent_vs_build(
         .await?
         .into_iter()
         .find(|c| c.gpu_model == model)
-        .map(|c| c.rates)
+        .map(|c| c.rates())
         .unwrap_or(CloudRates { on_demand: None, spot: None, reserved: None });
     let m = db::usage::model_allocation(&s.pool, q.from, q.to).await?;
     let (mut alloc, mut cap, mut eff, mut metered) = (0.0, 0.0, 0.0, 0.0);

@@ -8,11 +8,12 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::doc::ReaderErrors;
 use super::{ApiQuery, AppState};
 use crate::auth::{GlobalReader, ScopedReader};
 use crate::billing::Month;
 use crate::db;
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::ingest::window::floor_hour;
 use crate::money::Money;
 use crate::validate;
@@ -27,6 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct HourQuery {
     /// The hour to judge (default: the newest stored hour).
@@ -36,8 +38,7 @@ pub struct HourQuery {
 /// Free cards per node in one hour, the largest free whole-card block and how fragmented free capacity is
 /// (global readers).
 #[utoipa::path(get, path = "/reports/fragmentation", tag = "reports", security(("bearer" = [])), params(HourQuery),
-    responses((status = 200, body = crate::waste::Fragmentation), (status = 400, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, description = "Free cards per node in the hour", body = crate::waste::Fragmentation), ReaderErrors))]
 async fn cluster_fragmentation(
     State(s): State<AppState>,
     GlobalReader(_reader): GlobalReader,
@@ -59,6 +60,7 @@ async fn cluster_fragmentation(
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct TopQuery {
     /// Range start (default: 7 days before `to`).
@@ -85,7 +87,7 @@ pub struct WastefulPod {
 
 /// The pods with the most wasted GPU-hours in a range (default: the last 7 days) — by hours, not by percent.
 #[utoipa::path(get, path = "/reports/low-utilization", tag = "reports", security(("bearer" = [])), params(TopQuery),
-    responses((status = 200, body = Vec<WastefulPod>), (status = 400, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, description = "The pods that wasted the most GPU-hours, most first", body = Vec<WastefulPod>), ReaderErrors))]
 async fn low_utilization(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
@@ -95,7 +97,7 @@ async fn low_utilization(
     let from = q.from.unwrap_or(to - Duration::days(7));
     // one row per pod: the range is capped like `/usage?group_by=pod`
     validate::range(from, to, validate::MAX_POD_RANGE_DAYS)?;
-    let top = validate::bounded("top", q.top.unwrap_or(10), 1, 500)?;
+    let top = validate::bounded("top", q.top.unwrap_or(10), 1, validate::TOP_MAX)?;
     let pods = db::reports::most_wasteful_pods(&s.pool, from, to, top, &scope).await?;
     Ok(Json(
         pods.into_iter()
@@ -129,7 +131,7 @@ async fn month_report(s: &AppState, month: Month) -> Result<UtilizationReport, A
 /// stacked trend) and per team (global readers).
 #[utoipa::path(get, path = "/reports/utilization/{month}", tag = "reports", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM")),
-    responses((status = 200, body = UtilizationReport), (status = 403, body = ErrorBody)))]
+    responses((status = 200, description = "The month's utilization per team and model", body = UtilizationReport), ReaderErrors))]
 async fn monthly_utilization(
     State(s): State<AppState>,
     GlobalReader(_reader): GlobalReader,
@@ -154,7 +156,7 @@ pub struct TeamRank {
 /// Teams ranked by efficiency (utilization), with GPU-hours, effective GPU-hours and cost (global readers).
 #[utoipa::path(get, path = "/reports/teams/{month}", tag = "reports", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM")),
-    responses((status = 200, body = Vec<TeamRank>), (status = 403, body = ErrorBody)))]
+    responses((status = 200, description = "Teams ranked by utilization, with their cost", body = Vec<TeamRank>), ReaderErrors))]
 async fn team_ranking(
     State(s): State<AppState>,
     GlobalReader(_reader): GlobalReader,

@@ -1,18 +1,21 @@
 //! `/teams` and `/mappings`: who owns which namespace, with a CSV import from a CMDB (all rows or none).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{OriginalUri, Path, State};
+use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
+use super::doc::{Paged, ReaderErrors, WriterErrors};
 use super::extract::ApiJson;
+use super::page::{self, PageRequest};
+use super::{ApiQuery, AppState};
 use crate::auth::{Finance, ScopedReader};
 use crate::db::{self, audit, teams::Mapping, teams::Team};
-use crate::error::{ApiError, ErrorBody, FieldError};
+use crate::error::{ApiError, FieldError};
 use crate::validate::{self, TeamId};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -25,14 +28,14 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// The teams the caller may see (a team lead: its own).
 #[utoipa::path(get, path = "/teams", tag = "teams", security(("bearer" = [])),
-    responses((status = 200, body = Vec<Team>), (status = 401, body = ErrorBody)))]
+    responses((status = 200, description = "Every team the caller may see", body = Vec<Team>), ReaderErrors))]
 async fn list_teams(State(s): State<AppState>, ScopedReader(scope): ScopedReader) -> Result<Json<Vec<Team>>, ApiError> {
     Ok(Json(db::teams::list(&s.pool, &scope).await?))
 }
 
 #[utoipa::path(get, path = "/teams/{id}", tag = "teams", security(("bearer" = [])),
     params(("id" = String, Path, description = "team id")),
-    responses((status = 200, body = Team), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, description = "The team", body = Team), ReaderErrors))]
 async fn get_team(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
@@ -56,7 +59,7 @@ pub struct TeamInput {
 /// Creates or renames a team (finance, admin). Audited.
 #[utoipa::path(put, path = "/teams/{id}", tag = "teams", security(("bearer" = [])),
     params(("id" = String, Path, description = "team id")), request_body = TeamInput,
-    responses((status = 200, body = Team), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, description = "The team as stored", body = Team), ReaderErrors, WriterErrors))]
 async fn put_team(
     State(s): State<AppState>,
     Finance(p): Finance,
@@ -78,8 +81,8 @@ fn json<T: Serialize>(v: &T) -> Option<serde_json::Value> {
 /// Every field checked, all errors reported at once.
 fn validate_team(id: &str, name: &str, owner: Option<&str>) -> Result<Team, Vec<FieldError>> {
     let id = TeamId::parse("id", id);
-    let name = validate::text("name", name, 200);
-    let owner = validate::optional_text("owner", owner, 200);
+    let name = validate::text("name", name, validate::NAME_MAX);
+    let owner = validate::optional_text("owner", owner, validate::NAME_MAX);
     match (id, name, owner) {
         (Ok(id), Ok(name), Ok(owner)) => Ok(Team { id: id.into_string(), name, owner }),
         (id, name, owner) => Err([id.err(), name.err(), owner.err()]
@@ -91,12 +94,33 @@ fn validate_team(id: &str, name: &str, owner: Option<&str>) -> Result<Team, Vec<
 }
 
 #[utoipa::path(get, path = "/mappings", tag = "teams", security(("bearer" = [])),
-    responses((status = 200, body = Vec<Mapping>), (status = 401, body = ErrorBody)))]
+    params(PageQuery), responses(Paged<Mapping>, ReaderErrors))]
 async fn list_mappings(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
-) -> Result<Json<Vec<Mapping>>, ApiError> {
-    Ok(Json(db::teams::list_mappings(&s.pool, &scope).await?))
+    OriginalUri(uri): OriginalUri,
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<(HeaderMap, Json<Vec<Mapping>>), ApiError> {
+    let req = PageRequest::parse(q.limit, q.after.as_deref())?;
+    let rows = db::teams::list_mappings(&s.pool, &scope).await?;
+    let (rows, next) = page::page(rows, mapping_key, &req);
+    Ok((page::link(&uri, next.as_deref(), &[]), Json(rows)))
+}
+
+/// `limit` and `after` of a paged list that takes no other parameter.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    /// At most this many rows (1–1000, default 100).
+    pub limit: Option<i64>,
+    /// The page after this cursor (from `Link`).
+    pub after: Option<String>,
+}
+
+/// A mapping's place in the pages: by namespace, cluster (every cluster first), first day and id (unique).
+fn mapping_key(m: &Mapping) -> (String, Option<String>, NaiveDate, i64) {
+    (m.namespace.clone(), m.cluster.clone(), m.valid_from, m.id)
 }
 
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
@@ -110,8 +134,7 @@ pub struct MappingInput {
 
 /// Maps a namespace to a team from a date (finance, admin); stored usage is re-attributed. Audited.
 #[utoipa::path(post, path = "/mappings", tag = "teams", security(("bearer" = [])), request_body = MappingInput,
-    responses((status = 201, body = Mapping), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody),
-        (status = 422, body = ErrorBody)))]
+    responses((status = 201, description = "The mapping as stored", body = Mapping), ReaderErrors, WriterErrors))]
 async fn create_mapping(
     State(s): State<AppState>,
     Finance(p): Finance,
@@ -166,7 +189,7 @@ pub struct ImportResult {
 /// `cluster` columns. All rows or none: any bad row is a 422 naming `row N: field`.
 #[utoipa::path(post, path = "/mappings/import", tag = "teams", security(("bearer" = [])),
     request_body(content = String, content_type = "text/csv"),
-    responses((status = 201, body = ImportResult), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 201, description = "The teams created and the mappings stored", body = ImportResult), ReaderErrors, WriterErrors))]
 async fn import_mappings(
     State(s): State<AppState>,
     Finance(p): Finance,
@@ -257,7 +280,7 @@ fn parse_mapping_csv(body: &str) -> Result<Vec<MappingRow>, Vec<FieldError>> {
             bad("team", format!("`{}` is not a team id (a-z, 0-9, `.`, `_`, `-`)", row.team.escape_debug()));
         }
         for (field, v) in [("team_name", &row.team_name), ("owner", &row.owner)] {
-            if let Err(e) = validate::optional_text(field, v.as_deref(), 200) {
+            if let Err(e) = validate::optional_text(field, v.as_deref(), validate::NAME_MAX) {
                 bad(field, e.message);
             }
         }

@@ -2,16 +2,19 @@
 //! scope.
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{OriginalUri, State};
+use axum::http::HeaderMap;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::doc::{Paged, ReaderErrors};
+use super::page::{self, PageRequest};
 use super::{ApiQuery, AppState};
 use crate::auth::ScopedReader;
 use crate::db::{self, usage::GroupBy};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::usage::UsageRow;
 use crate::validate;
 
@@ -20,6 +23,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct UsageQuery {
     /// Start, RFC 3339 (inclusive).
     pub from: DateTime<Utc>,
@@ -28,16 +32,21 @@ pub struct UsageQuery {
     /// team, namespace, pod or model.
     pub group_by: Option<GroupBy>,
     pub cluster: Option<String>,
+    /// At most this many rows (1–1000, default 100).
+    pub limit: Option<i64>,
+    /// The page after this cursor (from `Link`).
+    pub after: Option<String>,
 }
 
 #[utoipa::path(get, path = "/usage", tag = "usage", security(("bearer" = [])), params(UsageQuery),
-    responses((status = 200, body = Vec<UsageRow>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 422, body = ErrorBody)))]
+    responses(Paged<UsageRow>, ReaderErrors))]
 async fn get_usage(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
+    OriginalUri(uri): OriginalUri,
     ApiQuery(q): ApiQuery<UsageQuery>,
-) -> Result<Json<Vec<UsageRow>>, ApiError> {
+) -> Result<(HeaderMap, Json<Vec<UsageRow>>), ApiError> {
+    let req = PageRequest::<UsageKeyOfRow>::parse(q.limit, q.after.as_deref())?;
     let group_by = q.group_by.unwrap_or(GroupBy::Team);
     // a row per pod over a long range is a huge answer and a long scan: capped harder than the rest
     let max_days = if group_by == GroupBy::Pod { validate::MAX_POD_RANGE_DAYS } else { validate::MAX_RANGE_DAYS };
@@ -50,13 +59,22 @@ async fn get_usage(
             db::usage::totals(&s.pool, q.from, q.to, group_by, q.cluster.as_deref(), &scope, s.billing_tz).await?;
         Ok::<_, ApiError>(totals.into_iter().map(Into::into).collect::<Vec<UsageRow>>())
     };
-    if group_by == GroupBy::Pod {
+    let rows = if group_by == GroupBy::Pod {
         // a row per pod: large over long ranges, and not what dashboards repeat; not kept
-        return Ok(Json(compute().await?));
-    }
-    let key = (q.from, q.to, group_by, q.cluster.clone(), scope.teams.clone());
-    let rows = s.usage.get_or_compute(&s.pool, key, compute).await?;
-    Ok(Json(rows.as_ref().clone()))
+        compute().await?
+    } else {
+        let key = (q.from, q.to, group_by, q.cluster.clone(), scope.teams.clone());
+        s.usage.get_or_compute(&s.pool, key, compute).await?.as_ref().clone()
+    };
+    let (rows, next) = page::page(rows, row_key, &req);
+    Ok((page::link(&uri, next.as_deref(), &[]), Json(rows)))
+}
+
+/// A row's place in the pages: its group, unique within one answer.
+type UsageKeyOfRow = (Option<String>, Option<String>, Option<String>, Option<String>);
+
+fn row_key(r: &UsageRow) -> UsageKeyOfRow {
+    (r.team.clone(), r.namespace.clone(), r.pod.clone(), r.gpu_model.clone())
 }
 
 /// What a usage answer depends on besides the stored data: range, grouping, cluster, the caller's teams.

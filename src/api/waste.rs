@@ -1,15 +1,18 @@
 //! `/idle`: the idle-waste list — pods holding GPUs and memory while barely using them, most money first.
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{OriginalUri, State};
+use axum::http::HeaderMap;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::doc::{Paged, ReaderErrors};
+use super::page::{self, PageRequest};
 use super::{ApiQuery, AppState};
 use crate::auth::ScopedReader;
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::ingest::window::floor_hour;
 use crate::waste::{IdlePod, IdleRule, idle_report};
 
@@ -18,6 +21,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct IdleQuery {
     /// `weekly` (7 days, < 10 %, default) or `short_term` (2 hours, < 15 %).
@@ -32,17 +36,22 @@ pub struct IdleQuery {
     pub min_memory_mib: Option<f64>,
     /// Also list pods that no longer hold cards at the window's end.
     pub include_ended: Option<bool>,
+    /// At most this many pods (1–1000, default 100).
+    pub limit: Option<i64>,
+    /// The page after this cursor (from `Link`, which also pins the window's end `to`).
+    pub after: Option<String>,
 }
 
 /// The idle-waste list over a window, within the caller's scope (a team lead: its teams).
 #[utoipa::path(get, path = "/idle", tag = "waste", security(("bearer" = [])), params(IdleQuery),
-    responses((status = 200, body = Vec<IdlePod>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 422, body = ErrorBody)))]
+    responses(Paged<IdlePod>, ReaderErrors))]
 async fn get_idle(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
+    OriginalUri(uri): OriginalUri,
     ApiQuery(q): ApiQuery<IdleQuery>,
-) -> Result<Json<Vec<IdlePod>>, ApiError> {
+) -> Result<(HeaderMap, Json<Vec<IdlePod>>), ApiError> {
+    let req = PageRequest::<IdleRank>::parse(q.limit, q.after.as_deref())?;
     let (base, default_hours) = match q.rule.as_deref() {
         None | Some("weekly") => (IdleRule::WEEKLY, 168),
         Some("short_term") => (IdleRule::SHORT_TERM, 2),
@@ -57,9 +66,7 @@ async fn get_idle(
     .validate()
     .map_err(|(field, message)| ApiError::invalid(field, message))?;
     let hours = q.hours.unwrap_or(default_hours);
-    if !(1..=2160).contains(&hours) {
-        return Err(ApiError::invalid("hours", "must be between 1 and 2160"));
-    }
+    crate::validate::bounded("hours", i64::from(hours), 1, i64::from(crate::validate::IDLE_HOURS_MAX))?;
     let to = crate::validate::instant("to", q.to.unwrap_or_else(|| floor_hour(Utc::now())))?;
     if floor_hour(to) != to {
         return Err(ApiError::invalid("to", "must be a whole hour"));
@@ -73,7 +80,17 @@ async fn get_idle(
             Ok::<_, ApiError>(idle_report(&s.pool, to, hours, rule, only_running, &scope, s.billing_tz).await?)
         })
         .await?;
-    Ok(Json(list.as_ref().clone()))
+    let (rows, next) = page::page(list.as_ref().clone(), rank, &req);
+    // the next pages read the same window, whatever the hour is by then
+    let pinned = [("to", to.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))];
+    Ok((page::link(&uri, next.as_deref(), &pinned), Json(rows)))
+}
+
+/// A pod's place in the list: most money spent idle first, then by namespace, pod, cluster and model (unique).
+type IdleRank = (rust_decimal::Decimal, String, String, String, String);
+
+fn rank(p: &IdlePod) -> IdleRank {
+    (-p.idle_spend.as_decimal(), p.namespace.clone(), p.pod.clone(), p.cluster.clone(), p.gpu_model.clone())
 }
 
 /// What an idle list depends on besides the stored data: window, rule (as bits), running only, the caller's teams.

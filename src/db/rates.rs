@@ -127,11 +127,20 @@ pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<Option<StoredRat
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+/// A model's cloud rates as stored: the fields of [`CloudRates`] spelled out, since that input type refuses unknown
+/// fields and a flattened schema would forbid `gpu_model` and `updated_at` (the document must match what is sent).
 pub struct StoredCloudRates {
     pub gpu_model: String,
-    #[serde(flatten)]
-    pub rates: CloudRates,
+    pub on_demand: Option<rust_decimal::Decimal>,
+    pub spot: Option<rust_decimal::Decimal>,
+    pub reserved: Option<rust_decimal::Decimal>,
     pub updated_at: DateTime<Utc>,
+}
+
+impl StoredCloudRates {
+    pub fn rates(&self) -> CloudRates {
+        CloudRates { on_demand: self.on_demand, spot: self.spot, reserved: self.reserved }
+    }
 }
 
 pub async fn cloud_rates(conn: &mut PgConnection) -> Result<Vec<StoredCloudRates>, sqlx::Error> {
@@ -143,7 +152,9 @@ pub async fn cloud_rates(conn: &mut PgConnection) -> Result<Vec<StoredCloudRates
         .into_iter()
         .map(|r| StoredCloudRates {
             gpu_model: r.gpu_model,
-            rates: CloudRates { on_demand: r.on_demand, spot: r.spot, reserved: r.reserved },
+            on_demand: r.on_demand,
+            spot: r.spot,
+            reserved: r.reserved,
             updated_at: r.updated_at,
         })
         .collect())

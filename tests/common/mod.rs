@@ -11,6 +11,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod contract;
 pub mod webhook;
 
 use std::ffi::{OsStr, OsString};
