@@ -178,8 +178,7 @@ fn simulated_cluster_is_metered_exactly_and_idempotently() {
     );
     compare_groups("cluster sim-b", &serde_json::from_str::<Vec<Value>>(&only_b).unwrap(), &truth["by_team"], "team");
     // sim-b was read with the default `auto`: its probe found remote read, and health says so
-    let health: Value =
-        serde_json::from_str(&run_cardhour_ok(["health", "--format", "json"], &db.env())).unwrap();
+    let health: Value = serde_json::from_str(&run_cardhour_ok(["health", "--format", "json"], &db.env())).unwrap();
     let b = health["clusters"].as_array().unwrap().iter().find(|c| c["cluster"] == "sim-b").expect("sim-b in health");
     assert_eq!(b["sample_source"], "remote-read", "{b}");
     assert!(b["sample_source_reason"].as_str().unwrap().contains("probe"), "{b}");

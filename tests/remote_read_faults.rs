@@ -85,7 +85,11 @@ fn opts() -> IngestOptions {
         fetch: FetchSpec { matchers: None, team_label: "label_team".into() },
         meter: MeterConfig::default(),
         chunk_hours: 6,
-        retry: RetryPolicy { attempts: Some(2), first_delay: Duration::from_millis(10), max_delay: Duration::from_millis(20) },
+        retry: RetryPolicy {
+            attempts: Some(2),
+            first_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(20),
+        },
     }
 }
 

@@ -116,8 +116,11 @@ fn recorded_chunks_hold_what_they_are_meant_to_test() {
     assert!(resets.len() >= 3, "{} chunks", resets.len());
     let values: Vec<f64> = resets.iter().flat_map(|c| c.1.iter().map(|p| p.1)).collect();
     assert!(values.windows(2).filter(|w| w[1] < w[0]).count() >= 3, "counter resets");
-    let special: Vec<f64> = backfilled.iter().filter(|c| c.0 == "special").flat_map(|c| c.1.iter().map(|p| p.1)).collect();
-    assert!(special.iter().any(|v| v.is_nan()) && special.contains(&f64::INFINITY) && special.contains(&f64::NEG_INFINITY));
+    let special: Vec<f64> =
+        backfilled.iter().filter(|c| c.0 == "special").flat_map(|c| c.1.iter().map(|p| p.1)).collect();
+    assert!(
+        special.iter().any(|v| v.is_nan()) && special.contains(&f64::INFINITY) && special.contains(&f64::NEG_INFINITY)
+    );
     // Prometheus wrote stale markers when a scraped series went away; the decoder keeps them, the source drops them
     let scraped = chunks(&all[1].4);
     let stale = scraped.iter().flat_map(|c| &c.1).filter(|p| p.1.to_bits() == STALE_NAN_BITS).count();
@@ -198,7 +201,8 @@ fn backfill_text(start_ms: i64) -> String {
         };
     }
     for i in 0..200i64 {
-        om += &format!("fixture_gauge{{case=\"floats\"}} {:e} {}\n", 1.0 / (i as f64 + 3.0), secs(start_ms + i * 30_000));
+        om +=
+            &format!("fixture_gauge{{case=\"floats\"}} {:e} {}\n", 1.0 / (i as f64 + 3.0), secs(start_ms + i * 30_000));
     }
     om + "# EOF\n"
 }
@@ -233,11 +237,18 @@ fn serve_target(listener: TcpListener, gone_after: Instant, stop: Arc<AtomicBool
                 let _ = s.read(&mut buf);
                 n += 1;
                 let mut body = format!("fixture_scraped{{case=\"steady\"}} {n}\n");
-                body += &format!("fixture_scraped{{case=\"nan\"}} {}\n", if n % 3 == 0 { "NaN".into() } else { n.to_string() });
+                body += &format!(
+                    "fixture_scraped{{case=\"nan\"}} {}\n",
+                    if n % 3 == 0 { "NaN".into() } else { n.to_string() }
+                );
                 if Instant::now() < gone_after {
                     body += "fixture_scraped{case=\"gone\"} 1\n";
                 }
-                let _ = write!(s, "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                let _ = write!(
+                    s,
+                    "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
             }
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }

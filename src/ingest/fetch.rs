@@ -71,11 +71,9 @@ pub async fn fetch(
     end_ms: i64,
     policy: RetryPolicy,
 ) -> Result<Fetched, PromError> {
-    let q = |(selector, margin): (String, i64)| {
-        async move {
-            with_retry(policy, "Prometheus read", || source.raw_samples(&selector, start_ms - margin, end_ms + margin))
-                .await
-        }
+    let q = |(selector, margin): (String, i64)| async move {
+        with_retry(policy, "Prometheus read", || source.raw_samples(&selector, start_ms - margin, end_ms + margin))
+            .await
     };
     // Each answer is normalised as soon as it arrives and its JSON and label maps dropped: peak memory is one
     // window's compact series plus the answers in flight, not all raw answers at once.

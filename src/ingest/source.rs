@@ -134,7 +134,9 @@ pub async fn probe(client: &PromClient) -> (SourceKind, String, bool) {
         Err(e @ PromError::RemoteRead { transient: false, .. }) => {
             (SourceKind::Query, format!("auto: {e}; reading by the query API"), true)
         }
-        Err(e) => (SourceKind::Query, format!("auto: the remote-read probe failed ({e}); reading by the query API"), false),
+        Err(e) => {
+            (SourceKind::Query, format!("auto: the remote-read probe failed ({e}); reading by the query API"), false)
+        }
     }
 }
 

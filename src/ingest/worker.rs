@@ -6,10 +6,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
+use super::source::SampleSource;
 use super::window::floor_hour;
 use super::{IngestError, IngestOptions, WriteMode, backfill_until};
 use crate::db;
-use super::source::SampleSource;
 use crate::prom::RetryPolicy;
 
 #[derive(Debug, Clone)]

@@ -23,7 +23,8 @@ const CASTAGNOLI: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 
 /// The request body (snappy-compressed protobuf) asking for `selector` in `[start_ms, end_ms]`.
 pub fn request_body(selector: &str, start_ms: i64, end_ms: i64) -> Result<Vec<u8>, PromError> {
-    let matchers = selector::parse(selector).map_err(|e| PromError::Query { error_type: "bad_data".into(), error: e })?;
+    let matchers =
+        selector::parse(selector).map_err(|e| PromError::Query { error_type: "bad_data".into(), error: e })?;
     let req = ReadRequest {
         queries: vec![Query { start_timestamp_ms: start_ms, end_timestamp_ms: end_ms, matchers }],
         accepted_response_types: vec![ResponseType::StreamedXorChunks as i32],
@@ -102,7 +103,8 @@ impl StreamDecoder {
             let points = self.series.entry(labels).or_default();
             for c in s.chunks {
                 if c.r#type != ChunkEncoding::Xor as i32 {
-                    let enc = ChunkEncoding::try_from(c.r#type).map_or_else(|_| c.r#type.to_string(), |e| format!("{e:?}"));
+                    let enc =
+                        ChunkEncoding::try_from(c.r#type).map_or_else(|_| c.r#type.to_string(), |e| format!("{e:?}"));
                     return Err(format!("frame {frame}: chunk encoding {enc} (only XOR float chunks are read)"));
                 }
                 if c.max_time_ms < start || c.min_time_ms >= end {
@@ -172,7 +174,11 @@ pub fn decode_stream(body: &[u8], start_ms: i64, end_ms: i64) -> Result<Vec<RawS
 
 impl PromClient {
     fn remote_read_error(&self, reason: impl Into<String>, transient: bool) -> PromError {
-        PromError::RemoteRead { url: format!("{}{REMOTE_READ_PATH}", self.base_url()), reason: reason.into(), transient }
+        PromError::RemoteRead {
+            url: format!("{}{REMOTE_READ_PATH}", self.base_url()),
+            reason: reason.into(),
+            transient,
+        }
     }
 
     /// Sends a remote-read request; the response once its status and content type say it is a streamed answer.
@@ -193,7 +199,9 @@ impl PromClient {
             let text = resp.text().await.unwrap_or_default();
             let text: String = text.chars().take(200).collect();
             let why = match code {
-                404 | 405 => format!("endpoint absent (HTTP {code}): not a Prometheus ≥ 2.13, or remote read is not served here"),
+                404 | 405 => {
+                    format!("endpoint absent (HTTP {code}): not a Prometheus ≥ 2.13, or remote read is not served here")
+                }
                 _ => format!("HTTP {code}: {}", text.trim()),
             };
             return Err(self.remote_read_error(why, code >= 500 || code == 429));
@@ -263,10 +271,13 @@ mod tests {
     }
 
     fn stream() -> Vec<u8> {
-        let a = series("a", vec![
-            (0..10).map(|i| (i * 1000, (i as f64).to_bits())).collect(),
-            (10..20).map(|i| (i * 1000, (i as f64).to_bits())).collect(),
-        ]);
+        let a = series(
+            "a",
+            vec![
+                (0..10).map(|i| (i * 1000, (i as f64).to_bits())).collect(),
+                (10..20).map(|i| (i * 1000, (i as f64).to_bits())).collect(),
+            ],
+        );
         // the same series continued in a second frame, with an out-of-order, overlapping chunk, a NaN and a
         // stale marker
         let mut nan = vec![(20_000, f64::NAN.to_bits()), (21_000, xor::STALE_NAN_BITS)];
@@ -304,7 +315,8 @@ mod tests {
         let mut bad_crc = body.clone();
         bad_crc[2] ^= 0x40;
         assert!(decode_stream(&bad_crc, 0, 60_000).unwrap_err().contains("checksum mismatch"));
-        let mut corrupt = ChunkedReadResponse { chunked_series: vec![series("a", vec![vec![(0, 0), (1, 1)]])], query_index: 0 };
+        let mut corrupt =
+            ChunkedReadResponse { chunked_series: vec![series("a", vec![vec![(0, 0), (1, 1)]])], query_index: 0 };
         let data = &mut corrupt.chunked_series[0].chunks[0].data;
         data.truncate(data.len() - 2);
         assert!(decode_stream(&frame(&corrupt), 0, 60_000).unwrap_err().contains("corrupt chunk"));

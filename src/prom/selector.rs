@@ -93,8 +93,11 @@ mod tests {
     fn parses_the_selectors_the_ingest_writes() {
         assert_eq!(
             parse(r#"kube_pod_status_phase{phase="Running",cluster="a"}"#).unwrap(),
-            vec![m(MatchType::Eq, "__name__", "kube_pod_status_phase"), m(MatchType::Eq, "phase", "Running"),
-                 m(MatchType::Eq, "cluster", "a")]
+            vec![
+                m(MatchType::Eq, "__name__", "kube_pod_status_phase"),
+                m(MatchType::Eq, "phase", "Running"),
+                m(MatchType::Eq, "cluster", "a")
+            ]
         );
         assert_eq!(parse("up{}").unwrap(), vec![m(MatchType::Eq, "__name__", "up")]);
         assert_eq!(
@@ -105,7 +108,8 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_a_selector() {
-        for bad in ["", "{}", "up{a}", "up{a=b}", r#"up{a="b" c="d"}"#, r#"up{a="b"#, "9up", r#"up{a="\q"}"#, "up[5m]"] {
+        for bad in ["", "{}", "up{a}", "up{a=b}", r#"up{a="b" c="d"}"#, r#"up{a="b"#, "9up", r#"up{a="\q"}"#, "up[5m]"]
+        {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }
