@@ -16,6 +16,9 @@
 # 4. (b) `cardhour ingest` of the same 7 days into an empty database (default: cardhour_bench on DATABASE_URL's
 #    server, dropped and re-created before every ingest) under /usr/bin/time -v, for each --chunk-hours in
 #    BENCH_CHUNKS (default "6 24 1"; 6 is cardhour's default); `cardhour usage --group-by namespace` against truth.
+#    Each ingest runs once per sample source of BENCH_SOURCES (default "query remote-read": the query API and
+#    Prometheus remote read with streamed XOR chunks), with the split of its time (read, decode, meter, write) and
+#    an md5 of the stored usage rows (equal digests: the sources stored identical rows).
 #    Then the raw-sample floor: the same range-selector queries as the ingest, sent with curl in 6-hour rounds and
 #    thrown away (all six selectors, and only the two KSM ones), to show how much of the ingest is Prometheus.
 # 5. Ratios ingest / one-shot (cold and warm).
@@ -26,7 +29,7 @@
 #
 # Data lives in .cardhour/bench/ (gitignored). Environment: DATABASE_URL (default
 # postgres://postgres@127.0.0.1:5432/cardhour), BENCH_DB (cardhour_bench), BENCH_GPUS (256), BENCH_DAYS (7),
-# BENCH_SEED (7), BENCH_CHUNKS ("6 24 1"), BENCH_BIG_GPUS (10000), BENCH_SKIP_BIG=1 to skip step 6,
+# BENCH_SEED (7), BENCH_CHUNKS ("6 24 1"), BENCH_SOURCES ("query remote-read"), BENCH_BIG_GPUS (10000), BENCH_SKIP_BIG=1 to skip step 6,
 # BENCH_PORT (9491, first port tried), BENCH_DIR (.cardhour/bench, where every file of the run goes),
 # BENCH_END (the simulation's end, a whole hour ≥ 4 h ago; default the latest such hour: the utilization values
 # depend on the absolute time, so pin it to reproduce a run exactly), BENCH_HOUR_REPEATS (3).
@@ -49,6 +52,7 @@ DAYS="${BENCH_DAYS:-7}"
 SEED="${BENCH_SEED:-7}"
 SCRAPE=60
 CHUNKS="${BENCH_CHUNKS:-6 24 1}"
+SOURCES="${BENCH_SOURCES:-query remote-read}"
 BIG_GPUS="${BENCH_BIG_GPUS:-10000}"
 BENCH_DB="${BENCH_DB:-cardhour_bench}"
 HOUR_REPEATS="${BENCH_HOUR_REPEATS:-3}"
@@ -356,17 +360,35 @@ PY
 # time_v FILE KEY: a figure from /usr/bin/time -v's report.
 time_v() { awk -F': ' -v k="$2" '$1 ~ k { print $2; exit }' "$1"; }
 
+# ingest_name CHUNK SOURCE: the figures' prefix (the query API keeps the names of earlier runs).
+ingest_name() { if [[ "$2" == query ]]; then printf 'ingest_c%s' "$1"; else printf 'ingest_rr_c%s' "$1"; fi; }
+# timings FILE: the split of an ingest's time from `cardhour ingest --format json`.
+timings() {
+    python3 - "$1" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["timings"]
+print(f"read {t['read_s']:.2f} s (of it decoding {t['decode_s']:.2f} s), meter {t['meter_s']:.2f} s, "
+      f"write {t['write_s']:.2f} s (read overlaps meter and write)")
+PY
+}
+usage_md5() {
+    psql "$BENCH_URL" -XqAt -v ON_ERROR_STOP=1 \
+        -c "select md5(coalesce(string_agg(u::text, '|' order by u::text), '')) from gpu_usage_hourly u"
+}
+
 for chunk in $CHUNKS; do
-    name="ingest_c$chunk"
-    log "fresh database $BENCH_DB; cardhour ingest --chunk-hours $chunk ($FROM .. $TO), load $(loadavg)"
+    for src in $SOURCES; do
+    name="$(ingest_name "$chunk" "$src")"
+    log "fresh database $BENCH_DB; cardhour ingest --source $src --chunk-hours $chunk ($FROM .. $TO), load $(loadavg)"
     fresh_db
     rec "${name}_load_before" "$(loadavg)"
     cpu0="$(prom_cpu "$PROM")"
     t0=$(now_ns)
     if ! /usr/bin/time -v -o "$OUT/$name.time" "$BIN" ingest --cluster "$CLUSTER" --prometheus "$URL" \
-        --from "$FROM" --to "$TO" --chunk-hours "$chunk" --format json >"$OUT/$name.json" 2>"$OUT/$name.log"; then
+        --from "$FROM" --to "$TO" --chunk-hours "$chunk" --source "$src" --format json >"$OUT/$name.json" \
+        2>"$OUT/$name.log"; then
         tail -n 20 "$OUT/$name.log" >&2
-        die "cardhour ingest --chunk-hours $chunk failed (log: $OUT/$name.log): a failure of cardhour itself"
+        die "cardhour ingest --source $src --chunk-hours $chunk failed (log: $OUT/$name.log): a failure of cardhour itself"
     fi
     rec "${name}_wall_s" "$(secs_since "$t0")"
     rec "${name}_load_after" "$(loadavg)"
@@ -376,9 +398,12 @@ for chunk in $CHUNKS; do
     rec "${name}_max_rss_mib" "$(python3 -c "print(f'{$(time_v "$OUT/$name.time" 'Maximum resident set size') / 1024:.1f}')")"
     rec "${name}_prometheus_cpu_s" "$(python3 -c "print(f'{$(prom_cpu "$PROM") - $cpu0:.2f}')")"
     rec "${name}_summary" "$(ingest_summary "$OUT/$name.json")"
+    rec "${name}_split" "$(timings "$OUT/$name.json")"
+    rec "${name}_usage_md5" "$(usage_md5)"
     "$BIN" usage --from "$FROM" --to "$TO" --group-by namespace --format json --cluster "$CLUSTER" \
         >"$OUT/$name.usage.json"
     while IFS=$'\t' read -r k v; do rec "${name}_$k" "$v"; done < <(usage_error "$OUT/$name.usage.json")
+    done
 done
 
 # The floor under any exact ingest: Prometheus answering the same raw-sample queries as cardhour's default
@@ -432,9 +457,13 @@ val() { awk -F'\t' -v k="$1" '$1 == k { v = $2 } END { print v }' "$RES"; }
 CHUNKS_RATIO=""
 [[ "$(val "${ONESHOT}_status")" != success* ]] || CHUNKS_RATIO="$CHUNKS"
 for chunk in $CHUNKS_RATIO; do
-    w="$(val "ingest_c${chunk}_wall_s")"
-    rec "ratio_c${chunk}_vs_cold" "$(python3 -c "print(f'{$w / $(val "${ONESHOT}_cold_s"):.2f}')")"
-    rec "ratio_c${chunk}_vs_warm" "$(python3 -c "print(f'{$w / $(val "${ONESHOT}_warm_median_s"):.2f}')")"
+    for src in $SOURCES; do
+        n="$(ingest_name "$chunk" "$src")"
+        r="${n#ingest_}"
+        w="$(val "${n}_wall_s")"
+        rec "ratio_${r}_vs_cold" "$(python3 -c "print(f'{$w / $(val "${ONESHOT}_cold_s"):.2f}')")"
+        rec "ratio_${r}_vs_warm" "$(python3 -c "print(f'{$w / $(val "${ONESHOT}_warm_median_s"):.2f}')")"
+    done
 done
 for r in raw6 rawksm6; do
     w="$(val "${r}_wall_s")"
@@ -503,7 +532,7 @@ rec load_1min_during_run "$(awk -F'\t' 'NR == 1 { mn = mx = $2 } { s += $2; n++;
     END { printf "min %.2f / mean %.2f / max %.2f over %d samples; rustc running in %d of them", mn, s / n, mx, n, r }' "$LOADLOG")"
 rec run_total_s "$((SECONDS - T_SCRIPT))"
 
-python3 - "$RES" "$CHUNKS" "$ONESHOT" <<'PY' | tee "$BENCH/summary.md"
+python3 - "$RES" "$CHUNKS" "$ONESHOT" "$SOURCES" <<'PY' | tee "$BENCH/summary.md"
 import sys
 res = {}
 for line in open(sys.argv[1]):
@@ -511,6 +540,7 @@ for line in open(sys.argv[1]):
     res[k] = v
 chunks = sys.argv[2].split()
 one = sys.argv[3]
+sources = sys.argv[4].split()
 g = lambda k: res.get(k, "–")
 rows = [
     ("machine", f"{g('machine_cores')} cores, {g('machine_cpu')}, {g('machine_mem')}"),
@@ -535,19 +565,24 @@ for q, label in (("q", "one-shot query, on(pod)"), ("quid", "variant on(namespac
              f"total {g(q + '_vs_count_total_err')}, worst namespace {g(q + '_vs_count_max_ns_rel_err')}"),
         ]
 for c in chunks:
-    n = f"ingest_c{c}"
+  for src in sources:
+    n = f"ingest_c{c}" if src == "query" else f"ingest_rr_c{c}"
+    r = n[len("ingest_"):]
+    label = f"ingest --source {src} --chunk-hours {c}"
     rows += [
-        (f"ingest --chunk-hours {c}: wall (s)", g(n + "_wall_s")),
-        (f"ingest --chunk-hours {c}: CPU (s)", g(n + "_cpu_s")),
-        (f"ingest --chunk-hours {c}: peak RSS (MiB)", g(n + "_max_rss_mib")),
-        (f"ingest --chunk-hours {c}: Prometheus CPU (s)", g(n + "_prometheus_cpu_s")),
-        (f"ingest --chunk-hours {c}: result", g(n + "_summary")),
+        (f"{label}: wall (s)", g(n + "_wall_s")),
+        (f"{label}: CPU (s)", g(n + "_cpu_s")),
+        (f"{label}: split", g(n + "_split")),
+        (f"{label}: peak RSS (MiB)", g(n + "_max_rss_mib")),
+        (f"{label}: Prometheus CPU (s)", g(n + "_prometheus_cpu_s")),
+        (f"{label}: result", g(n + "_summary")),
+        (f"{label}: md5 of the usage rows", g(n + "_usage_md5")),
     ]
     for f in ("gpu", "effective", "unmetered"):
-        rows.append((f"ingest --chunk-hours {c}: {f} GPU-h error (truth {g(n + '_' + f + '_truth_h')})",
+        rows.append((f"{label}: {f} GPU-h error (truth {g(n + '_' + f + '_truth_h')})",
                      f"total {g(n + '_' + f + '_total_err')}, worst namespace {g(n + '_' + f + '_max_ns_rel_err')}"))
-    rows.append((f"ingest --chunk-hours {c} / one-shot ({one}): cold, warm",
-                 f"{g(f'ratio_c{c}_vs_cold')}×, {g(f'ratio_c{c}_vs_warm')}× (target ≤ 3×)"))
+    rows.append((f"{label} / one-shot ({one}): cold, warm",
+                 f"{g(f'ratio_{r}_vs_cold')}×, {g(f'ratio_{r}_vs_warm')}× (target ≤ 2×)"))
 rows.append(("one-shot subquery evaluation points", g("oneshot_subquery_points")))
 for r, label in (("raw6", "raw-sample floor, 6 selectors, 6 h rounds"), ("rawksm6", "raw-sample floor, 2 KSM selectors, 6 h rounds")):
     rows += [

@@ -448,6 +448,7 @@ async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
     let client = PromClient::new(&a.source.prometheus, a.source.timeout)?;
     let pool = a.db.connect(4).await.context("cannot connect to the database")?;
     let opts = ingest_options(&a.source, RetryPolicy::cli());
+    let source = ingest::source::choose(&pool, client, &opts.cluster, a.source.sample_source).await?;
     let bar =
         if std::io::stderr().is_terminal() { ProgressBar::new(hours.len() as u64) } else { ProgressBar::hidden() };
     bar.set_style(
@@ -459,7 +460,7 @@ async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
     // a signal ends the ingest after the hour being stored; the hours before it stay stored
     let stop = crate::shutdown::on_signals("the ingest", Duration::from_secs(8));
     let mode = ingest::WriteMode { replace_smaller: a.replace_smaller, ..ingest::WriteMode::ingest(cli_actor()) };
-    let result = ingest::backfill_until(&pool, &client, &opts, a.from, a.to, |_| bar.inc(1), &mode, &stop).await;
+    let result = ingest::backfill_until(&pool, &source, &opts, a.from, a.to, |_| bar.inc(1), &mode, &stop).await;
     bar.finish_and_clear();
     let summary = result.with_context(|| {
         format!("ingest of {} [{} .. {}) stopped; hours before the watermark are stored", opts.cluster, a.from, a.to)
@@ -571,6 +572,9 @@ async fn health_cmd(a: HealthArgs) -> anyhow::Result<()> {
             t(c.last_hour),
             t(c.last_ingested_at)
         );
+        if let Some(s) = &c.sample_source {
+            println!("  read by {s}: {}", c.sample_source_reason.as_deref().unwrap_or("-"));
+        }
         if !c.kept_hours.is_empty() {
             println!("  kept {} stored hours over smaller reads (stored vs read):", c.kept_hours.len());
             for k in c.kept_hours.iter().take(10) {
@@ -617,6 +621,8 @@ async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
     ingest::validate_cluster_name(&a.source.cluster)?;
     let client = PromClient::new(&a.source.prometheus, a.source.timeout)?;
     let pool = a.db.connect(4).await.context("cannot connect to the database")?;
+    // probed once per worker start (and remembered with the cluster), not per cycle
+    let source = ingest::source::choose(&pool, client, &a.source.cluster, a.source.sample_source).await?;
     let opts = WorkerOptions {
         ingest: ingest_options(&a.source, RetryPolicy::worker()),
         lateness: a.lateness,
@@ -634,7 +640,7 @@ async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
         Err(e) => tracing::error!(error = %e, "budget check failed; it runs again after the next cycle"),
     };
     let stop = crate::shutdown::on_signals("the worker", a.shutdown_grace);
-    ingest::run_worker(&pool, &client, &opts, check_budgets, stop.requested()).await?;
+    ingest::run_worker(&pool, &source, &opts, check_budgets, stop.requested()).await?;
     if stop.is_requested() {
         tracing::info!("worker stopped");
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use chrono::{DateTime, NaiveDate, Utc};
 use clap::Args;
 
-use crate::ingest::FetchSpec;
+use crate::ingest::{FetchSpec, SourceRequest};
 use crate::metering::{HamiPolicy, MeterConfig};
 
 #[derive(Debug, Clone, Args)]
@@ -57,9 +57,17 @@ pub struct SourceArgs {
     /// Per-request timeout for Prometheus.
     #[arg(long, env = "CARDHOUR_PROMETHEUS_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// Where raw samples are read: remote-read (Prometheus ≥ 2.13 streamed chunks), query (the query API, any
+    /// backend), or auto (a remote-read probe once per cluster, remembered; falls back to the query API).
+    #[arg(long = "source", env = "CARDHOUR_SOURCE", default_value = "auto", value_parser = parse_source)]
+    pub sample_source: SourceRequest,
     /// Hours read per round of queries.
     #[arg(long, env = "CARDHOUR_CHUNK_HOURS", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=168))]
     pub chunk_hours: u32,
+}
+
+fn parse_source(s: &str) -> Result<SourceRequest, String> {
+    s.parse()
 }
 
 impl SourceArgs {

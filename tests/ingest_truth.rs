@@ -1,5 +1,6 @@
 //! The metering core end to end: a simulated cluster backfilled into a real Prometheus, ingested into a real
-//! Postgres through the `cardhour` binary, and compared with the simulator's independent ground truth.
+//! Postgres through the `cardhour` binary, and compared with the simulator's independent ground truth — read by
+//! remote read and by the query API, which must store identical rows.
 
 mod common;
 
@@ -68,7 +69,8 @@ fn simulated_cluster_is_metered_exactly_and_idempotently() {
     let prom = TestPrometheus::from_openmetrics(&sim.metrics).unwrap();
     let db = TestDb::migrated().unwrap();
 
-    let summary = ingest(&sim, &prom, &db, &[]);
+    let summary = ingest(&sim, &prom, &db, &["--source", "remote-read"]);
+    assert_eq!(summary["source"], "remote-read");
     assert_eq!(summary["hours"], HOURS);
     assert_eq!(summary["scrape_intervals_s"]["60"], HOURS);
     // NaN samples are skipped and counted; the unknown GPU resource is reported, not dropped silently
@@ -152,11 +154,18 @@ fn simulated_cluster_is_metered_exactly_and_idempotently() {
         "a node offering every card stores exactly its capacity as offered"
     );
 
-    // idempotent: the same hours again leave identical rows
+    // idempotent, and the same from either source: the hours again by the query API leave identical rows
     let before = digest(&db);
-    let again = ingest(&sim, &prom, &db, &["--chunk-hours", "5"]);
+    let again = ingest(&sim, &prom, &db, &["--chunk-hours", "5", "--source", "query"]);
+    assert_eq!(again["source"], "query");
     assert_eq!(again["usage_rows"], summary["usage_rows"]);
+    assert_eq!(again["samples_read"], summary["samples_read"], "both sources read the same samples");
+    assert_eq!(again["hours_changed"], 0);
     assert_eq!(digest(&db), before);
+    let query_db = TestDb::migrated().unwrap();
+    let by_query = ingest(&sim, &prom, &query_db, &["--source", "query"]);
+    assert_eq!(by_query["non_finite_samples"], summary["non_finite_samples"]);
+    assert_eq!(digest(&query_db), before, "the query API alone stores the rows remote read stored");
 
     // a second cluster in the same database: each is reported on its own, and together they add up
     let mut args = vec!["ingest", "--cluster", "sim-b", "--prometheus", &prom.url, "--format", "json"];
@@ -168,6 +177,11 @@ fn simulated_cluster_is_metered_exactly_and_idempotently() {
         &db.env(),
     );
     compare_groups("cluster sim-b", &serde_json::from_str::<Vec<Value>>(&only_b).unwrap(), &truth["by_team"], "team");
+    // sim-b was read with the default `auto`: its probe found remote read, and health says so
+    let health: Value = serde_json::from_str(&run_cardhour_ok(["health", "--format", "json"], &db.env())).unwrap();
+    let b = health["clusters"].as_array().unwrap().iter().find(|c| c["cluster"] == "sim-b").expect("sim-b in health");
+    assert_eq!(b["sample_source"], "remote-read", "{b}");
+    assert!(b["sample_source_reason"].as_str().unwrap().contains("probe"), "{b}");
     let both: f64 = usage(&sim, &db, "team").iter().map(|t| num(t, "gpu_hours")).sum();
     assert_rel("two clusters", both, 2.0 * num(&truth["totals"], "gpu_hours"));
 
@@ -205,8 +219,9 @@ fn a_killed_backfill_resumes_to_the_same_totals() {
     let args =
         ["ingest", "--cluster", "sim", "--prometheus", &prom.url, "--from", &from, "--to", &to, "--chunk-hours", "1"];
 
+    // the clean run reads by the query API, the killed one by remote read (auto): the same rows in the end
     let clean = TestDb::migrated().unwrap();
-    run_cardhour_ok(args, &clean.env());
+    run_cardhour_ok([&args[..], &["--source", "query"]].concat(), &clean.env());
 
     let killed = TestDb::migrated().unwrap();
     let mut child = Command::new(cardhour_bin())

@@ -144,7 +144,8 @@ async fn the_worker_backs_off_until_prometheus_recovers(pool: PgPool) {
     };
     let started = std::time::Instant::now();
     let mut cycles = Vec::new();
-    ingest::run_worker(&pool, &client, &w, async |from, to| cycles.push((from, to)), std::future::pending())
+    let source = ingest::SampleSource::query(client);
+    ingest::run_worker(&pool, &source, &w, async |from, to| cycles.push((from, to)), std::future::pending())
         .await
         .unwrap();
     assert!(calls.load(Ordering::SeqCst) > 8);

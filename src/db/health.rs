@@ -14,6 +14,8 @@ pub struct ClusterRow {
     pub hours_stored: i64,
     pub last_ingested_at: Option<DateTime<Utc>>,
     pub kept_hours: i64,
+    pub sample_source: Option<String>,
+    pub sample_source_reason: Option<String>,
 }
 
 pub async fn clusters(pool: &PgPool) -> Result<Vec<ClusterRow>, sqlx::Error> {
@@ -21,7 +23,8 @@ pub async fn clusters(pool: &PgPool) -> Result<Vec<ClusterRow>, sqlx::Error> {
         ClusterRow,
         r#"SELECT c.name AS cluster, c.prometheus_url, w.complete_until AS "watermark?",
                   h.first_hour, h.last_hour, coalesce(h.hours, 0) AS "hours_stored!", h.last_ingested_at,
-                  (SELECT count(*) FROM kept_hours k WHERE k.cluster = c.name) AS "kept_hours!"
+                  (SELECT count(*) FROM kept_hours k WHERE k.cluster = c.name) AS "kept_hours!",
+                  c.sample_source, c.sample_source_reason
            FROM clusters c
            LEFT JOIN ingest_watermarks w ON w.cluster = c.name
            LEFT JOIN LATERAL (

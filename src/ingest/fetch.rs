@@ -9,8 +9,9 @@ use crate::metering::{
 use futures_util::TryStreamExt;
 use futures_util::stream::FuturesUnordered;
 
-use crate::prom::{PromClient, PromError, RawSeries, RetryPolicy, with_retry};
+use crate::prom::{PromError, RawSeries, RetryPolicy, with_retry};
 
+use super::source::SampleSource;
 use super::window::{HOUR_MS, slice};
 
 /// Utilization series are read this far beyond a window so its edge grid points find their match.
@@ -62,20 +63,17 @@ pub fn selectors(spec: &FetchSpec) -> [(String, i64); 8] {
     ]
 }
 
-/// Reads `[start_ms, end_ms)`: the eight range-selector queries, concurrently, each retried per `policy`.
+/// Reads `[start_ms, end_ms)` from `source`: the eight selectors, concurrently, each retried per `policy`.
 pub async fn fetch(
-    client: &PromClient,
+    source: &SampleSource,
     spec: &FetchSpec,
     start_ms: i64,
     end_ms: i64,
     policy: RetryPolicy,
 ) -> Result<Fetched, PromError> {
-    let q = |(selector, margin): (String, i64)| {
-        let client = client.clone();
-        async move {
-            with_retry(policy, "Prometheus query", || client.raw_samples(&selector, start_ms - margin, end_ms + margin))
-                .await
-        }
+    let q = |(selector, margin): (String, i64)| async move {
+        with_retry(policy, "Prometheus read", || source.raw_samples(&selector, start_ms - margin, end_ms + margin))
+            .await
     };
     // Each answer is normalised as soon as it arrives and its JSON and label maps dropped: peak memory is one
     // window's compact series plus the answers in flight, not all raw answers at once.

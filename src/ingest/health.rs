@@ -21,6 +21,9 @@ pub struct ClusterHealth {
     pub last_hour: Option<DateTime<Utc>>,
     pub hours_stored: i64,
     pub last_ingested_at: Option<DateTime<Utc>>,
+    /// How the last run read the cluster (`remote-read`, `query`) and why (`--source`, an `auto` probe).
+    pub sample_source: Option<String>,
+    pub sample_source_reason: Option<String>,
     /// Stored hours a later read held less for, left as they were (newest first).
     pub kept_hours: Vec<KeptHour>,
     /// Reads that failed and whose hours have not all been stored since (a close of their months waits).
@@ -100,6 +103,8 @@ pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<IngestHealth, s
             last_hour: c.last_hour,
             hours_stored: c.hours_stored,
             last_ingested_at: c.last_ingested_at,
+            sample_source: c.sample_source,
+            sample_source_reason: c.sample_source_reason,
         })
         .collect();
     Ok(IngestHealth { clusters, merged_team_labels })

@@ -2,11 +2,12 @@
 
 mod fetch;
 pub mod health;
+pub mod source;
 pub mod window;
 mod worker;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use futures_util::{StreamExt, stream};
@@ -14,6 +15,7 @@ use serde::Serialize;
 use sqlx::PgPool;
 
 pub use fetch::{FetchSpec, Fetched, UTIL_MARGIN_MS, selectors};
+pub use source::{SampleSource, SourceKind, SourceRequest};
 pub use worker::{WorkerOptions, run_worker};
 
 use crate::db;
@@ -50,6 +52,9 @@ pub enum IngestError {
 #[derive(Debug, Default, Serialize)]
 pub struct IngestSummary {
     pub cluster: String,
+    /// The sample source read (`remote-read`, `query`) and why it was chosen.
+    pub source: String,
+    pub source_reason: String,
     pub hours: u64,
     pub usage_rows: u64,
     pub samples_read: u64,
@@ -70,6 +75,18 @@ pub struct IngestSummary {
     pub hours_changed: u64,
     /// Stored hours left as they were because this run read less for them.
     pub kept: Vec<KeptRead>,
+    /// Where the time went.
+    pub timings: Timings,
+}
+
+/// Seconds spent per stage. Reading overlaps with metering and writing (the next hours are read meanwhile), so
+/// the stages add up to more than the wall time; decoding (JSON or chunks) is part of reading.
+#[derive(Debug, Default, Serialize)]
+pub struct Timings {
+    pub read_s: f64,
+    pub decode_s: f64,
+    pub meter_s: f64,
+    pub write_s: f64,
 }
 
 /// A stored hour not replaced: what is stored and what was read.
@@ -131,7 +148,7 @@ pub fn validate_cluster_name(name: &str) -> Result<(), IngestError> {
 }
 
 /// Ingests the whole hours `[from, to)`: every hour in its own transaction, idempotent, each one
-/// complete or absent. `on_hour` is called after each stored hour (progress).
+/// complete or absent, read by the query API. `on_hour` is called after each stored hour (progress).
 pub async fn backfill(
     pool: &PgPool,
     client: &PromClient,
@@ -140,7 +157,8 @@ pub async fn backfill(
     to: DateTime<Utc>,
     on_hour: impl FnMut(DateTime<Utc>),
 ) -> Result<IngestSummary, IngestError> {
-    backfill_until(pool, client, opts, from, to, on_hour, &WriteMode::ingest("library"), &Stop::never()).await
+    let source = SampleSource::query(client.clone());
+    backfill_until(pool, &source, opts, from, to, on_hour, &WriteMode::ingest("library"), &Stop::never()).await
 }
 
 /// [`backfill`] as one run of `mode` that ends early, between two hours, once `stop` is asked for: the hour being
@@ -150,7 +168,7 @@ pub async fn backfill(
 #[allow(clippy::too_many_arguments)]
 pub async fn backfill_until(
     pool: &PgPool,
-    client: &PromClient,
+    source: &SampleSource,
     opts: &IngestOptions,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
@@ -160,17 +178,27 @@ pub async fn backfill_until(
 ) -> Result<IngestSummary, IngestError> {
     validate_cluster_name(&opts.cluster)?;
     let hours = window::hours(from, to)?;
-    let mut summary = IngestSummary { cluster: opts.cluster.clone(), ..IngestSummary::default() };
+    let mut summary = IngestSummary {
+        cluster: opts.cluster.clone(),
+        source: source.kind().as_str().to_string(),
+        source_reason: source.describe(),
+        ..IngestSummary::default()
+    };
     // the cluster and the run are registered with the first stored hour: an ingest that stores nothing (an
     // unreachable source, bad input) leaves the database as it was
     let mut run_id: Option<i64> = None;
+    let decode_before = source.decode_time();
     // Fetching the next run of hours overlaps with metering and storing this one.
     let mut fetched = stream::iter(window::chunks(&hours, opts.chunk_hours))
         .map(|chunk| {
             let start = chunk[0].timestamp_millis();
             let end = start + chunk.len() as i64 * HOUR_MS;
-            let (client, spec, retry) = (client.clone(), opts.fetch.clone(), opts.retry);
-            async move { (chunk[0], fetch::fetch(&client, &spec, start, end, retry).await.map(|f| (chunk, f))) }
+            let (spec, retry) = (opts.fetch.clone(), opts.retry);
+            async move {
+                let started = Instant::now();
+                let read = fetch::fetch(source, &spec, start, end, retry).await;
+                (chunk[0], read.map(|f| (chunk, f, started.elapsed())))
+            }
         })
         .buffered(2);
     'chunks: loop {
@@ -180,7 +208,7 @@ pub async fn backfill_until(
             next = fetched.next() => next,
         };
         let Some((first, read)) = next else { break };
-        let (chunk, data) = match read {
+        let (chunk, data, read_time) = match read {
             Ok(read) => read,
             Err(e) => {
                 // the hours from this chunk on were not read: a close of their month must know
@@ -188,6 +216,7 @@ pub async fn backfill_until(
                 return Err(e.into());
             }
         };
+        summary.timings.read_s += read_time.as_secs_f64();
         let hours_ms: Vec<i64> = chunk.iter().map(DateTime::timestamp_millis).collect();
         for (hour, (input, non_finite)) in chunk.into_iter().zip(data.into_hours(&hours_ms)) {
             if stop.is_requested() {
@@ -195,16 +224,20 @@ pub async fn backfill_until(
             }
             let samples = input_samples(&input);
             let meter = opts.meter.clone();
+            let started = Instant::now();
             let mut out = tokio::task::spawn_blocking(move || meter_hour(&input, &meter))
                 .await
                 .expect("metering is pure and does not panic");
+            summary.timings.meter_s += started.elapsed().as_secs_f64();
             out.anomalies.extend(non_finite.into_iter().map(|(metric, count)| Anomaly {
                 kind: AnomalyKind::NonFiniteSample,
                 subject: metric,
                 count,
             }));
-            let run = RunStart { prometheus_url: client.base_url(), mode, from, to };
+            let run = RunStart { source, mode, from, to };
+            let started = Instant::now();
             let stored = store_hour(pool, &opts.cluster, hour, &out, samples, run_id, &run).await?;
+            summary.timings.write_s += started.elapsed().as_secs_f64();
             run_id = Some(stored.run_id);
             summary.run_id = run_id;
             summary.watermark = Some(stored.watermark);
@@ -226,6 +259,7 @@ pub async fn backfill_until(
         }
     }
     summary.stopped = summary.hours + (summary.kept.len() as u64) < hours.len() as u64;
+    summary.timings.decode_s = source.decode_time().saturating_sub(decode_before).as_secs_f64();
     Ok(summary)
 }
 
@@ -263,7 +297,7 @@ fn input_samples(i: &crate::metering::HourInput) -> u64 {
 
 /// What a run is registered with.
 struct RunStart<'a> {
-    prometheus_url: &'a str,
+    source: &'a SampleSource,
     mode: &'a WriteMode,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
@@ -271,11 +305,18 @@ struct RunStart<'a> {
 
 /// Registers the cluster and the run in `tx`; a run that replaces smaller reads on purpose is audited.
 async fn start_run(tx: &mut sqlx::PgConnection, cluster: &str, run: &RunStart<'_>) -> Result<i64, sqlx::Error> {
-    db::clusters::upsert(tx, cluster, run.prometheus_url).await?;
+    let url = run.source.base_url();
+    db::clusters::upsert(tx, cluster, url).await?;
+    let used = db::clusters::SourceUsed {
+        kind: run.source.kind().as_str(),
+        reason: run.source.reason(),
+        probed: run.source.probed(),
+    };
+    db::clusters::record_source(tx, cluster, used).await?;
     let mode = run.mode;
     let id = db::history::start_run(tx, cluster, mode.command, &mode.actor, mode.replace_smaller, None).await?;
     if mode.replace_smaller {
-        let what = serde_json::json!({"run": id, "from": run.from, "to": run.to, "source": run.prometheus_url});
+        let what = serde_json::json!({"run": id, "from": run.from, "to": run.to, "source": url});
         db::audit::record(tx, &mode.actor, "ingest.replace_smaller", &format!("cluster:{cluster}"), None, Some(what))
             .await?;
     }

@@ -6,10 +6,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
+use super::source::SampleSource;
 use super::window::floor_hour;
 use super::{IngestError, IngestOptions, WriteMode, backfill_until};
 use crate::db;
-use crate::prom::{PromClient, RetryPolicy};
+use crate::prom::RetryPolicy;
 
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
@@ -44,7 +45,7 @@ pub fn cycle_range(
 /// does cannot fail the ingest.
 pub async fn run_worker(
     pool: &PgPool,
-    client: &PromClient,
+    source: &SampleSource,
     opts: &WorkerOptions,
     mut after_cycle: impl AsyncFnMut(DateTime<Utc>, DateTime<Utc>),
     shutdown: impl Future<Output = ()>,
@@ -62,7 +63,7 @@ pub async fn run_worker(
             match cycle_range(Utc::now(), watermark, opts) {
                 Some((from, to)) => {
                     let s =
-                        backfill_until(pool, client, &ingest, from, to, |_| {}, &WriteMode::worker(), &stop).await?;
+                        backfill_until(pool, source, &ingest, from, to, |_| {}, &WriteMode::worker(), &stop).await?;
                     tracing::info!(cluster = %s.cluster, hours = s.hours, rows = s.usage_rows, watermark = ?s.watermark,
                         non_finite = s.non_finite_samples, stopped = s.stopped, kept = s.kept.len(),
                         "ingested {from} .. {to}");

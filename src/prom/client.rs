@@ -1,7 +1,9 @@
 //! The HTTP side: instant queries of range selectors (raw samples) and `query_range` split under the point limit.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use super::PromError;
 use super::model::{RawSeries, parse_response};
@@ -14,6 +16,8 @@ pub struct PromClient {
     http: reqwest::Client,
     base: String,
     timeout: Duration,
+    /// Nanoseconds spent decoding answers (JSON or chunks), shared by every clone: the benchmark's split.
+    decode_ns: Arc<AtomicU64>,
 }
 
 /// Prometheus' time parameter: seconds with millisecond precision, exact for integer milliseconds.
@@ -33,16 +37,33 @@ impl PromClient {
             .user_agent(concat!("cardhour/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| PromError::Unreachable { url: base.to_string(), reason: e.to_string() })?;
-        Ok(Self { http, base: base.trim_end_matches('/').to_string(), timeout })
+        Ok(Self { http, base: base.trim_end_matches('/').to_string(), timeout, decode_ns: Arc::default() })
     }
 
     pub fn base_url(&self) -> &str {
         &self.base
     }
 
+    pub(super) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// Time spent decoding answers so far, by this client and its clones.
+    pub fn decode_time(&self) -> Duration {
+        Duration::from_nanos(self.decode_ns.load(Ordering::Relaxed))
+    }
+
+    /// Runs `f`, adding its time to [`Self::decode_time`].
+    pub(super) fn decoding<T>(&self, f: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let out = f();
+        self.decode_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        out
+    }
+
     async fn post(&self, path: &str, form: &[(&str, String)]) -> Result<Vec<RawSeries>, PromError> {
         let (status, body) = self.post_raw(path, form).await?;
-        match parse_response(&body) {
+        match self.decoding(|| parse_response(&body)) {
             // Prometheus answers 400/422/503 with a JSON error: its words are better than the status code
             Err(PromError::Malformed(_)) if !status.is_success() => Err(PromError::Status {
                 status: status.as_u16(),
@@ -64,7 +85,7 @@ impl PromClient {
         Ok((status, body))
     }
 
-    fn transport_error(&self, e: reqwest::Error) -> PromError {
+    pub(super) fn transport_error(&self, e: reqwest::Error) -> PromError {
         if e.is_timeout() {
             PromError::Timeout { url: self.base.clone(), seconds: self.timeout.as_secs() }
         } else {
@@ -78,20 +99,20 @@ impl PromClient {
         }
     }
 
-    /// Raw samples of `selector` in `[start_ms, end_ms)`: the range selector `selector[<end−start−1>ms]`
-    /// evaluated at `end − 1 ms`. Prometheus 2.x includes both ends of a range, so this is exactly the half-open
-    /// window; no look-back, no step, no double-counted boundary sample.
+    /// Raw samples of `selector` in `[start_ms, end_ms)`, tiled by the samples' own timestamps: the range selector
+    /// `selector[<end−start>ms]` evaluated at `end − 1 ms` covers `[start − 1 ms, end − 1 ms]` on Prometheus 2.x
+    /// (both ends included) and `(start − 1 ms, end − 1 ms]` on Prometheus 3 and VictoriaMetrics (left end
+    /// excluded); trimmed to `[start, end)`, every backend gives each sample to exactly one window.
     pub async fn raw_samples(&self, selector: &str, start_ms: i64, end_ms: i64) -> Result<Vec<RawSeries>, PromError> {
-        let range = (end_ms - start_ms - 1).max(1);
-        let query = format!("{selector}[{range}ms]");
-        self.post("/api/v1/query", &[("query", query), ("time", prom_time(end_ms - 1))]).await
+        let (query, time) = raw_query(selector, start_ms, end_ms);
+        let series = self.post("/api/v1/query", &[("query", query), ("time", time)]).await?;
+        Ok(trim(series, start_ms, end_ms))
     }
 
     /// The undecoded answer of [`Self::raw_samples`], for recording fixtures and benchmarks.
     pub async fn raw_samples_body(&self, selector: &str, start_ms: i64, end_ms: i64) -> Result<Vec<u8>, PromError> {
-        let range = (end_ms - start_ms - 1).max(1);
-        let query = format!("{selector}[{range}ms]");
-        let (_, body) = self.post_raw("/api/v1/query", &[("query", query), ("time", prom_time(end_ms - 1))]).await?;
+        let (query, time) = raw_query(selector, start_ms, end_ms);
+        let (_, body) = self.post_raw("/api/v1/query", &[("query", query), ("time", time)]).await?;
         Ok(body.to_vec())
     }
 
@@ -132,6 +153,24 @@ impl PromClient {
         }
         Ok(merged.into_values().collect())
     }
+}
+
+/// The instant query (and its time) whose range selector covers `[start_ms, end_ms)` on every backend.
+fn raw_query(selector: &str, start_ms: i64, end_ms: i64) -> (String, String) {
+    let range = (end_ms - start_ms).max(1);
+    (format!("{selector}[{range}ms]"), prom_time(end_ms - 1))
+}
+
+/// Each series cut to the samples of `[start_ms, end_ms)`; series left with none are dropped.
+pub fn trim(series: Vec<RawSeries>, start_ms: i64, end_ms: i64) -> Vec<RawSeries> {
+    series
+        .into_iter()
+        .filter_map(|mut s| {
+            s.samples.retain(|p| p.t_ms >= start_ms && p.t_ms < end_ms);
+            s.non_finite.retain(|t| *t >= start_ms && *t < end_ms);
+            (!s.samples.is_empty() || !s.non_finite.is_empty()).then_some(s)
+        })
+        .collect()
 }
 
 /// `[start, end]` at `step` as consecutive closed chunks of at most [`QUERY_RANGE_MAX_POINTS`] points each.

@@ -1,10 +1,15 @@
-//! Prometheus HTTP API client (also Thanos, Mimir, VictoriaMetrics): raw samples in, typed errors out.
+//! Prometheus HTTP API client (also Thanos, Mimir, VictoriaMetrics): raw samples in, typed errors out — by the
+//! query API or by remote read with streamed XOR chunks.
 
 mod client;
 mod model;
+pub mod proto;
+pub mod remote_read;
 mod retry;
+pub mod selector;
+pub mod xor;
 
-pub use client::{PromClient, QUERY_RANGE_MAX_POINTS};
+pub use client::{PromClient, QUERY_RANGE_MAX_POINTS, trim};
 pub use model::{RawSeries, parse_response};
 pub use retry::{RetryPolicy, with_retry};
 
@@ -23,6 +28,9 @@ pub enum PromError {
     Malformed(String),
     #[error("invalid Prometheus URL `{0}`: expected http(s)://host:port[/path]")]
     BadUrl(String),
+    /// The remote-read source failed: absent, disabled, or a stream that does not decode.
+    #[error("remote read at {url}: {reason}")]
+    RemoteRead { url: String, reason: String, transient: bool },
 }
 
 impl PromError {
@@ -33,6 +41,7 @@ impl PromError {
             Self::Status { status, .. } => *status >= 500 || *status == 429,
             Self::Query { error_type, .. } => error_type == "timeout" || error_type == "unavailable",
             Self::BadUrl(_) => false,
+            Self::RemoteRead { transient, .. } => *transient,
         }
     }
 }
