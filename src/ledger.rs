@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
 use crate::billing::{
-    BillMode, BillPolicy, CapacityLine, Month, MonthBills, PolicyChoice, RestatementLine, UnallocatedPolicy,
-    UsageLine, compute_month, restate_month,
+    BillMode, BillPolicy, CapacityLine, Month, MonthBills, PolicyChoice, RestatementLine, UnallocatedPolicy, UsageLine,
+    compute_month, restate_month,
 };
 use crate::db::{self, usage::Scope};
 use crate::export::{FrozenExtras, Layout};

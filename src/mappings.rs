@@ -151,7 +151,8 @@ pub fn parse(body: &str) -> Result<Vec<ImportRow>, Vec<Invalid>> {
             Some(c) => validate::cluster("cluster", c).map(Some).map_err(|e| bad("cluster", e.message)),
             None => Ok(None),
         };
-        let valid_from = validate::lenient_date("valid_from", &row.valid_from).map_err(|e| bad("valid_from", e.message));
+        let valid_from =
+            validate::lenient_date("valid_from", &row.valid_from).map_err(|e| bad("valid_from", e.message));
         if let (Ok(namespace), Ok(team), Ok(cluster), Ok(valid_from)) = (namespace, team, cluster, valid_from)
             && errors.len() == before
         {
@@ -161,7 +162,10 @@ pub fn parse(body: &str) -> Result<Vec<ImportRow>, Vec<Invalid>> {
             if let Some(earlier) = rows.iter().find(|r| same_key(r, &row) && r.team != row.team) {
                 errors.push(Invalid::new(
                     format!("row {line}: team"),
-                    format!("maps {} from {} to {}, row {} to {}", row.namespace, row.valid_from, row.team, earlier.line, earlier.team),
+                    format!(
+                        "maps {} from {} to {}, row {} to {}",
+                        row.namespace, row.valid_from, row.team, earlier.line, earlier.team
+                    ),
                 ));
             }
             rows.push(row);
@@ -237,7 +241,10 @@ pub async fn import(
                         // mapped concurrently between our read and our insert
                         errors.push(Invalid::new(
                             format!("row {}: valid_from", row.line),
-                            format!("namespace {} was mapped from {} concurrently; import again", row.namespace, row.valid_from),
+                            format!(
+                                "namespace {} was mapped from {} concurrently; import again",
+                                row.namespace, row.valid_from
+                            ),
                         ));
                         continue;
                     };

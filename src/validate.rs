@@ -190,14 +190,14 @@ pub fn lenient_date(field: &str, s: &str) -> Result<NaiveDate, Invalid> {
         let sep = t.chars().find(|c| matches!(c, '-' | '/' | '.')).ok_or_else(refuse)?;
         t.split(sep).collect()
     };
-    let digits = |p: &str, len: std::ops::RangeInclusive<usize>| {
-        len.contains(&p.len()) && p.bytes().all(|c| c.is_ascii_digit())
-    };
+    let digits =
+        |p: &str, len: std::ops::RangeInclusive<usize>| len.contains(&p.len()) && p.bytes().all(|c| c.is_ascii_digit());
     let [y, m, d] = parts[..] else { return Err(refuse()) };
     if !(digits(y, 4..=4) && digits(m, 1..=2) && digits(d, 1..=2)) {
         return Err(refuse());
     }
-    let (y, m, d) = (y.parse().map_err(|_| refuse())?, m.parse().map_err(|_| refuse())?, d.parse().map_err(|_| refuse())?);
+    let (y, m, d) =
+        (y.parse().map_err(|_| refuse())?, m.parse().map_err(|_| refuse())?, d.parse().map_err(|_| refuse())?);
     date(field, NaiveDate::from_ymd_opt(y, m, d).ok_or_else(refuse)?)
 }
 
@@ -242,13 +242,14 @@ impl TimeInput {
         let t = s.trim();
         let refuse = || Invalid::new(field, format!("`{}` is not a time: use {TIME_FORMATS}", s.escape_debug()));
         if t.len() == 10 {
-            return parse_date(field, t)
-                .map(|d| TimeInput::Local(d.and_hms_opt(0, 0, 0).expect("midnight")))
-                .map_err(|_| refuse());
+            let d = NaiveDate::parse_from_str(t, "%Y-%m-%d").map_err(|_| refuse())?;
+            return Ok(TimeInput::Local(date(field, d)?.and_hms_opt(0, 0, 0).expect("midnight")));
         }
         // the date and the time apart by `T`, `t` or one space
         let b = t.as_bytes();
-        if b.len() < 16 || !matches!(b[10], b'T' | b't' | b' ') || !b[..10].iter().all(|c| c.is_ascii_digit() || *c == b'-')
+        if b.len() < 16
+            || !matches!(b[10], b'T' | b't' | b' ')
+            || !b[..10].iter().all(|c| c.is_ascii_digit() || *c == b'-')
         {
             return Err(refuse());
         }
@@ -277,10 +278,14 @@ impl TimeInput {
         use chrono::TimeZone;
         let at = match self {
             TimeInput::Instant(t) => t,
-            TimeInput::Local(l) if l.time() == chrono::NaiveTime::MIN => crate::billing::month::start_of_day(tz, l.date()),
-            TimeInput::Local(l) => tz.from_local_datetime(&l).earliest().map(|t| t.with_timezone(&Utc)).ok_or_else(|| {
-                Invalid::new(field, format!("{l} does not exist in {tz} (the clocks skip it); give an offset"))
-            })?,
+            TimeInput::Local(l) if l.time() == chrono::NaiveTime::MIN => {
+                crate::billing::month::start_of_day(tz, l.date())
+            }
+            TimeInput::Local(l) => {
+                tz.from_local_datetime(&l).earliest().map(|t| t.with_timezone(&Utc)).ok_or_else(|| {
+                    Invalid::new(field, format!("{l} does not exist in {tz} (the clocks skip it); give an offset"))
+                })?
+            }
         };
         instant(field, at)
     }
@@ -399,7 +404,16 @@ mod tests {
         ] {
             assert_eq!(at(typed).unwrap(), utc(expect), "{typed}");
         }
-        for bad in ["2026-11-29T", "2026-11-29T8", "yesterday", "2026-13-01", "2026-11-01T25:00", "1999-12-31", "", "2026-11-01T08:00+8"] {
+        for bad in [
+            "2026-11-29T",
+            "2026-11-29T8",
+            "yesterday",
+            "2026-13-01",
+            "2026-11-01T25:00",
+            "1999-12-31",
+            "",
+            "2026-11-01T08:00+8",
+        ] {
             let e = at(bad).unwrap_err();
             assert_eq!(e.field, "from", "{bad}");
             assert!(!e.message.contains("premature"), "{bad}: {}", e.message);

@@ -221,7 +221,8 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
             Method::POST,
             "/api/v1/mappings/import".into(),
             Body::Csv("namespace,team,valid_from\nimported-ns,vision,2026-12-02\n"),
-            [201, 409, 403, 403],
+            // the same file again is unchanged: 200, nothing written (a nightly CMDB sync must not fail)
+            [201, 200, 403, 403],
         ),
         ("GET /rates", g.clone(), "/api/v1/rates".into(), Body::None, all),
         (
@@ -303,6 +304,21 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
             format!("/api/v1/exports/{m}/statements.pdf"),
             Body::None,
             all,
+        ),
+        ("GET /exports/{month}/bills.xlsx", g.clone(), format!("/api/v1/exports/{m}/bills.xlsx"), Body::None, all),
+        (
+            "GET /exports/{month}/bills.xlsx",
+            g.clone(),
+            format!("/api/v1/exports/{m}/bills.xlsx?team=nlp"),
+            Body::None,
+            [200, 200, 200, 404],
+        ),
+        (
+            "GET /exports/{month}/bills.xlsx",
+            g.clone(),
+            format!("/api/v1/exports/{m}/bills.xlsx?team=ghost"),
+            Body::None,
+            [404; 4],
         ),
         (
             "GET /exports/{month}/statements.pdf",
@@ -582,7 +598,7 @@ async fn a_team_lead_gets_its_own_figures_in_json_csv_and_pdf_and_nothing_else(p
 async fn downloads_have_a_safe_file_name_and_unknown_teams_are_404(pool: PgPool) {
     let api = TestApi::start(pool).await;
     seed(&api).await;
-    for ext in ["bills.csv", "statements.pdf"] {
+    for ext in ["bills.csv", "statements.pdf", "bills.xlsx"] {
         let a = send(
             &api,
             &Method::GET,

@@ -186,7 +186,12 @@ fn routes() -> Vec<(Method, &'static str, Value, bool)> {
             true,
         ),
         (Method::PUT, "/api/v1/budgets/2026-11/vision", json!({"amount": "1000", "thresholds": ["0.5", "1"]}), true),
-        (Method::POST, "/api/v1/bills/2026-10/close", json!({"mode": "chargeback", "unallocated": "kept_by_platform"}), true),
+        (
+            Method::POST,
+            "/api/v1/bills/2026-10/close",
+            json!({"mode": "chargeback", "unallocated": "kept_by_platform"}),
+            true,
+        ),
     ]
 }
 
@@ -297,7 +302,8 @@ fn the_csv_import_is_all_or_nothing_on_any_bytes() {
                 prop_assert!(status < 500, "{text:?} → {status} {answer}");
                 prop_assert!(answer["status"].is_u64() || status == 201 || status == 200, "errors are JSON: {answer}");
                 if status == 201 {
-                    let (inserted, updated) = (answer["inserted"].as_i64().unwrap(), answer["updated"].as_i64().unwrap());
+                    let (inserted, updated) =
+                        (answer["inserted"].as_i64().unwrap(), answer["updated"].as_i64().unwrap());
                     let teams = answer["teams_created"].as_i64().unwrap_or(-1);
                     prop_assert!(inserted + updated > 0);
                     prop_assert_eq!(answer["mappings"].as_array().map_or(0, Vec::len) as i64, inserted + updated);

@@ -222,7 +222,8 @@ async fn a_csv_import_is_all_or_nothing(pool: PgPool) {
     };
     // row 3 contradicts row 2 (same namespace and date, another team): nothing of row 2 (nor its new team) may
     // remain
-    let bad = "namespace,team,team_name,owner,valid_from\nrecsys,rec,推荐算法组,张三,2026-11-01\nrecsys,nlp,,,2026-11-01\n";
+    let bad =
+        "namespace,team,team_name,owner,valid_from\nrecsys,rec,推荐算法组,张三,2026-11-01\nrecsys,nlp,,,2026-11-01\n";
     let (status, err) = api.raw(Method::POST, "/api/v1/mappings/import", &api.finance, "text/csv", bad.into()).await;
     assert_eq!((status, err["field"].as_str()), (422, Some("row 3: team")), "{err}");
     assert_eq!(count().await, 0);

@@ -787,7 +787,14 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     }
 
     // a month that has not ended cannot be closed; a team lead sees only its own statements
-    let (status, err) = api.call(Method::POST, "/api/v1/bills/2099-01/close", fin, Some(json!({"mode": "showback", "unallocated": "kept_by_platform"}))).await;
+    let (status, err) = api
+        .call(
+            Method::POST,
+            "/api/v1/bills/2099-01/close",
+            fin,
+            Some(json!({"mode": "showback", "unallocated": "kept_by_platform"})),
+        )
+        .await;
     assert_eq!((status, err["field"].as_str()), (409, Some("month")));
     let (status, _) = api.call(Method::GET, "/api/v1/bills/2026-10/teams/nlp", Some(&api.lead), None).await;
     assert_eq!(status, 404);

@@ -82,7 +82,8 @@ async fn a_rate_a_mapping_or_a_budget_change_raises_the_alert_at_once() {
     let (month, first_hour) = this_month();
     let budget = json!({"amount": "100", "thresholds": ["1.0"]});
     for team in ["vision", "nlp"] {
-        let (status, b) = api.call(Method::PUT, &format!("/api/v1/budgets/{month}/{team}"), fin, Some(budget.clone())).await;
+        let (status, b) =
+            api.call(Method::PUT, &format!("/api/v1/budgets/{month}/{team}"), fin, Some(budget.clone())).await;
         assert_eq!(status, 200, "{b}");
     }
     // stored as an ingest would, but without one: no check has run
@@ -95,14 +96,14 @@ async fn a_rate_a_mapping_or_a_budget_change_raises_the_alert_at_once() {
     let (status, out) = api.call(Method::POST, "/api/v1/rates", fin, Some(rate)).await;
     assert_eq!(status, 201, "{out}");
     let after_rate = alerts(&api, month).await;
-    assert_eq!(actual(&after_rate, "vision"), Some("118.00 at 1.0".into()), "{after_rate:?}");
+    assert_eq!(actual(&after_rate, "vision"), Some("118.00 at 1.0000".into()), "{after_rate:?}");
     assert_eq!(actual(&after_rate, "nlp"), None);
 
     // a mapping: the shared namespace moves to nlp, whose spend becomes 118.00
     let m = json!({"namespace": "shared-ns", "team_id": "nlp", "valid_from": month.first_day().to_string()});
     let (status, out) = api.call(Method::POST, "/api/v1/mappings", fin, Some(m)).await;
     assert_eq!(status, 201, "{out}");
-    assert_eq!(actual(&alerts(&api, month).await, "nlp"), Some("118.00 at 1.0".into()));
+    assert_eq!(actual(&alerts(&api, month).await, "nlp"), Some("118.00 at 1.0000".into()));
 
     // a budget set below what is spent alerts at once too
     let put = json!({"name": "Misc", "owner": "x"});
@@ -112,7 +113,7 @@ async fn a_rate_a_mapping_or_a_budget_change_raises_the_alert_at_once() {
         api.call(Method::PUT, &format!("/api/v1/budgets/{month}/misc"), fin, Some(json!({"amount": "10"}))).await;
     assert_eq!(status, 200);
     let all = alerts(&api, month).await;
-    assert_eq!(actual(&all, "misc"), Some("20.00 at 0.8".into()), "{all:?}");
+    assert_eq!(actual(&all, "misc"), Some("20.00 at 0.8000".into()), "{all:?}");
 
     // delivery: however often budgets are checked, one POST per crossing, each with its idempotency key
     let (_, posts, addr) = common::webhook::receiver().await;

@@ -124,7 +124,12 @@ fn money(v: &Value) -> Decimal {
 
 /// Team → unallocated share in a month view.
 fn shares(month: &Value) -> BTreeMap<String, Decimal> {
-    month["teams"].as_array().unwrap().iter().map(|t| (t["team"].as_str().unwrap().into(), money(&t["unallocated_share"]))).collect()
+    month["teams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["team"].as_str().unwrap().into(), money(&t["unallocated_share"])))
+        .collect()
 }
 
 fn csv_rows(bytes: &[u8]) -> Vec<BTreeMap<String, String>> {
@@ -227,7 +232,10 @@ async fn a_draft_under_another_policy_then_a_close_that_names_it() {
     let out = dir.path().join("draft.csv");
     let args = ["export", "--month", "2026-10", "--mode", "chargeback", "--policy", "spread-proportionally"];
     run_cardhour_ok(args.into_iter().chain(["--out", out.to_str().unwrap()]), &db.env());
-    assert_eq!(std::fs::read(&out).unwrap(), get(&api, &fin, &format!("/api/v1/exports/2026-10/bills.csv?{SPREAD}")).await);
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        get(&api, &fin, &format!("/api/v1/exports/2026-10/bills.csv?{SPREAD}")).await
+    );
 
     let body = json!({"mode": "chargeback", "unallocated": "spread_proportionally", "override": reason});
     let (status, closed) = api.call(Method::POST, close, Some(&fin), Some(body)).await;
@@ -321,7 +329,9 @@ impl Book {
                 // from A1, so row and column numbers are the sheet's
                 let (h, w) = range.end().map_or((0, 0), |(r, c)| (r as usize + 1, c as usize + 1));
                 let rows = (0..h)
-                    .map(|r| (0..w).map(|c| range.get_value((r as u32, c as u32)).cloned().unwrap_or(Data::Empty)).collect())
+                    .map(|r| {
+                        (0..w).map(|c| range.get_value((r as u32, c as u32)).cloned().unwrap_or(Data::Empty)).collect()
+                    })
                     .collect();
                 (n.clone(), rows)
             })
@@ -338,7 +348,9 @@ impl Book {
         rows[start + 1..]
             .iter()
             .take_while(|r| !r.iter().all(|c| matches!(c, Data::Empty)))
-            .map(|r| header.iter().zip(r).filter(|(h, _)| !h.is_empty()).map(|(h, c)| (h.clone(), cell(h, c))).collect())
+            .map(|r| {
+                header.iter().zip(r).filter(|(h, _)| !h.is_empty()).map(|(h, c)| (h.clone(), cell(h, c))).collect()
+            })
             .collect()
     }
 
@@ -351,7 +363,9 @@ impl Book {
         self.sheets[cardhour::export::xlsx::SUMMARY_SHEET]
             .iter()
             .filter_map(|r| match (&r[1], r.get(2)) {
-                (Data::String(label), Some(Data::Float(v))) => Some((label.clone(), Decimal::try_from(*v).unwrap().round_dp(2))),
+                (Data::String(label), Some(Data::Float(v))) => {
+                    Some((label.clone(), Decimal::try_from(*v).unwrap().round_dp(2)))
+                }
                 _ => None,
             })
             .collect()
@@ -471,13 +485,20 @@ async fn the_workbook_is_the_statement_and_reconciles() {
         assert_eq!(f["capacity_cost"], dec!(780.00));
         assert_eq!(f["allocated"], dec!(112.50));
         assert_eq!(f["unallocated"], dec!(667.50));
-        assert_eq!(f["allocated"] + f["unallocated"] + f.get("not_offered").copied().unwrap_or_default(), f["capacity_cost"]);
+        assert_eq!(
+            f["allocated"] + f["unallocated"] + f.get("not_offered").copied().unwrap_or_default(),
+            f["capacity_cost"]
+        );
         assert_eq!(f["teams_total"] + f["platform_kept"], f["capacity_cost"]);
         assert_eq!(f["capacity_cost"], money(&month["capacity_cost"]));
         assert_eq!(f["platform_kept"], money(&month["platform_kept"]));
         let capacity = book.table(cardhour::export::xlsx::SUMMARY_SHEET, "gpu_model");
-        let amounts: Vec<(String, String)> = capacity.iter().map(|r| (r["gpu_model"].clone(), r["amount"].clone())).collect();
-        assert_eq!(amounts, [(A100.to_string(), "300.00".to_string()), (H100.to_string(), "480.00".to_string())]);
+        let amounts: Vec<(String, String)> =
+            capacity.iter().map(|r| (r["gpu_model"].clone(), r["amount"].clone())).collect();
+        assert_eq!(
+            amounts,
+            [("A100-80GB".to_string(), "300.00".to_string()), ("H100-80GB".to_string(), "480.00".to_string())]
+        );
 
         // a team lead: its own team, no cluster figure
         let lead = Book::read(&get(&api, &api.lead, "/api/v1/exports/2026-10/bills.xlsx").await);

@@ -26,7 +26,12 @@ async fn import(api: &TestApi, query: &str, body: Vec<u8>) -> (u16, Value) {
 }
 
 fn actions(report: &Value) -> Vec<(u64, String)> {
-    report["rows"].as_array().unwrap().iter().map(|r| (r["line"].as_u64().unwrap(), r["action"].as_str().unwrap().into())).collect()
+    report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["line"].as_u64().unwrap(), r["action"].as_str().unwrap().into()))
+        .collect()
 }
 
 async fn audit_count(pool: &PgPool) -> i64 {
@@ -102,8 +107,10 @@ async fn a_cmdb_file_imports_once_whatever_its_encoding() {
     assert_eq!(status, 201, "{report}");
     assert_eq!((report["updated"].as_u64(), report["inserted"].as_u64()), (Some(1), Some(1)));
     assert_eq!(audit_count(&pool).await, audited + 2);
-    let recsys: String =
-        sqlx::query_scalar("SELECT team_id FROM namespace_mappings WHERE namespace = 'recsys'").fetch_one(&pool).await.unwrap();
+    let recsys: String = sqlx::query_scalar("SELECT team_id FROM namespace_mappings WHERE namespace = 'recsys'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(recsys, "nlp");
     let actions_logged: Vec<String> =
         sqlx::query_scalar("SELECT action FROM audit_log ORDER BY id DESC LIMIT 2").fetch_all(&pool).await.unwrap();

@@ -73,7 +73,10 @@ async fn dates_are_billing_days_everywhere() {
     }
     let out = run_cardhour(["usage", "--from", "2026-11-29T", "--to", "2026-12-01"], &db.env());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains("is not a time") && stderr.contains("2026-11-01T08:00"), "{stderr}");
+    assert!(
+        !out.status.success() && stderr.contains("is not a time") && stderr.contains("2026-11-01T08:00"),
+        "{stderr}"
+    );
     let help = run_cardhour_ok(["usage", "--help"], &[]);
     assert!(help.contains("billing time zone") && help.contains("--from"), "{help}");
 
@@ -84,10 +87,12 @@ async fn dates_are_billing_days_everywhere() {
         assert_eq!(status, 200, "{path}: {rows}");
         assert_eq!(vision_hours(&rows), billed, "{path}");
     }
-    let (status, utc_days) =
-        api.call(Method::GET, "/api/v1/usage?from=2026-11-01T00:00Z&to=2026-12-01T00:00Z", Some(&api.finance), None).await;
+    let (status, utc_days) = api
+        .call(Method::GET, "/api/v1/usage?from=2026-11-01T00:00Z&to=2026-12-01T00:00Z", Some(&api.finance), None)
+        .await;
     assert_eq!((status, vision_hours(&utc_days)), (200, 5.0), "UTC days hold the 15th and the 30th");
-    let (status, err) = api.call(Method::GET, "/api/v1/usage?from=2026-11-29T&to=2026-12-01", Some(&api.finance), None).await;
+    let (status, err) =
+        api.call(Method::GET, "/api/v1/usage?from=2026-11-29T&to=2026-12-01", Some(&api.finance), None).await;
     assert_eq!((status, err["field"].as_str()), (422, Some("from")), "{err}");
     let message = err["message"].as_str().unwrap();
     assert!(!message.contains("premature") && message.contains("is not a time"), "{message}");

@@ -197,7 +197,9 @@ async fn import_mappings(
         tx.rollback().await?;
     } else {
         tx.commit().await?;
-        if let Some(since) = report.rows.iter().filter(|r| r.action != mappings::RowAction::Unchanged).map(|r| r.valid_from).min() {
+        if let Some(since) =
+            report.rows.iter().filter(|r| r.action != mappings::RowAction::Unchanged).map(|r| r.valid_from).min()
+        {
             crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(since)).await;
         }
     }

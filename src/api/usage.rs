@@ -49,8 +49,7 @@ async fn get_usage(
         validate::cluster("cluster", c)?;
     }
     let compute = async || {
-        let totals =
-            db::usage::totals(&s.pool, from, to, group_by, q.cluster.as_deref(), &scope, s.billing_tz).await?;
+        let totals = db::usage::totals(&s.pool, from, to, group_by, q.cluster.as_deref(), &scope, s.billing_tz).await?;
         Ok::<_, ApiError>(totals.into_iter().map(Into::into).collect::<Vec<UsageRow>>())
     };
     if group_by == GroupBy::Pod {

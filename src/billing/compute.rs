@@ -87,7 +87,10 @@ impl PolicyChoice {
 
     /// The policy asked for, with what was left out taken from `default`.
     pub fn or(self, default: BillPolicy) -> BillPolicy {
-        BillPolicy { mode: self.mode.unwrap_or(default.mode), unallocated: self.unallocated.unwrap_or(default.unallocated) }
+        BillPolicy {
+            mode: self.mode.unwrap_or(default.mode),
+            unallocated: self.unallocated.unwrap_or(default.unallocated),
+        }
     }
 
     /// Both parts, or `None` when one is missing (a close must name the whole policy it freezes).

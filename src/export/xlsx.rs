@@ -97,7 +97,8 @@ pub fn write(st: &Statement, include: impl Fn(&str) -> bool, every_team: bool) -
 
 /// Fixed properties: a workbook's bytes depend on the statement only.
 fn properties(st: &Statement) -> DocProperties {
-    let created: DateTime<Utc> = st.closed_at.unwrap_or_else(|| st.month.first_day().and_time(Default::default()).and_utc());
+    let created: DateTime<Utc> =
+        st.closed_at.unwrap_or_else(|| st.month.first_day().and_time(Default::default()).and_utc());
     DocProperties::new()
         .set_title(format!("GPU 成本账单 {} / GPU cost statement {}", st.month, st.month))
         .set_author("cardhour")
@@ -166,11 +167,12 @@ fn summary_sheet(
     ws.set_name(SUMMARY_SHEET)?;
     let b = &st.bills;
     ws.write_string_with_format(0, 0, "GPU 成本账单 GPU cost statement", &f.header)?;
-    let facts: [(&str, &str); 4] =
-        [("月份 month", ""), ("状态 status", status_text(st)), ("计费模式 mode", b.policy.mode.as_str()), (
-            "未分配策略 unallocated",
-            b.policy.unallocated.as_str(),
-        )];
+    let facts: [(&str, &str); 4] = [
+        ("月份 month", ""),
+        ("状态 status", status_text(st)),
+        ("计费模式 mode", b.policy.mode.as_str()),
+        ("未分配策略 unallocated", b.policy.unallocated.as_str()),
+    ];
     for (i, (label, value)) in facts.iter().enumerate() {
         let row = 1 + i as u32;
         ws.write_string_with_format(row, 0, *label, &f.header)?;
@@ -216,10 +218,8 @@ fn summary_sheet(
         // the reconciliation, to the fen: allocated + unallocated + not offered = capacity cost, and what the teams
         // carry + what the platform keeps = capacity cost
         row += 1;
-        let mut figures: Vec<(&str, &str, Money)> = vec![
-            ("分配金额合计", "allocated", b.allocated),
-            ("未分配", "unallocated", b.unallocated),
-        ];
+        let mut figures: Vec<(&str, &str, Money)> =
+            vec![("分配金额合计", "allocated", b.allocated), ("未分配", "unallocated", b.unallocated)];
         if let Some(n) = b.not_offered {
             figures.push(("未提供（平台承担）", "not_offered", n));
         }
