@@ -234,8 +234,8 @@ pub enum TimeInput {
 
 /// What [`TimeInput`] accepts, for messages and help texts.
 pub const TIME_FORMATS: &str = "a date (2026-11-01, a day in the billing time zone) or a time with or without \
-    seconds and offset (2026-11-01T08:00, 2026-11-01 08:00:00+08:00, 2026-11-01T00:00:00Z); without an offset it \
-    is the billing time zone's";
+    seconds and offset (2026-11-01T08:00, 2026-11-01 08:00:00+08:00, RFC 3339 2026-11-01T00:00:00Z); without an \
+    offset it is the billing time zone's";
 
 impl TimeInput {
     pub fn parse(field: &str, s: &str) -> Result<TimeInput, Invalid> {
