@@ -167,7 +167,7 @@ run "month PDF statements (100 teams), GET /api/v1/exports/2026-10/statements.pd
 # 2026-09 is closed on the first run and stays closed (a 409 on later runs is expected); by override, as the
 # benchmark's synthetic hours need not make a complete month.
 curl -sS -o /dev/null -X POST -H "Authorization: Bearer $finance" -H 'content-type: application/json' \
-    -d '{"override": {"reason": "benchmark data"}}' \
+    -d '{"mode": "showback", "unallocated": "kept_by_platform", "override": {"reason": "benchmark data"}}' \
     "http://127.0.0.1:$port/api/v1/bills/2026-09/close" || true
 run "closed month's team statement (2026-09), 16 connections" "$finance" "/api/v1/bills/2026-09/teams/team03" 16
 run "open month's team statement (2026-10), 16 connections" "$finance" "/api/v1/bills/2026-10/teams/team03" 16

@@ -1,9 +1,15 @@
 //! Budget alerts: each threshold the forecast or the actual spend crosses is recorded once per team and month,
 //! and POSTed as JSON to a webhook until it is delivered (a receiver that was down gets it on a later run).
+//!
+//! Budgets are checked whenever the figures they depend on change: after every ingest (CLI and worker), a rate
+//! change, a mapping change or import, and a budget change ([`check_after_change`]), besides `cardhour budgets`.
+//! A crossing is one row (team, month, threshold, basis): recording it again is nothing, and each POST carries
+//! `Idempotency-Key: <team>/<month>/<threshold>/<basis>`, so a receiver can drop the one repeat that remains
+//! possible (a POST that arrived whose delivery could not be recorded).
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
 use serde::Serialize;
 use sqlx::PgPool;
@@ -54,6 +60,37 @@ pub async fn check_after_ingest(
     }
 }
 
+/// The oldest month a change re-checks: a rate or mapping dated years back must not re-check decades of budgets.
+const RECHECK_MONTHS: u32 = 13;
+
+/// After a change to what bills are made of (a rate, a mapping, a budget) effective from day `since` (in the
+/// billing time zone; `None`: from the oldest month re-checked): checks the
+/// budgets of every month from `since`'s (at most [`RECHECK_MONTHS`] back) to the current one, as of now. The
+/// API has no webhook: crossings are recorded at once (the budgets list shows them) and delivered by the next
+/// worker cycle or `cardhour budgets --webhook`. Never fails the change, which is committed already: an error is
+/// logged, and the next check finds the crossing.
+pub async fn check_after_change(pool: &PgPool, tz: chrono_tz::Tz, since: Option<NaiveDate>) -> AlertRun {
+    let now = Utc::now();
+    let mut oldest = Month::containing(now, tz);
+    for _ in 0..RECHECK_MONTHS {
+        oldest = oldest.prev();
+    }
+    let since = since.map_or(oldest.first_day(), |d| d.max(oldest.first_day()));
+    let from = crate::billing::month::start_of_day(tz, since).min(now - chrono::Duration::milliseconds(1));
+    match check_after_ingest(pool, tz, from, now, None).await {
+        Ok(run) => run,
+        Err(e) => {
+            tracing::error!(error = %e, "budget check after a change failed; the next check records the crossings");
+            AlertRun::default()
+        }
+    }
+}
+
+/// The key a receiver deduplicates deliveries by: one per crossing.
+pub fn idempotency_key(a: &db::budgets::Alert) -> String {
+    format!("{}/{}/{}/{}", a.team_id, a.month, a.threshold.normalize(), a.basis)
+}
+
 /// Checks every budget of `month` as of `at`, records new crossings, and delivers what is undelivered to
 /// `webhook` (when given). Several processes (a worker per cluster, a cron job) may run it at once: they take
 /// turns, so an alert is POSTed by one of them only.
@@ -82,7 +119,7 @@ async fn check_budgets_locked(
     let mut run = AlertRun::default();
     let budgets = db::budgets::for_month(pool, &month.to_string(), &Scope::all()).await?;
     if !budgets.is_empty() {
-        let st = ledger::statement(pool, month, None).await?;
+        let st = ledger::statement(pool, month, crate::billing::PolicyChoice::NONE).await?;
         let part = elapsed(month, tz, at);
         for b in &budgets {
             let spent = st.team_total(&b.team_id);
@@ -118,7 +155,8 @@ async fn check_budgets_locked(
             if attempt > 0 {
                 tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
             }
-            error = match client.post(url).json(&alert.payload).send().await {
+            let post = client.post(url).header("Idempotency-Key", idempotency_key(&alert)).json(&alert.payload);
+            error = match post.send().await {
                 Ok(r) if r.status().is_success() => None,
                 Ok(r) => Some(format!("HTTP {}", r.status().as_u16())),
                 Err(e) => Some(e.to_string()),

@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::billing::Month;
-use crate::config::{DatabaseArgs, SourceArgs, parse_duration, parse_time, parse_webhook_url};
+use crate::config::{DatabaseArgs, SourceArgs, parse_duration, parse_webhook_url};
 use crate::db;
 use crate::db::usage::{GroupBy, Scope};
 use crate::ingest::{self, IngestOptions, WorkerOptions, window};
@@ -75,6 +75,9 @@ pub enum Command {
     /// Issue, list or revoke API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Namespace → team mappings: import a CMDB export.
+    #[command(subcommand)]
+    Mappings(MappingsCommand),
     /// Print the OpenAPI document (as committed in openapi/openapi.json).
     Openapi,
 }
@@ -94,9 +97,11 @@ pub struct MigrateArgs {
 pub struct IdleArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
-    /// Window end, a whole hour (default: the current hour).
+    /// Window end, a whole hour (default: the current hour): a date (its midnight in the billing time zone) or a
+    /// time with or without seconds and offset (2026-11-01T08:00, 2026-11-01 08:00:00+08:00); without an offset,
+    /// billing time zone.
     #[arg(long, value_parser = valid_time)]
-    pub to: Option<DateTime<Utc>>,
+    pub to: Option<validate::TimeInput>,
     /// Use the short-term rule (2 hours under 15 %) instead of the weekly one (7 days under 10 %).
     #[arg(long)]
     pub short_term: bool,
@@ -123,9 +128,10 @@ pub struct BudgetsArgs {
     /// The month, YYYY-MM (default: the current one in the billing time zone).
     #[arg(long, value_parser = valid_month)]
     pub month: Option<Month>,
-    /// Judge as of this time (default: now).
+    /// Judge as of this time (default: now): a date or a time with or without seconds and offset; without an
+    /// offset, billing time zone.
     #[arg(long, value_parser = valid_time)]
-    pub at: Option<DateTime<Utc>>,
+    pub at: Option<validate::TimeInput>,
     /// Where alerts are POSTed as JSON; without it they are only recorded.
     #[arg(long, env = "CARDHOUR_WEBHOOK_URL", value_parser = parse_webhook_url)]
     pub webhook: Option<String>,
@@ -140,9 +146,17 @@ pub struct ExportArgs {
     pub month: Month,
     #[arg(long, value_enum, default_value = "csv")]
     pub format: ExportFormat,
-    /// Only this team.
+    /// Only this team (an unknown team is an error; a known team without lines exports no lines).
     #[arg(long, value_parser = valid_team)]
     pub team: Option<String>,
+    /// An open month's draft under this bill mode (default: the configured one). A closed month exports as
+    /// closed: a mode other than its own is an error.
+    #[arg(long, value_enum)]
+    pub mode: Option<CliBillMode>,
+    /// An open month's draft under this unallocated-capacity policy (default: the configured one). A closed month
+    /// exports as closed: a policy other than its own is an error.
+    #[arg(long, value_enum, visible_alias = "policy")]
+    pub unallocated: Option<CliUnallocated>,
     /// Write to this file instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -167,11 +181,11 @@ pub struct CloseArgs {
     /// The month, YYYY-MM in the billing time zone.
     #[arg(long, value_parser = valid_month)]
     pub month: Month,
-    /// Bill mode frozen with the month (default: the configured one).
+    /// Bill mode frozen with the month (required: look at the draft first, `cardhour export --mode …`).
     #[arg(long, value_enum)]
     pub mode: Option<CliBillMode>,
-    /// What happens to capacity no team used (default: the configured policy).
-    #[arg(long, value_enum)]
+    /// What happens to capacity no team used, frozen with the month (required).
+    #[arg(long, value_enum, visible_alias = "policy")]
     pub unallocated: Option<CliUnallocated>,
     /// Close although the month is not complete, for this reason (kept in the audit log and on the statements).
     #[arg(long = "override", value_name = "REASON")]
@@ -184,16 +198,40 @@ pub enum CliBillMode {
     Chargeback,
 }
 
+impl From<CliBillMode> for crate::billing::BillMode {
+    fn from(m: CliBillMode) -> Self {
+        match m {
+            CliBillMode::Showback => crate::billing::BillMode::Showback,
+            CliBillMode::Chargeback => crate::billing::BillMode::Chargeback,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum CliUnallocated {
     KeptByPlatform,
     SpreadProportionally,
 }
 
+impl From<CliUnallocated> for crate::billing::UnallocatedPolicy {
+    fn from(u: CliUnallocated) -> Self {
+        match u {
+            CliUnallocated::KeptByPlatform => crate::billing::UnallocatedPolicy::KeptByPlatform,
+            CliUnallocated::SpreadProportionally => crate::billing::UnallocatedPolicy::SpreadProportionally,
+        }
+    }
+}
+
+/// `--mode` and `--unallocated` as asked (either may be absent).
+fn policy_choice(mode: Option<CliBillMode>, unallocated: Option<CliUnallocated>) -> crate::billing::PolicyChoice {
+    crate::billing::PolicyChoice { mode: mode.map(Into::into), unallocated: unallocated.map(Into::into) }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
     Csv,
     Pdf,
+    Xlsx,
 }
 
 #[derive(Debug, clap::Args)]
@@ -225,9 +263,10 @@ pub enum TokenCommand {
         /// Refused after this long, e.g. 90d, 12h (default: never expires).
         #[arg(long, value_parser = parse_duration, conflicts_with = "expires_at")]
         expires_in: Option<Duration>,
-        /// Refused from this time on, RFC 3339 or a date (midnight UTC).
-        #[arg(long, value_parser = parse_time)]
-        expires_at: Option<DateTime<Utc>>,
+        /// Refused from this time on: a date (its midnight in the billing time zone) or a time with or without
+        /// seconds and offset; without an offset, billing time zone.
+        #[arg(long, value_parser = valid_time)]
+        expires_at: Option<validate::TimeInput>,
     },
     /// Every token: role, teams, expiry, last use and whether it is active (never the secret).
     List {
@@ -241,6 +280,23 @@ pub enum TokenCommand {
         #[command(flatten)]
         db: DatabaseArgs,
         id: i64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MappingsCommand {
+    /// Import a CMDB export as CSV (header `namespace,team,valid_from`, optional `team_name`, `owner`, `cluster`),
+    /// as `POST /api/v1/mappings/import` does: UTF-8 (with or without BOM) or GBK/GB18030, dates as 2026-11-01,
+    /// 2026/11/01, 2026/11/1 or 20261101; idempotent (equal rows are unchanged); all rows or none. Prints what each
+    /// row did as JSON; refused rows are printed as JSON on standard error (non-zero exit).
+    Import {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        /// The CSV file.
+        file: PathBuf,
+        /// Report what each row would do (insert, update, unchanged) and write nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -261,9 +317,10 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// End of the simulation, a whole hour; default: the whole hour at least 4 h ago (backfills must stay out of
-    /// the last 3 hours).
+    /// the last 3 hours). A date or a time with or without seconds and offset; without an offset, the default
+    /// billing time zone (Asia/Shanghai: simulate reads no settings).
     #[arg(long, value_parser = valid_time)]
-    pub end: Option<DateTime<Utc>>,
+    pub end: Option<validate::TimeInput>,
     /// Output directory (metrics.om and truth.json).
     #[arg(long, default_value = "sim")]
     pub out: PathBuf,
@@ -275,12 +332,14 @@ pub struct IngestArgs {
     pub db: DatabaseArgs,
     #[command(flatten)]
     pub source: SourceArgs,
-    /// First hour (RFC 3339, whole hour).
+    /// First hour, a whole hour: a date (its midnight in the billing time zone) or a time with or without
+    /// seconds and offset (2026-11-01T08:00, 2026-11-01 08:00:00+08:00, 2026-11-01T00:00:00Z); without an
+    /// offset, billing time zone.
     #[arg(long, value_parser = valid_time)]
-    pub from: DateTime<Utc>,
-    /// End of the range, exclusive (RFC 3339, whole hour).
+    pub from: validate::TimeInput,
+    /// End of the range, exclusive, a whole hour; read as `--from`.
     #[arg(long, value_parser = valid_time)]
-    pub to: DateTime<Utc>,
+    pub to: validate::TimeInput,
     /// Summary format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: SummaryFormat,
@@ -288,6 +347,10 @@ pub struct IngestArgs {
     /// it such hours are kept and listed. Audited; `ingest undo RUN` puts the replaced rows back.
     #[arg(long)]
     pub replace_smaller: bool,
+    /// Where budget alerts are POSTed as JSON: after the ingest the budgets of the months it touched are checked
+    /// (without it crossings are only recorded, and delivered by the worker or `cardhour budgets`).
+    #[arg(long, env = "CARDHOUR_WEBHOOK_URL", value_parser = parse_webhook_url)]
+    pub webhook: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -345,10 +408,14 @@ pub struct WorkerArgs {
 pub struct UsageArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
+    /// Start, inclusive: a date (a day in the billing time zone, as bills count days) or a time with or without
+    /// seconds and offset (2026-11-01T08:00, 2026-11-01 08:00:00+08:00, 2026-11-01T00:00:00Z); without an offset,
+    /// billing time zone. `--from 2026-11-01 --to 2026-12-01` is the billing month 2026-11.
     #[arg(long, value_parser = valid_time)]
-    pub from: DateTime<Utc>,
+    pub from: validate::TimeInput,
+    /// End, exclusive; read as `--from`.
     #[arg(long, value_parser = valid_time)]
-    pub to: DateTime<Utc>,
+    pub to: validate::TimeInput,
     #[arg(long, value_enum, default_value = "team")]
     pub group_by: GroupBy,
     #[arg(long, value_enum, default_value = "table")]
@@ -358,9 +425,14 @@ pub struct UsageArgs {
     pub cluster: Option<String>,
 }
 
-/// A time argument: RFC 3339 or a date, within the years the ledger accepts (2000–2100).
-fn valid_time(s: &str) -> Result<DateTime<Utc>, String> {
-    validate::instant("time", parse_time(s)?).map_err(|e| e.message)
+/// A time argument ([`validate::TimeInput`]), resolved in the billing time zone once the settings are read.
+fn valid_time(s: &str) -> Result<validate::TimeInput, String> {
+    validate::TimeInput::parse("time", s).map_err(|e| e.message)
+}
+
+/// A time argument in the billing time zone.
+fn resolve_time(flag: &str, t: validate::TimeInput, tz: chrono_tz::Tz) -> anyhow::Result<DateTime<Utc>> {
+    t.resolve(flag, tz).map_err(|e| anyhow::anyhow!("{}: {}", e.field, e.message))
 }
 
 /// A month argument: `YYYY-MM` from 2000-01 to 2100-12.
@@ -403,13 +475,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Budgets(a) => budgets_cmd(a).await?,
         Command::Serve(a) => serve_cmd(a).await?,
         Command::Token(t) => token_cmd(t).await?,
+        Command::Mappings(m) => mappings_cmd(m).await?,
         Command::Openapi => print!("{}", crate::api::openapi_json()),
     }
     Ok(())
 }
 
 fn simulate_cmd(a: SimulateArgs) -> anyhow::Result<()> {
-    let end = a.end.unwrap_or_else(|| window::floor_hour(Utc::now() - chrono::Duration::hours(4)));
+    let end = match a.end {
+        Some(t) => resolve_time("--end", t, crate::billing::DEFAULT_BILLING_TZ)?,
+        None => window::floor_hour(Utc::now() - chrono::Duration::hours(4)),
+    };
     let hours = a.hours.unwrap_or(a.days.saturating_mul(24));
     let secs = a.scrape_interval.as_secs();
     if a.scrape_interval.subsec_nanos() != 0 || secs > u64::from(u32::MAX) {
@@ -443,10 +519,12 @@ fn ingest_options(source: &SourceArgs, retry: RetryPolicy) -> IngestOptions {
 }
 
 async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
-    let hours = window::hours(a.from, a.to)?;
     ingest::validate_cluster_name(&a.source.cluster)?;
     let client = PromClient::new(&a.source.prometheus, a.source.timeout)?;
     let pool = a.db.connect(4).await.context("cannot connect to the database")?;
+    let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+    let (from, to) = (resolve_time("--from", a.from, tz)?, resolve_time("--to", a.to, tz)?);
+    let hours = window::hours(from, to)?;
     let opts = ingest_options(&a.source, RetryPolicy::cli());
     let source = ingest::source::choose(&pool, client, &opts.cluster, a.source.sample_source).await?;
     let bar =
@@ -460,11 +538,21 @@ async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
     // a signal ends the ingest after the hour being stored; the hours before it stay stored
     let stop = crate::shutdown::on_signals("the ingest", Duration::from_secs(8));
     let mode = ingest::WriteMode { replace_smaller: a.replace_smaller, ..ingest::WriteMode::ingest(cli_actor()) };
-    let result = ingest::backfill_until(&pool, &source, &opts, a.from, a.to, |_| bar.inc(1), &mode, &stop).await;
+    let result = ingest::backfill_until(&pool, &source, &opts, from, to, |_| bar.inc(1), &mode, &stop).await;
     bar.finish_and_clear();
     let summary = result.with_context(|| {
-        format!("ingest of {} [{} .. {}) stopped; hours before the watermark are stored", opts.cluster, a.from, a.to)
+        format!("ingest of {} [{from} .. {to}) stopped; hours before the watermark are stored", opts.cluster)
     })?;
+    // the ingested hours change the budgets' spend: check them now, not only at the next worker cycle
+    if summary.hours_changed > 0 || summary.hours > 0 {
+        match crate::alerts::check_after_ingest(&pool, tz, from, to, a.webhook.as_deref()).await {
+            Ok(run) if run.failed > 0 => {
+                eprintln!("warning: {} budget alerts could not be delivered; they are retried later", run.failed)
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("warning: the budget check failed ({e}); the next check records the crossings"),
+        }
+    }
     match a.format {
         SummaryFormat::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
         SummaryFormat::Text => {
@@ -648,13 +736,13 @@ async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
 }
 
 async fn usage_cmd(a: UsageArgs) -> anyhow::Result<()> {
-    if a.to <= a.from {
-        bail!("--to {} must be after --from {}", a.to.to_rfc3339(), a.from.to_rfc3339());
-    }
     let pool = a.db.connect(2).await.context("cannot connect to the database")?;
     let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
-    let totals =
-        db::usage::totals(&pool, a.from, a.to, a.group_by, a.cluster.as_deref(), &Scope::default(), tz).await?;
+    let (from, to) = (resolve_time("--from", a.from, tz)?, resolve_time("--to", a.to, tz)?);
+    if to <= from {
+        bail!("--to {} must be after --from {}", to.to_rfc3339(), from.to_rfc3339());
+    }
+    let totals = db::usage::totals(&pool, from, to, a.group_by, a.cluster.as_deref(), &Scope::default(), tz).await?;
     let rows: Vec<usage::UsageRow> = totals.into_iter().map(Into::into).collect();
     print!("{}", usage::render(&rows, a.group_by, a.format)?);
     Ok(())
@@ -688,6 +776,9 @@ async fn token_cmd(t: TokenCommand) -> anyhow::Result<()> {
             if (role == crate::auth::Role::TeamLead) == teams.is_empty() {
                 bail!("--team is required for a team_lead token, and only for one");
             }
+            let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
+            let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+            let expires_at = expires_at.map(|t| resolve_time("--expires-at", t, tz)).transpose()?;
             let now = Utc::now();
             let expires_at = match (expires_in, expires_at) {
                 (Some(d), _) => Some(
@@ -702,7 +793,6 @@ async fn token_cmd(t: TokenCommand) -> anyhow::Result<()> {
                 (None, Some(t)) if t <= now => bail!("--expires-at {} is not in the future", t.to_rfc3339()),
                 (None, t) => t,
             };
-            let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
             let mut tx = pool.begin().await?;
             for team in &teams {
                 if db::teams::get(&mut tx, team).await?.is_none() {
@@ -741,6 +831,38 @@ async fn token_cmd(t: TokenCommand) -> anyhow::Result<()> {
             println!("token {id} revoked");
         }
     }
+    Ok(())
+}
+
+async fn mappings_cmd(m: MappingsCommand) -> anyhow::Result<()> {
+    let MappingsCommand::Import { db: d, file, dry_run } = m;
+    let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+    let refused = |errors: Vec<validate::Invalid>| {
+        let errors: Vec<_> =
+            errors.iter().map(|e| serde_json::json!({"field": e.field, "message": e.message})).collect();
+        eprintln!("{}", serde_json::json!({ "errors": errors }));
+        anyhow::anyhow!("{}: {} problem(s); nothing imported", file.display(), errors.len())
+    };
+    let text = crate::mappings::decode(&bytes).map_err(|e| refused(vec![e]))?;
+    let rows = crate::mappings::parse(&text).map_err(refused)?;
+    let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
+    let mut tx = pool.begin().await?;
+    let report = match crate::mappings::import(&mut tx, &rows, &cli_actor(), dry_run).await {
+        Ok(r) => r,
+        Err(crate::mappings::ImportError::Invalid(errors)) => return Err(refused(errors)),
+        Err(crate::mappings::ImportError::Database(e)) => return Err(e.into()),
+    };
+    if dry_run {
+        tx.rollback().await?;
+    } else {
+        tx.commit().await?;
+        let changed = report.rows.iter().filter(|r| r.action != crate::mappings::RowAction::Unchanged);
+        if let Some(since) = changed.map(|r| r.valid_from).min() {
+            let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+            crate::alerts::check_after_change(&pool, tz, Some(since)).await;
+        }
+    }
+    println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }
 
@@ -783,12 +905,15 @@ async fn idle_cmd(a: IdleArgs) -> anyhow::Result<()> {
     .validate()
     .map_err(|(field, message)| anyhow::anyhow!("--{}: {message}", field.replace('_', "-")))?;
     let hours = a.hours.unwrap_or(if a.short_term { 2 } else { 168 });
-    let to = a.to.unwrap_or_else(|| window::floor_hour(Utc::now()));
+    let pool = a.db.connect(2).await.context("cannot connect to the database")?;
+    let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+    let to = match a.to {
+        Some(t) => resolve_time("--to", t, tz)?,
+        None => window::floor_hour(Utc::now()),
+    };
     if window::floor_hour(to) != to {
         bail!("--to {} is not on a whole hour", to.to_rfc3339());
     }
-    let pool = a.db.connect(2).await.context("cannot connect to the database")?;
-    let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
     let list = crate::waste::idle_report(&pool, to, hours, rule, !a.include_ended, &Scope::default(), tz).await?;
     match a.format {
         SummaryFormat::Json => println!("{}", serde_json::to_string_pretty(&list)?),
@@ -828,12 +953,11 @@ async fn idle_cmd(a: IdleArgs) -> anyhow::Result<()> {
 async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
     let month = a.month;
     let pool = a.db.connect(2).await.context("cannot connect to the database")?;
-    let st = crate::ledger::statement(&pool, month, None).await?;
-    if let Some(team) = &a.team {
-        let known = st.bills.teams.iter().any(|t| &t.team == team) || st.restatements.iter().any(|r| &r.team == team);
-        if !known {
-            bail!("team `{team}` has no statement for {month}");
-        }
+    let st = crate::ledger::statement(&pool, month, policy_choice(a.mode, a.unallocated)).await?;
+    if let Some(team) = &a.team
+        && !crate::ledger::team_known(&pool, &st, team).await?
+    {
+        bail!("unknown team {team}");
     }
     let include = |t: &str| a.team.as_deref().is_none_or(|only| only == t);
     let bytes = match a.format {
@@ -847,6 +971,7 @@ async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
             let extras = crate::waste::extras_for(&pool, &st, tz, &scope).await?;
             crate::export::statement_pdf(&st, include, &fonts, &extras)?
         }
+        ExportFormat::Xlsx => crate::export::bill_xlsx(&st, include, a.team.is_none())?,
     };
     match a.out {
         Some(path) => {
@@ -867,7 +992,7 @@ async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
 async fn readiness_cmd(a: ReadinessArgs) -> anyhow::Result<()> {
     let pool = a.db.connect(2).await.context("cannot connect to the database")?;
     let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
-    let st = crate::ledger::statement(&pool, a.month, None).await?;
+    let st = crate::ledger::statement(&pool, a.month, crate::billing::PolicyChoice::NONE).await?;
     let r = crate::readiness::readiness(&pool, a.month, tz, &st.bills, Utc::now()).await?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
@@ -886,26 +1011,17 @@ async fn readiness_cmd(a: ReadinessArgs) -> anyhow::Result<()> {
 }
 
 async fn close_cmd(a: CloseArgs) -> anyhow::Result<()> {
-    use crate::billing::{BillMode, BillPolicy, UnallocatedPolicy};
+    // finance names the policy it freezes; a configured default decided by someone else earlier is not enough
+    let Some(policy) = policy_choice(a.mode, a.unallocated).complete() else {
+        bail!(
+            "closing freezes a bill policy: give --mode (showback or chargeback) and --unallocated \
+             (kept-by-platform or spread-proportionally); see the draft first with `cardhour export --month {} \
+             --mode … --unallocated …`",
+            a.month
+        );
+    };
     let pool = a.db.connect(4).await.context("cannot connect to the database")?;
     let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
-    let policy = if a.mode.is_none() && a.unallocated.is_none() {
-        None
-    } else {
-        let default = crate::ledger::default_policy(&pool).await?;
-        Some(BillPolicy {
-            mode: match a.mode {
-                Some(CliBillMode::Showback) => BillMode::Showback,
-                Some(CliBillMode::Chargeback) => BillMode::Chargeback,
-                None => default.mode,
-            },
-            unallocated: match a.unallocated {
-                Some(CliUnallocated::KeptByPlatform) => UnallocatedPolicy::KeptByPlatform,
-                Some(CliUnallocated::SpreadProportionally) => UnallocatedPolicy::SpreadProportionally,
-                None => default.unallocated,
-            },
-        })
-    };
     let req = crate::ledger::CloseRequest { policy, override_reason: a.override_reason };
     match crate::ledger::close(&pool, a.month, req, tz, &cli_actor()).await {
         Ok(st) => {
@@ -932,7 +1048,10 @@ async fn budgets_cmd(a: BudgetsArgs) -> anyhow::Result<()> {
     // one connection holds the turn at alerting (alerts::check_budgets) while the others read
     let pool = a.db.connect(4).await.context("cannot connect to the database")?;
     let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
-    let at = a.at.unwrap_or_else(Utc::now);
+    let at = match a.at {
+        Some(t) => resolve_time("--at", t, tz)?,
+        None => Utc::now(),
+    };
     let month = a.month.unwrap_or_else(|| crate::billing::Month::containing(at, tz));
     let run = crate::alerts::check_budgets(&pool, month, tz, at, a.webhook.as_deref()).await?;
     println!("{month}: {} new alerts, {} delivered, {} not delivered", run.raised, run.delivered, run.failed);

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, NaiveDate, Utc};
 use clap::Args;
 
 use crate::ingest::{FetchSpec, SourceRequest};
@@ -105,16 +104,6 @@ pub fn parse_webhook_url(s: &str) -> Result<String, String> {
     }
 }
 
-/// RFC 3339 (`2026-11-01T00:00:00Z`, `2026-11-01T08:00:00+08:00`) or a bare date, taken as midnight UTC.
-pub fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(s.trim()) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
-        .map(|d| d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc())
-        .map_err(|_| format!("`{s}` is not an RFC 3339 time (e.g. 2026-11-01T00:00:00Z) or a date (2026-11-01)"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,17 +115,6 @@ mod tests {
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert!(parse_duration("0").is_err());
         assert!(parse_duration("soon").is_err());
-    }
-
-    #[test]
-    fn times() {
-        assert_eq!(
-            parse_time("2026-11-01T08:00:00+08:00").unwrap(),
-            "2026-11-01T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
-        );
-        assert_eq!(parse_time("2026-11-01").unwrap(), "2026-11-01T00:00:00Z".parse::<DateTime<Utc>>().unwrap());
-        assert!(parse_time("yesterday").is_err());
-        assert!(parse_time("2026-13-01").is_err());
     }
 
     #[test]

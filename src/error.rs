@@ -28,6 +28,9 @@ pub enum ApiError {
     /// Absent — or present but outside the caller's scope: a team lead learns nothing of other teams.
     #[error("{0} not found")]
     NotFound(String),
+    /// A 404 for a value the caller named in `field` (e.g. `?team=visoin`): the field says which.
+    #[error("{message}")]
+    NotFoundField { field: String, message: String },
     #[error("{message}")]
     Conflict { field: Option<String>, message: String },
     /// A month that is not complete, closed without an override: 409 with what stands in the way.
@@ -62,7 +65,7 @@ impl ApiError {
             Self::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
-            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::NotFound(_) | Self::NotFoundField { .. } => StatusCode::NOT_FOUND,
             Self::Conflict { .. } | Self::NotReady(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Timeout | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -76,7 +79,7 @@ impl ApiError {
             Self::Invalid(_) => "invalid_input",
             Self::Unauthorized => "unauthorized",
             Self::Forbidden => "forbidden",
-            Self::NotFound(_) => "not_found",
+            Self::NotFound(_) | Self::NotFoundField { .. } => "not_found",
             Self::Conflict { .. } => "conflict",
             Self::NotReady(_) => "not_ready",
             Self::PayloadTooLarge(_) => "payload_too_large",
@@ -167,6 +170,7 @@ impl IntoResponse for ApiError {
         }
         let (field, errors) = match &self {
             Self::BadRequest { field, .. } | Self::Conflict { field, .. } => (field.clone(), Vec::new()),
+            Self::NotFoundField { field, .. } => (Some(field.clone()), Vec::new()),
             Self::Invalid(errors) => (errors.first().map(|e| e.field.clone()), errors.clone()),
             Self::NotReady(_) => (Some("month".to_string()), Vec::new()),
             _ => (None, Vec::new()),

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
 use crate::billing::{
-    BillMode, BillPolicy, CapacityLine, Month, MonthBills, RestatementLine, UnallocatedPolicy, UsageLine,
+    BillMode, BillPolicy, CapacityLine, Month, MonthBills, PolicyChoice, RestatementLine, UnallocatedPolicy, UsageLine,
     compute_month, restate_month,
 };
 use crate::db::{self, usage::Scope};
@@ -34,6 +34,10 @@ pub enum LedgerError {
     /// An override without a usable reason.
     #[error("{0}")]
     OverrideReason(crate::validate::Invalid),
+    /// A closed month asked for under a policy other than the one it was closed with: its statements exist under
+    /// the frozen policy only (a draft under another policy is for open months).
+    #[error("month {month} is closed under {field} {frozen}; its statements are frozen with it (not {asked})")]
+    PolicyMismatch { month: Month, field: &'static str, asked: &'static str, frozen: &'static str },
     #[error("the snapshot of {0} cannot be read: {1}")]
     Snapshot(String, serde_json::Error),
     /// A closed month's snapshot no longer has the content hash stored at close: it was altered behind the
@@ -99,10 +103,11 @@ pub struct CloseOverride {
 }
 
 /// How a month is to be closed.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CloseRequest {
-    /// The bill policy to freeze (the default when `None`).
-    pub policy: Option<BillPolicy>,
+    /// The bill policy to freeze: always named by the caller (finance decides it at the close, never a default
+    /// configured earlier by someone else).
+    pub policy: BillPolicy,
     /// Close even though the month is not complete, for this reason (kept in the audit log and on the statement).
     pub override_reason: Option<String>,
 }
@@ -261,17 +266,28 @@ fn from_closed(month: Month, c: &db::bills::ClosedMonth) -> Result<Statement, Le
     })
 }
 
-/// The statement of a month: a closed month exactly as closed; an open one computed now with `policy` (or the
-/// default), with the restatements of the closed months right before it.
-pub async fn statement(pool: &PgPool, month: Month, policy: Option<BillPolicy>) -> Result<Statement, LedgerError> {
+/// A closed month (frozen under `frozen`) may be asked for under its frozen policy only.
+fn check_frozen_policy(month: Month, frozen: BillPolicy, choice: PolicyChoice) -> Result<(), LedgerError> {
+    match choice.conflict(frozen) {
+        None => Ok(()),
+        Some((field, asked, frozen)) => Err(LedgerError::PolicyMismatch { month, field, asked, frozen }),
+    }
+}
+
+/// The statement of a month: a closed month exactly as closed (a `choice` other than its frozen policy is
+/// [`LedgerError::PolicyMismatch`]); an open one computed now under `choice`, what it leaves out taken from the
+/// default policy (a draft), with the restatements of the closed months right before it.
+pub async fn statement(pool: &PgPool, month: Month, choice: PolicyChoice) -> Result<Statement, LedgerError> {
     let mut conn = pool.acquire().await?;
     if let Some(c) = db::bills::closed(&mut conn, &month.to_string()).await? {
-        return from_closed(month, &c);
+        let st = from_closed(month, &c)?;
+        check_frozen_policy(month, st.bills.policy, choice)?;
+        return Ok(st);
     }
     drop(conn);
-    let policy = match policy {
+    let policy = match choice.complete() {
         Some(p) => p,
-        None => default_policy(pool).await?,
+        None => choice.or(default_policy(pool).await?),
     };
     let bills = compute(pool, month, policy).await?;
     let restatements = pending_restatements(pool, month).await?;
@@ -294,6 +310,16 @@ pub async fn statement(pool: &PgPool, month: Month, policy: Option<BillPolicy>) 
         layout: Layout::CURRENT,
         frozen: None,
     })
+}
+
+/// Whether `team` is a team of this statement or of the ledger at all: an export or statement asked for a team that
+/// is neither is an unknown team (a typo), not a team without lines.
+pub async fn team_known(pool: &PgPool, st: &Statement, team: &str) -> Result<bool, LedgerError> {
+    if st.team_ids().contains(&team) {
+        return Ok(true);
+    }
+    let mut conn = pool.acquire().await?;
+    Ok(db::teams::get(&mut conn, team).await?.is_some())
 }
 
 type RestateKey = (String, String, String, String, Option<crate::money::RatePerCardHour>);
@@ -376,7 +402,7 @@ pub async fn close(
     if db::bills::closed(&mut tx, &month.to_string()).await?.is_some() {
         return Err(LedgerError::AlreadyClosed(month));
     }
-    let st = statement(pool, month, req.policy).await?;
+    let st = statement(pool, month, PolicyChoice::exactly(req.policy)).await?;
     let ready = crate::readiness::readiness(pool, month, tz, &st.bills, Utc::now()).await?;
     let close_override = match (ready.ready, reason) {
         (true, _) => None,
@@ -424,7 +450,7 @@ pub async fn close(
 /// recomputed. An open month is computed and kept under the data version, recomputed once that moves.
 #[derive(Default)]
 pub struct StatementCache {
-    open: crate::cache::StampedCache<(Month, Option<BillPolicy>), Statement>,
+    open: crate::cache::StampedCache<(Month, PolicyChoice), Statement>,
     /// Keyed by the content hash and kept under one fixed version: a closed month never changes. Requests
     /// arriving while it is read wait for that one read instead of each decoding the snapshot.
     closed: crate::cache::StampedCache<(Month, String), Statement>,
@@ -435,23 +461,26 @@ impl StatementCache {
         &self,
         pool: &PgPool,
         month: Month,
-        policy: Option<BillPolicy>,
+        choice: PolicyChoice,
     ) -> Result<Arc<Statement>, LedgerError> {
         let (version, closed_hash) = db::version::with_closed_hash(pool, &month.to_string()).await?;
         match closed_hash {
             None => {
                 self.open
-                    .get_or_compute_at(version, (month, policy), async || statement(pool, month, policy).await)
+                    .get_or_compute_at(version, (month, choice), async || statement(pool, month, choice).await)
                     .await
             }
             // The snapshot is verified against its stored hash when it is read (an altered one is an error, never
             // cached); should the stored hash change, the key changes and the month is read again.
             Some(hash) => {
-                self.closed
+                let st = self
+                    .closed
                     .get_or_compute_at(db::version::DataVersion(0), (month, hash), async || {
-                        statement(pool, month, None).await
+                        statement(pool, month, PolicyChoice::NONE).await
                     })
-                    .await
+                    .await?;
+                check_frozen_policy(month, st.bills.policy, choice)?;
+                Ok(st)
             }
         }
     }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod export;
 pub mod ingest;
 pub mod ledger;
+pub mod mappings;
 pub mod metering;
 pub mod money;
 pub mod pricing;

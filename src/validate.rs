@@ -4,9 +4,9 @@
 
 use std::fmt;
 
-use chrono::{DateTime, Duration, NaiveDate, Utc};
+use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, Utc};
 
-use crate::billing::Month;
+use crate::billing::{BillMode, Month, PolicyChoice, UnallocatedPolicy};
 
 /// The first and last day any stored date may be: data outside them is a typo, and Postgres refuses some of it.
 pub const FIRST_DATE: NaiveDate = NaiveDate::from_ymd_opt(2000, 1, 1).expect("valid date");
@@ -219,6 +219,33 @@ pub fn parse_date(field: &str, s: &str) -> Result<NaiveDate, Invalid> {
     date(field, d)
 }
 
+/// A date as CMDB exports and spreadsheets write it: `2026-11-01`, `2026/11/01`, `2026/11/1`, `2026.11.1` or
+/// `20261101`, within the date range.
+pub fn lenient_date(field: &str, s: &str) -> Result<NaiveDate, Invalid> {
+    let t = s.trim();
+    let refuse = || {
+        Invalid::new(
+            field,
+            format!("`{}` is not a date (2026-11-01, 2026/11/01, 2026/11/1 or 20261101)", s.escape_debug()),
+        )
+    };
+    let parts: Vec<&str> = if t.len() == 8 && t.bytes().all(|c| c.is_ascii_digit()) {
+        vec![&t[..4], &t[4..6], &t[6..]]
+    } else {
+        let sep = t.chars().find(|c| matches!(c, '-' | '/' | '.')).ok_or_else(refuse)?;
+        t.split(sep).collect()
+    };
+    let digits =
+        |p: &str, len: std::ops::RangeInclusive<usize>| len.contains(&p.len()) && p.bytes().all(|c| c.is_ascii_digit());
+    let [y, m, d] = parts[..] else { return Err(refuse()) };
+    if !(digits(y, 4..=4) && digits(m, 1..=2) && digits(d, 1..=2)) {
+        return Err(refuse());
+    }
+    let (y, m, d) =
+        (y.parse().map_err(|_| refuse())?, m.parse().map_err(|_| refuse())?, d.parse().map_err(|_| refuse())?);
+    date(field, NaiveDate::from_ymd_opt(y, m, d).ok_or_else(refuse)?)
+}
+
 /// A billing month `YYYY-MM` between 2000-01 and 2100-12 (closing `0000-01` would be irreversible).
 pub fn month(field: &str, s: &str) -> Result<Month, Invalid> {
     let m = Month::parse(s).map_err(|_| {
@@ -239,6 +266,85 @@ pub fn instant(field: &str, t: DateTime<Utc>) -> Result<DateTime<Utc>, Invalid> 
     }
 }
 
+/// A time as typed, before the billing time zone is known (the command line parses its arguments before it reads
+/// the settings): with an offset it is an instant; without, a wall-clock time (a bare date: its midnight) in the
+/// billing time zone. The one rule for every time the CLI and the API accept (SPEC: days are billing days):
+/// `2026-11-01` (the day), `2026-11-01T08:00` / `2026-11-01 08:00` / `…08:00:00[.123]` (local), each of those with
+/// `Z`, `+08:00` or `+0800` (an instant; RFC 3339 included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimeInput {
+    Instant(DateTime<Utc>),
+    Local(NaiveDateTime),
+}
+
+/// What [`TimeInput`] accepts, for messages and help texts.
+pub const TIME_FORMATS: &str = "a date (2026-11-01, a day in the billing time zone) or a time with or without \
+    seconds and offset (2026-11-01T08:00, 2026-11-01 08:00:00+08:00, RFC 3339 2026-11-01T00:00:00Z); without an \
+    offset it is the billing time zone's";
+
+impl TimeInput {
+    pub fn parse(field: &str, s: &str) -> Result<TimeInput, Invalid> {
+        let t = s.trim();
+        let refuse = || Invalid::new(field, format!("`{}` is not a time: use {TIME_FORMATS}", s.escape_debug()));
+        if t.len() == 10 {
+            let d = NaiveDate::parse_from_str(t, "%Y-%m-%d").map_err(|_| refuse())?;
+            return Ok(TimeInput::Local(date(field, d)?.and_hms_opt(0, 0, 0).expect("midnight")));
+        }
+        // the date and the time apart by `T`, `t` or one space
+        let b = t.as_bytes();
+        if b.len() < 16
+            || !matches!(b[10], b'T' | b't' | b' ')
+            || !b[..10].iter().all(|c| c.is_ascii_digit() || *c == b'-')
+        {
+            return Err(refuse());
+        }
+        let normal = format!("{}T{}", &t[..10], &t[11..]);
+        let normal = match normal.strip_suffix(['Z', 'z']) {
+            Some(rest) => format!("{rest}+00:00"),
+            None => normal,
+        };
+        for f in ["%Y-%m-%dT%H:%M:%S%.f%:z", "%Y-%m-%dT%H:%M%:z", "%Y-%m-%dT%H:%M:%S%.f%z", "%Y-%m-%dT%H:%M%z"] {
+            if let Ok(at) = DateTime::parse_from_str(&normal, f) {
+                return Ok(TimeInput::Instant(instant(field, at.with_timezone(&Utc))?));
+            }
+        }
+        for f in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
+            if let Ok(local) = NaiveDateTime::parse_from_str(&normal, f) {
+                date(field, local.date())?;
+                return Ok(TimeInput::Local(local));
+            }
+        }
+        Err(refuse())
+    }
+
+    /// The instant, a local time read in `tz`: one that happens twice (clocks falling back) is the earlier, one
+    /// that does not exist (clocks springing forward) is refused.
+    pub fn resolve(self, field: &str, tz: chrono_tz::Tz) -> Result<DateTime<Utc>, Invalid> {
+        use chrono::TimeZone;
+        let at = match self {
+            TimeInput::Instant(t) => t,
+            TimeInput::Local(l) if l.time() == chrono::NaiveTime::MIN => {
+                crate::billing::month::start_of_day(tz, l.date())
+            }
+            TimeInput::Local(l) => {
+                tz.from_local_datetime(&l).earliest().map(|t| t.with_timezone(&Utc)).ok_or_else(|| {
+                    Invalid::new(field, format!("{l} does not exist in {tz} (the clocks skip it); give an offset"))
+                })?
+            }
+        };
+        instant(field, at)
+    }
+}
+
+/// Read from a string ([`TimeInput::parse`]): a query or body field of this type answers a bad value with the
+/// formats accepted, not with a parser's "premature end of input".
+impl<'de> serde::Deserialize<'de> for TimeInput {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<TimeInput, D::Error> {
+        let s = String::deserialize(d)?;
+        TimeInput::parse("time", &s).map_err(|e| serde::de::Error::custom(e.message))
+    }
+}
+
 /// `[from, to)`: both in range, `to` after `from`, at most `max_days` long.
 pub fn range(from: DateTime<Utc>, to: DateTime<Utc>, max_days: i64) -> Result<(), Invalid> {
     instant("from", from)?;
@@ -250,6 +356,32 @@ pub fn range(from: DateTime<Utc>, to: DateTime<Utc>, max_days: i64) -> Result<()
         return Err(Invalid::new("to", format!("the range may span at most {max_days} days")));
     }
     Ok(())
+}
+
+/// A bill mode as the API names it: `showback` or `chargeback`.
+pub fn bill_mode(field: &str, s: &str) -> Result<BillMode, Invalid> {
+    [BillMode::Showback, BillMode::Chargeback]
+        .into_iter()
+        .find(|m| m.as_str() == s)
+        .ok_or_else(|| Invalid::new(field, format!("`{}`: use showback or chargeback", s.escape_debug())))
+}
+
+/// An unallocated-capacity policy as the API names it: `kept_by_platform` or `spread_proportionally`.
+pub fn unallocated_policy(field: &str, s: &str) -> Result<UnallocatedPolicy, Invalid> {
+    [UnallocatedPolicy::KeptByPlatform, UnallocatedPolicy::SpreadProportionally]
+        .into_iter()
+        .find(|m| m.as_str() == s)
+        .ok_or_else(|| {
+            Invalid::new(field, format!("`{}`: use kept_by_platform or spread_proportionally", s.escape_debug()))
+        })
+}
+
+/// A policy asked for (`mode`, `unallocated`, either may be absent).
+pub fn policy_choice(mode: Option<&str>, unallocated: Option<&str>) -> Result<PolicyChoice, Invalid> {
+    Ok(PolicyChoice {
+        mode: mode.map(|m| bill_mode("mode", m)).transpose()?,
+        unallocated: unallocated.map(|u| unallocated_policy("unallocated", u)).transpose()?,
+    })
 }
 
 /// A count bound such as `top` or `limit`.
@@ -296,6 +428,61 @@ mod tests {
         assert_eq!(range(t("2026-11-02T00:00:00Z"), t("2026-11-01T00:00:00Z"), 92).unwrap_err().field, "to");
         assert_eq!(range(t("2026-01-01T00:00:00Z"), t("2026-06-01T00:00:00Z"), 92).unwrap_err().field, "to");
         assert_eq!(range(t("1970-01-01T00:00:00Z"), t("2026-06-01T00:00:00Z"), 92).unwrap_err().field, "from");
+    }
+
+    #[test]
+    fn times_with_or_without_seconds_and_offset_dates_in_the_billing_zone() {
+        let sh = chrono_tz::Asia::Shanghai;
+        let utc = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        let at = |s: &str| TimeInput::parse("from", s).and_then(|t| t.resolve("from", sh));
+        for (typed, expect) in [
+            ("2026-11-01", "2026-10-31T16:00:00Z"),
+            ("2026-11-01T08:00", "2026-11-01T00:00:00Z"),
+            ("2026-11-01 08:00", "2026-11-01T00:00:00Z"),
+            ("2026-11-01T08:00:00", "2026-11-01T00:00:00Z"),
+            ("2026-11-01 08:00:00+08:00", "2026-11-01T00:00:00Z"),
+            ("2026-11-01T08:00:00+08:00", "2026-11-01T00:00:00Z"),
+            ("2026-11-01T08:00+0800", "2026-11-01T00:00:00Z"),
+            ("2026-11-01T00:00Z", "2026-11-01T00:00:00Z"),
+            ("2026-11-01T00:00:00Z", "2026-11-01T00:00:00Z"),
+            ("2026-11-01t00:00:00.500z", "2026-11-01T00:00:00.500Z"),
+        ] {
+            assert_eq!(at(typed).unwrap(), utc(expect), "{typed}");
+        }
+        for bad in [
+            "2026-11-29T",
+            "2026-11-29T8",
+            "yesterday",
+            "2026-13-01",
+            "2026-11-01T25:00",
+            "1999-12-31",
+            "",
+            "2026-11-01T08:00+8",
+        ] {
+            let e = at(bad).unwrap_err();
+            assert_eq!(e.field, "from", "{bad}");
+            assert!(!e.message.contains("premature"), "{bad}: {}", e.message);
+        }
+        // a local time the clocks skip is refused, one they repeat is the earlier
+        let ny = chrono_tz::America::New_York;
+        assert!(TimeInput::parse("t", "2026-03-08T02:30").unwrap().resolve("t", ny).is_err());
+        assert_eq!(
+            TimeInput::parse("t", "2026-11-01T01:30").unwrap().resolve("t", ny).unwrap(),
+            utc("2026-11-01T05:30:00Z")
+        );
+        let e = serde_json::from_str::<TimeInput>("\"2026-11-29T\"").unwrap_err().to_string();
+        assert!(e.contains("is not a time"), "{e}");
+    }
+
+    #[test]
+    fn cmdb_dates_in_the_common_formats() {
+        let nov1 = NaiveDate::from_ymd_opt(2026, 11, 1).unwrap();
+        for ok in ["2026-11-01", "2026/11/01", "2026/11/1", "20261101", "2026.11.1", " 2026-11-1 "] {
+            assert_eq!(lenient_date("d", ok).unwrap(), nov1, "{ok}");
+        }
+        for bad in ["2026-13-01", "2026/11", "2026-11/01", "1101", "26/11/01", "2026111", "someday", "", "1999/12/31"] {
+            assert_eq!(lenient_date("d", bad).unwrap_err().field, "d", "{bad}");
+        }
     }
 
     #[test]

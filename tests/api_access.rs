@@ -158,7 +158,8 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
             Method::POST,
             "/api/v1/mappings/import".into(),
             Body::Csv("namespace,team,valid_from\nimported-ns,vision,2026-12-02\n"),
-            [201, 409, 403, 403],
+            // the same file again is unchanged: 200, nothing written (a nightly CMDB sync must not fail)
+            [201, 200, 403, 403],
         ),
         ("GET /rates", g.clone(), "/api/v1/rates".into(), Body::None, all),
         (
@@ -204,7 +205,13 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
             [200, 200, 200, 404],
         ),
         ("GET /bills/{month}/teams/{team}", g.clone(), format!("/api/v1/bills/{m}/teams/ghost"), Body::None, [404; 4]),
-        ("POST /bills/{month}/close", Method::POST, "/api/v1/bills/2099-01/close".into(), Body::None, write(409)),
+        (
+            "POST /bills/{month}/close",
+            Method::POST,
+            "/api/v1/bills/2099-01/close".into(),
+            Body::Json(json!({"mode": "showback", "unallocated": "kept_by_platform"})),
+            write(409),
+        ),
         ("GET /bills/{month}/readiness", g.clone(), format!("/api/v1/bills/{m}/readiness"), Body::None, global),
         ("GET /exports/{month}/bills.csv", g.clone(), format!("/api/v1/exports/{m}/bills.csv"), Body::None, all),
         (
@@ -234,6 +241,21 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
             format!("/api/v1/exports/{m}/statements.pdf"),
             Body::None,
             all,
+        ),
+        ("GET /exports/{month}/bills.xlsx", g.clone(), format!("/api/v1/exports/{m}/bills.xlsx"), Body::None, all),
+        (
+            "GET /exports/{month}/bills.xlsx",
+            g.clone(),
+            format!("/api/v1/exports/{m}/bills.xlsx?team=nlp"),
+            Body::None,
+            [200, 200, 200, 404],
+        ),
+        (
+            "GET /exports/{month}/bills.xlsx",
+            g.clone(),
+            format!("/api/v1/exports/{m}/bills.xlsx?team=ghost"),
+            Body::None,
+            [404; 4],
         ),
         (
             "GET /exports/{month}/statements.pdf",
@@ -513,7 +535,7 @@ async fn a_team_lead_gets_its_own_figures_in_json_csv_and_pdf_and_nothing_else(p
 async fn downloads_have_a_safe_file_name_and_unknown_teams_are_404(pool: PgPool) {
     let api = TestApi::start(pool).await;
     seed(&api).await;
-    for ext in ["bills.csv", "statements.pdf"] {
+    for ext in ["bills.csv", "statements.pdf", "bills.xlsx"] {
         let a = send(
             &api,
             &Method::GET,
@@ -540,11 +562,18 @@ async fn downloads_have_a_safe_file_name_and_unknown_teams_are_404(pool: PgPool)
                 assert!(a.header(CONTENT_DISPOSITION).is_none(), "{path}");
                 assert_eq!(a.json()["field"], "team", "{path}: {}", a.text());
             }
-            // a team that does not exist (and, for the lead, one outside its scope): a JSON 404, not an empty file
+            // a team that does not exist (and, for the lead, one outside its scope): a JSON 404 naming `team`, not
+            // an empty file; a known team without lines (`unassigned`) is an export without lines
             for team in ["ghost", "unassigned", "speech"] {
                 let path = format!("/api/v1/exports/{MONTH}/{ext}?team={team}");
                 let a = send(&api, &Method::GET, &path, Some(&bearer(token)), &Body::None).await;
+                if team == "unassigned" && token != &api.lead {
+                    assert_eq!(a.status, 200, "{path}: {}", a.text());
+                    continue;
+                }
                 assert_eq!((a.status, a.json()["code"].as_str()), (404, Some("not_found")), "{path}: {}", a.text());
+                assert_eq!(a.json()["field"], "team", "{path}");
+                assert_eq!(a.json()["message"], format!("unknown team {team}"), "{path}");
             }
         }
     }

@@ -220,10 +220,12 @@ async fn a_csv_import_is_all_or_nothing(pool: PgPool) {
             sqlx::query_scalar::<_, i64>("SELECT count(*) FROM namespace_mappings").fetch_one(&pool).await.unwrap()
         }
     };
-    // row 3 conflicts with row 2 (same namespace and date): nothing of row 2 (nor its new team) may remain
-    let bad = "namespace,team,team_name,owner,valid_from\nrecsys,rec,推荐算法组,张三,2026-11-01\nrecsys,rec,推荐算法组,张三,2026-11-01\n";
+    // row 3 contradicts row 2 (same namespace and date, another team): nothing of row 2 (nor its new team) may
+    // remain
+    let bad =
+        "namespace,team,team_name,owner,valid_from\nrecsys,rec,推荐算法组,张三,2026-11-01\nrecsys,nlp,,,2026-11-01\n";
     let (status, err) = api.raw(Method::POST, "/api/v1/mappings/import", &api.finance, "text/csv", bad.into()).await;
-    assert_eq!((status, err["field"].as_str()), (409, Some("row 3: valid_from")), "{err}");
+    assert_eq!((status, err["field"].as_str()), (422, Some("row 3: team")), "{err}");
     assert_eq!(count().await, 0);
     let (status, _) = api.call(Method::GET, "/api/v1/teams/rec", Some(&api.admin), None).await;
     assert_eq!(status, 404, "the team of a failed import is not created");

@@ -605,7 +605,8 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
 
     // close September: refused while the node without dcgm-exporter leaves cards of an unknown model (the
     // simulator's truth has no model for them), then closed by override; its statements are frozen byte for byte
-    let (status, refused) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, None).await;
+    let policy = json!({"mode": "showback", "unallocated": "kept_by_platform"});
+    let (status, refused) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, Some(policy.clone())).await;
     assert_eq!((status, refused["code"].as_str()), (409, Some("not_ready")), "{refused}");
     let blockers = refused["blockers"].as_array().unwrap();
     assert_eq!(blockers.len(), 1, "{refused}");
@@ -613,7 +614,7 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
         (blockers[0]["kind"].as_str(), blockers[0]["gpu_model"].as_str()),
         (Some("unknown_gpu_model"), Some("unknown"))
     );
-    let reason = json!({"override": {"reason": "the cards of the node without dcgm-exporter are billed at 0"}});
+    let reason = json!({"mode": "showback", "unallocated": "kept_by_platform", "override": {"reason": "the cards of the node without dcgm-exporter are billed at 0"}});
     let (status, closed) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, Some(reason)).await;
     assert_eq!(status, 201, "{closed}");
     assert_eq!(closed["status"], "closed");
@@ -623,7 +624,7 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     };
     let frozen_team = raw("/api/v1/bills/2026-09/teams/vision".into()).await;
     let frozen_month = raw("/api/v1/bills/2026-09".into()).await;
-    let (status, again) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, None).await;
+    let (status, again) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, Some(policy.clone())).await;
     assert_eq!((status, again["field"].as_str()), (409, Some("month")));
 
     // re-ingest September's hours with changed data (a 30 s interval: every sample counts half)
@@ -786,7 +787,14 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     }
 
     // a month that has not ended cannot be closed; a team lead sees only its own statements
-    let (status, err) = api.call(Method::POST, "/api/v1/bills/2099-01/close", fin, None).await;
+    let (status, err) = api
+        .call(
+            Method::POST,
+            "/api/v1/bills/2099-01/close",
+            fin,
+            Some(json!({"mode": "showback", "unallocated": "kept_by_platform"})),
+        )
+        .await;
     assert_eq!((status, err["field"].as_str()), (409, Some("month")));
     let (status, _) = api.call(Method::GET, "/api/v1/bills/2026-10/teams/nlp", Some(&api.lead), None).await;
     assert_eq!(status, 404);

@@ -105,15 +105,24 @@ async fn an_incomplete_month_closes_only_by_an_override_with_a_reason() {
     assert_eq!(kinds(&r), ["missing_hours", "watermark_before_month_end"], "a rate settles the model: {r}");
 
     // a close without an override is refused with the list; nothing is frozen
-    let (status, err) = api.call(Method::POST, "/api/v1/bills/2026-10/close", fin, None).await;
+    let (status, err) = api
+        .call(
+            Method::POST,
+            "/api/v1/bills/2026-10/close",
+            fin,
+            Some(json!({"mode": "showback", "unallocated": "kept_by_platform"})),
+        )
+        .await;
     assert_eq!(status, 409, "{err}");
     assert_eq!((err["code"].as_str(), err["field"].as_str()), (Some("not_ready"), Some("month")));
     assert!(err["message"].as_str().unwrap().contains(MISSING), "the message names the hour: {err}");
     assert_eq!(kinds(&err), ["missing_hours", "watermark_before_month_end"]);
     assert_eq!(db.psql("SELECT count(*) FROM closed_months").unwrap(), "0");
-    for bad in
-        [json!({"override": {"reason": "  "}}), json!({"override": {}}), json!({"override": {"reason": "x", "y": 1}})]
-    {
+    for bad in [
+        json!({"mode": "showback", "unallocated": "kept_by_platform", "override": {"reason": "  "}}),
+        json!({"mode": "showback", "unallocated": "kept_by_platform", "override": {}}),
+        json!({"mode": "showback", "unallocated": "kept_by_platform", "override": {"reason": "x", "y": 1}}),
+    ] {
         let (status, err) = api.call(Method::POST, "/api/v1/bills/2026-10/close", fin, Some(bad.clone())).await;
         assert_eq!(status, 422, "{bad} → {err}");
         assert!(err["field"].as_str().unwrap().starts_with("override"), "{bad} → {err}");
@@ -122,8 +131,14 @@ async fn an_incomplete_month_closes_only_by_an_override_with_a_reason() {
 
     // with a reason: closed, the reason audited and printed
     let reason = "Prometheus lost 2026-10-15 03:00 UTC to a disk failure; finance accepts the hour as idle";
-    let (status, closed) =
-        api.call(Method::POST, "/api/v1/bills/2026-10/close", fin, Some(json!({"override": {"reason": reason}}))).await;
+    let (status, closed) = api
+        .call(
+            Method::POST,
+            "/api/v1/bills/2026-10/close",
+            fin,
+            Some(json!({"mode": "showback", "unallocated": "kept_by_platform", "override": {"reason": reason}})),
+        )
+        .await;
     assert_eq!(status, 201, "{closed}");
     assert_eq!(closed["close_override"]["reason"], reason);
     assert_eq!(closed["close_override"]["by"], closed["closed_by"]);
@@ -175,9 +190,17 @@ async fn an_incomplete_month_closes_only_by_an_override_with_a_reason() {
     assert_eq!(failed["hours_not_read_since"], 6);
     let health: Value = serde_json::from_str(&run_cardhour_ok(["health", "--format", "json"], &env)).unwrap();
     assert_eq!(health["clusters"][0]["failed_windows"][0]["hours_not_read_since"], 6, "{health}");
-    let (status, err) = api.call(Method::POST, "/api/v1/bills/2026-11/close", fin, None).await;
+    let (status, err) = api
+        .call(
+            Method::POST,
+            "/api/v1/bills/2026-11/close",
+            fin,
+            Some(json!({"mode": "showback", "unallocated": "kept_by_platform"})),
+        )
+        .await;
     assert_eq!(status, 409, "{err}");
-    let cli = run_cardhour(["close", "--month", "2026-11"], &env);
+    let cli =
+        run_cardhour(["close", "--month", "2026-11", "--mode", "showback", "--unallocated", "kept-by-platform"], &env);
     assert!(!cli.status.success());
     let stderr = String::from_utf8_lossy(&cli.stderr);
     assert!(stderr.contains("2026-11-10T00:00:00Z") && stderr.contains("--override"), "{stderr}");
@@ -209,7 +232,8 @@ async fn an_incomplete_month_closes_only_by_an_override_with_a_reason() {
     assert_eq!(r["ready"], true, "{r}");
     let out = run_cardhour_ok(["readiness", "--month", "2026-11"], &env);
     assert!(out.contains("ready to close"), "{out}");
-    let out = run_cardhour_ok(["close", "--month", "2026-11"], &env);
+    let out =
+        run_cardhour_ok(["close", "--month", "2026-11", "--mode", "showback", "--policy", "kept-by-platform"], &env);
     assert!(out.contains("closed 2026-11 (content hash "), "{out}");
     assert!(!out.contains("override"), "{out}");
     let (_, month) = api.call(Method::GET, "/api/v1/bills/2026-11", fin, None).await;

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-use cardhour::billing::Month;
+use cardhour::billing::{Month, PolicyChoice};
 use cardhour::export::Layout;
 use cardhour::ledger::LedgerError;
 use cardhour::metering::{CapacityRow, ContainerKey, HourOutput, OfferedSource, UsageRow, UtilSource};
@@ -243,7 +243,7 @@ async fn a_layout1_month_renders_as_its_release_did() {
     seed_october(&pool).await; // a layout-1 PDF computes its idle list and utilization from the data (as then)
     let text = insert_layout1_october(&pool).await;
 
-    let st = cardhour::ledger::statement(&pool, october(), None).await.unwrap();
+    let st = cardhour::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
     assert_eq!((st.layout, st.frozen.is_none()), (Layout::V1, true), "a version-1 snapshot is layout 1");
     assert_eq!(st.content_hash.map(|h| format!("\"{h}\"")), Some(sha256(text.as_bytes())));
     let reps = representations(&api);
@@ -274,7 +274,8 @@ async fn two_months(api: &TestApi) {
     let fin = Some(api.finance.as_str());
     seed_rates(api).await;
     seed_september(&api.pool, 2.0).await;
-    let close = json!({"unallocated": "spread_proportionally", "override": {"reason": "no ingest run in this test"}});
+    let close = json!({"mode": "showback", "unallocated": "spread_proportionally",
+                       "override": {"reason": "no ingest run in this test"}});
     let (status, body) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, Some(close)).await;
     assert_eq!(status, 201, "{body}");
     seed_september(&api.pool, 3.0).await;
@@ -283,7 +284,7 @@ async fn two_months(api: &TestApi) {
 
 /// October closed now, kept by the platform.
 async fn close_october(api: &TestApi) {
-    let close = json!({"override": {"reason": "no ingest run in this test"}});
+    let close = json!({"mode": "showback", "unallocated": "kept_by_platform", "override": {"reason": "no ingest run in this test"}});
     let (status, body) = api.call(Method::POST, "/api/v1/bills/2026-10/close", Some(&api.finance), Some(close)).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["layout"], 2, "{body}");
@@ -334,7 +335,7 @@ async fn a_month_closed_now_is_layout_2_and_its_csv_reconciles_alone(pool: PgPoo
         .await
         .unwrap();
     assert_eq!((stored["version"].as_u64(), stored["layout"].as_u64()), (Some(2), Some(2)));
-    let st = cardhour::ledger::statement(&pool, october(), None).await.unwrap();
+    let st = cardhour::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
     assert_eq!(st.layout, Layout::V2);
     let frozen = st.frozen.clone().expect("layout 2 freezes the extras");
     let idle: Vec<(&str, &str, String)> =
@@ -558,7 +559,7 @@ async fn altered_frozen_extras_are_refused(pool: PgPool) {
         assert_eq!(changed.rows_affected(), 1);
         sqlx::query("RESET session_replication_role").execute(&mut *conn).await.unwrap();
         drop(conn);
-        match cardhour::ledger::statement(&pool, october(), None).await {
+        match cardhour::ledger::statement(&pool, october(), PolicyChoice::NONE).await {
             Err(LedgerError::Integrity { stored: s, actual, .. }) => assert!(s == stored && actual != stored),
             other => panic!("{path} altered: the month must be refused, got {other:?}"),
         }

@@ -10,7 +10,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use cardhour::billing::Month;
+use cardhour::billing::{Month, PolicyChoice};
 use cardhour::ledger::{LedgerError, StatementCache};
 use cardhour::metering::{ContainerKey, HourOutput, UsageRow, UtilSource};
 use common::api::TestApi;
@@ -166,7 +166,7 @@ async fn the_data_version_moves_once_per_committed_write(pool: PgPool) {
 /// September 2026 with usage of two teams, priced, closed by finance through the API.
 /// Closes September, which holds one stored hour: by override (the readiness rules are tests/close_readiness.rs').
 async fn close_september(api: &TestApi) {
-    let reason = json!({"override": {"reason": "test fixture: a few hours of the month only"}});
+    let reason = json!({"mode": "showback", "unallocated": "kept_by_platform", "override": {"reason": "test fixture: a few hours of the month only"}});
     let (status, closed) =
         api.call(Method::POST, "/api/v1/bills/2026-09/close", Some(&api.finance), Some(reason)).await;
     assert_eq!(status, 201, "{closed}");
@@ -246,7 +246,7 @@ async fn a_tampered_closed_statement_is_refused(pool: PgPool) {
             .unwrap();
     let hex: String = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(stored, hex);
-    let st = cardhour::ledger::statement(&pool, sept, None).await.unwrap();
+    let st = cardhour::ledger::statement(&pool, sept, PolicyChoice::NONE).await.unwrap();
     assert_eq!(st.content_hash.as_deref(), Some(hex.as_str()));
     let served = api.call(Method::GET, "/api/v1/bills/2026-09", fin, None).await;
     assert_eq!(served.0, 200);
@@ -269,7 +269,7 @@ async fn a_tampered_closed_statement_is_refused(pool: PgPool) {
     assert!(tampered.contains("\"total\": \"0.01\"") && tampered != text, "the snapshot was altered: {tampered}");
 
     // read from the database: refused
-    match cardhour::ledger::statement(&pool, sept, None).await {
+    match cardhour::ledger::statement(&pool, sept, PolicyChoice::NONE).await {
         Err(LedgerError::Integrity { month, stored: s, actual }) => {
             assert_eq!((month.as_str(), s.as_str()), ("2026-09", hex.as_str()));
             assert_ne!(actual, hex);
@@ -302,7 +302,7 @@ async fn a_closed_statement_is_read_once_and_kept_by_its_hash(pool: PgPool) {
     let _api = closed_september(&pool).await;
     let cache = StatementCache::default();
     let sept = Month::new(2026, 9).unwrap();
-    let first = cache.statement(&pool, sept, None).await.unwrap();
+    let first = cache.statement(&pool, sept, PolicyChoice::NONE).await.unwrap();
     let hash: String = sqlx::query_scalar("SELECT content_hash FROM closed_months").fetch_one(&pool).await.unwrap();
     assert_eq!(first.content_hash.as_deref(), Some(hash.as_str()));
     assert_eq!(first.team_ids(), ["nlp", "vision"]);
@@ -312,17 +312,19 @@ async fn a_closed_statement_is_read_once_and_kept_by_its_hash(pool: PgPool) {
     store_hour(&pool, "a", "2026-09-10T00:00:00Z", vec![row("nlp-a", "nlp", 30.0)]).await;
     sqlx::query("INSERT INTO teams (id, name) VALUES ('t2', 'T2')").execute(&pool).await.unwrap();
     assert!(version(&pool).await > v);
-    let again = cache.statement(&pool, sept, None).await.unwrap();
+    let again = cache.statement(&pool, sept, PolicyChoice::NONE).await.unwrap();
     assert!(Arc::ptr_eq(&first, &again), "served from memory, not read or computed again");
-    // a policy asked for does not apply to a closed month: the same statement
-    let policy = cardhour::billing::BillPolicy {
-        mode: cardhour::billing::BillMode::Chargeback,
-        unallocated: cardhour::billing::UnallocatedPolicy::SpreadProportionally,
-    };
-    assert!(Arc::ptr_eq(&first, &cache.statement(&pool, sept, Some(policy)).await.unwrap()));
+    // its own policy asked for is the same statement; another is refused (a closed month has no other draft)
+    let frozen = PolicyChoice::exactly(first.bills.policy);
+    assert!(Arc::ptr_eq(&first, &cache.statement(&pool, sept, frozen).await.unwrap()));
+    let other = PolicyChoice { mode: Some(cardhour::billing::BillMode::Chargeback), unallocated: None };
+    match cache.statement(&pool, sept, other).await {
+        Err(LedgerError::PolicyMismatch { field: "mode", .. }) => {}
+        other => panic!("expected a policy mismatch, got {other:?}"),
+    }
 
     // the open month after it is recomputed under the new version and carries the restatement
-    let oct = cache.statement(&pool, Month::new(2026, 10).unwrap(), None).await.unwrap();
+    let oct = cache.statement(&pool, Month::new(2026, 10).unwrap(), PolicyChoice::NONE).await.unwrap();
     assert_eq!(oct.content_hash, None);
     let delta: Decimal = oct.restatements_of("nlp").map(|r| r.card_hours_delta).sum();
     assert_eq!(delta, dec!(27));

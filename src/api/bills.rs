@@ -8,13 +8,16 @@ use axum::response::Response;
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::doc::{CsvAnswers, MonthAnswers, PdfAnswers, ReaderErrors, TeamStatementAnswers, WriterErrors};
+use super::doc::{
+    CsvAnswers, MonthAnswers, PdfAnswers, PolicyConflict, ReaderErrors, TeamStatementAnswers, WriterErrors, XlsxAnswers,
+};
 use super::{ApiQuery, AppState, etag};
 use crate::auth::{Finance, GlobalReader, ScopedReader};
-use crate::billing::{BillMode, BillPolicy, Month, UnallocatedPolicy};
+use crate::billing::{BillMode, BillPolicy, Month, PolicyChoice, UnallocatedPolicy};
 use crate::db::usage::Scope;
 use crate::error::ApiError;
 use crate::export::{Layout, since};
@@ -30,6 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(month_readiness))
         .routes(routes!(export_csv))
         .routes(routes!(export_pdf))
+        .routes(routes!(export_xlsx))
 }
 
 impl From<LedgerError> for ApiError {
@@ -42,6 +46,9 @@ impl From<LedgerError> for ApiError {
                 ApiError::Conflict { field: Some("month".into()), message: format!("month {m} has not ended yet") }
             }
             LedgerError::NotReady(r) => ApiError::NotReady(r),
+            e @ LedgerError::PolicyMismatch { field, .. } => {
+                ApiError::Conflict { field: Some(field.into()), message: e.to_string() }
+            }
             LedgerError::OverrideReason(e) => e.into(),
             other => ApiError::Internal(other.into()),
         }
@@ -53,10 +60,13 @@ fn parse_month(s: &str) -> Result<Month, ApiError> {
     Ok(crate::validate::month("month", s)?)
 }
 
-/// Optional per-bill policy (open months only; a closed month shows the policy it was closed with).
+/// The bill policy to show an open month under (a draft: what is left out is the configured default). A closed
+/// month exists under the policy it was closed with only: naming that one is the same answer, naming another is a
+/// 409 naming the field.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams, utoipa::ToSchema)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct PolicyInput {
     /// `showback` or `chargeback`.
     pub mode: Option<String>,
@@ -65,26 +75,8 @@ pub struct PolicyInput {
 }
 
 impl PolicyInput {
-    fn resolve(&self) -> Result<Option<BillPolicy>, ApiError> {
-        if self.mode.is_none() && self.unallocated.is_none() {
-            return Ok(None);
-        }
-        let mode = match self.mode.as_deref() {
-            None | Some("showback") => BillMode::Showback,
-            Some("chargeback") => BillMode::Chargeback,
-            Some(other) => return Err(ApiError::invalid("mode", format!("`{other}`: use showback or chargeback"))),
-        };
-        let unallocated = match self.unallocated.as_deref() {
-            None | Some("kept_by_platform") => UnallocatedPolicy::KeptByPlatform,
-            Some("spread_proportionally") => UnallocatedPolicy::SpreadProportionally,
-            Some(other) => {
-                return Err(ApiError::invalid(
-                    "unallocated",
-                    format!("`{other}`: use kept_by_platform or spread_proportionally"),
-                ));
-            }
-        };
-        Ok(Some(BillPolicy { mode, unallocated }))
+    fn resolve(&self) -> Result<PolicyChoice, ApiError> {
+        Ok(crate::validate::policy_choice(self.mode.as_deref(), self.unallocated.as_deref())?)
     }
 }
 
@@ -286,7 +278,7 @@ fn month_view(st: &Statement, scope: &Scope) -> MonthView {
 /// Conditional: `ETag` is the sha256 of the body; `If-None-Match` naming it is a 304.
 #[utoipa::path(get, path = "/bills/{month}", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM in the billing time zone"), PolicyInput, IfNoneMatch),
-    responses(MonthAnswers, ReaderErrors))]
+    responses(MonthAnswers, ReaderErrors, PolicyConflict))]
 async fn get_month(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
@@ -405,7 +397,7 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
 #[utoipa::path(get, path = "/bills/{month}/teams/{team}", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM"), ("team" = String, Path, description = "team id"),
         PolicyInput, IfNoneMatch),
-    responses(TeamStatementAnswers, ReaderErrors))]
+    responses(TeamStatementAnswers, ReaderErrors, PolicyConflict))]
 async fn get_team_statement(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
@@ -415,25 +407,19 @@ async fn get_team_statement(
 ) -> Result<Response, ApiError> {
     let month = parse_month(&month)?;
     let team = crate::validate::TeamId::parse("team", &team)?.into_string();
-    let not_found = || ApiError::NotFound(format!("a statement of team {team} for {month}"));
-    if !scope.allows(&team) {
-        return Err(not_found());
-    }
     let st = s.statements.statement(&s.pool, month, policy.resolve()?).await?;
-    if !st.team_ids().contains(&team.as_str()) {
-        return Err(not_found());
-    }
+    check_team(&s, &st, &scope, &team).await?;
     json_answer(&headers, &st, &team_statement_view(&st, &team))
 }
 
-/// What closing a month takes: a policy (the default when absent) and, for a month that is not complete, an
-/// override with its reason.
+/// What closing a month takes: the policy it is frozen with, both parts named (no default: finance decides it at
+/// the close) and, for a month that is not complete, an override with its reason.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CloseInput {
-    /// `showback` or `chargeback`.
+    /// `showback` or `chargeback` (required).
     pub mode: Option<String>,
-    /// `kept_by_platform` or `spread_proportionally`.
+    /// `kept_by_platform` or `spread_proportionally` (required).
     pub unallocated: Option<String>,
     /// Close although the readiness lists blockers; the reason goes into the audit log and onto the statement.
     #[serde(rename = "override")]
@@ -447,30 +433,60 @@ pub struct OverrideInput {
     pub reason: String,
 }
 
-/// Closes an ended month (finance, admin): its statements become immutable; later changes to its usage or
-/// rates appear as restatement lines on the next open month. A month that is not complete (see `readiness`) is
-/// refused with 409 and its blockers, unless the body carries `override.reason`. Audited.
+/// The answer to a close: the statement as frozen, and the content hash of what was frozen.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ClosedView {
+    #[serde(flatten)]
+    pub statement: MonthView,
+    /// sha256 hex of the frozen snapshot, as the database stored it at the close (`closed_months.content_hash`);
+    /// every later read of the month is checked against it.
+    pub snapshot_hash: String,
+}
+
+/// The policy a close freezes: both parts, named. An empty body or one naming neither is a 422 on `policy`; one
+/// naming a single part, a 422 on the other.
+fn close_policy(input: &CloseInput) -> Result<BillPolicy, ApiError> {
+    let choice = PolicyInput { mode: input.mode.clone(), unallocated: input.unallocated.clone() }.resolve()?;
+    choice.complete().ok_or_else(|| match (choice.mode, choice.unallocated) {
+        (None, None) => ApiError::invalid(
+            "policy",
+            "closing freezes a bill policy: give `mode` (showback or chargeback) and `unallocated` \
+             (kept_by_platform or spread_proportionally)",
+        ),
+        (None, _) => ApiError::invalid("mode", "required to close: showback or chargeback"),
+        _ => ApiError::invalid("unallocated", "required to close: kept_by_platform or spread_proportionally"),
+    })
+}
+
+/// Closes an ended month (finance, admin) under the policy the body names (both `mode` and `unallocated`; there is
+/// no default): its statements become immutable; later changes to its usage or rates appear as restatement lines
+/// on the next open month. Look at the draft first: every statement and export of an open month takes `mode` and
+/// `unallocated`. A month that is not complete (see `readiness`) is refused with 409 and its blockers, unless the
+/// body carries `override.reason`. Answers with the statement as frozen and its `snapshot_hash`. Audited.
 #[utoipa::path(post, path = "/bills/{month}/close", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM")), request_body = CloseInput,
-    responses((status = 201, description = "The month is closed; its statement as frozen", body = MonthView), ReaderErrors, WriterErrors))]
+    responses((status = 201, description = "The month is closed; its statement as frozen and the hash the database stored", body = ClosedView), ReaderErrors, WriterErrors))]
 async fn close_month(
     State(s): State<AppState>,
     Finance(p): Finance,
     Path(month): Path<String>,
     body: axum::body::Bytes,
-) -> Result<(StatusCode, Json<MonthView>), ApiError> {
+) -> Result<(StatusCode, Json<ClosedView>), ApiError> {
     let month = parse_month(&month)?;
-    // the body is optional: no body closes with the default policy
     let input: CloseInput = if body.iter().all(u8::is_ascii_whitespace) {
         CloseInput::default()
     } else {
         // axum's decoder names the JSON path of a bad value (`mode`), serde_json's does not
         axum::Json::<CloseInput>::from_bytes(&body).map_err(ApiError::from)?.0
     };
-    let policy = PolicyInput { mode: input.mode, unallocated: input.unallocated }.resolve()?;
+    let policy = close_policy(&input)?;
     let req = CloseRequest { policy, override_reason: input.override_.map(|o| o.reason) };
     let st = ledger::close(&s.pool, month, req, s.billing_tz, &p.actor()).await?;
-    Ok((StatusCode::CREATED, Json(month_view(&st, &p.scope()))))
+    let snapshot_hash = st
+        .content_hash
+        .clone()
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("month {month} closed without a content hash")))?;
+    Ok((StatusCode::CREATED, Json(ClosedView { statement: month_view(&st, &p.scope()), snapshot_hash })))
 }
 
 /// What stands in the way of closing a month (global readers): hours not ingested, failed windows, watermarks
@@ -485,16 +501,24 @@ async fn month_readiness(
     Path(month): Path<String>,
 ) -> Result<Json<Readiness>, ApiError> {
     let month = parse_month(&month)?;
-    let st = s.statements.statement(&s.pool, month, None).await?;
+    let st = s.statements.statement(&s.pool, month, PolicyChoice::NONE).await?;
     Ok(Json(crate::readiness::readiness(&s.pool, month, s.billing_tz, &st.bills, Utc::now()).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ExportQuery {
-    /// Only this team (default: every team the caller may see).
+    /// Only this team (default: every team the caller may see). An unknown team is a 404 naming `team`; a known
+    /// team without lines this month is an export without lines.
     pub team: Option<String>,
+    /// Open month: the draft under this bill mode, `showback` or `chargeback` (default: the configured one).
+    /// Closed month: only the mode it was closed with (another is a 409).
+    pub mode: Option<String>,
+    /// Open month: the draft under this unallocated policy, `kept_by_platform` or `spread_proportionally`
+    /// (default: the configured one). Closed month: only the one it was closed with (another is a 409).
+    pub unallocated: Option<String>,
 }
 
 /// Refuses a `team` that is not a team id (before anything is read): it would end up in a header.
@@ -505,20 +529,32 @@ fn check_export_team(team: Option<&str>) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The teams an export holds: the caller's scope, narrowed to `team` when asked. A team without a statement this
-/// month — unknown, or outside the scope — is the same 404, so a team lead learns nothing of other teams.
-fn export_filter(
-    st: &Statement,
-    scope: &Scope,
-    team: Option<&str>,
-) -> Result<impl Fn(&str) -> bool + Send + 'static, ApiError> {
-    if let Some(t) = team
-        && !(scope.allows(t) && st.team_ids().contains(&t))
-    {
-        return Err(ApiError::NotFound(format!("a statement of team {t} for {}", st.month)));
+/// A team asked for must be a known team the caller may see: else a 404 naming `team` (a team lead learns nothing
+/// of other teams: one outside its scope is as unknown). A known team without lines this month is no error.
+async fn check_team(s: &AppState, st: &Statement, scope: &Scope, team: &str) -> Result<(), ApiError> {
+    if scope.allows(team) && ledger::team_known(&s.pool, st, team).await? {
+        return Ok(());
     }
-    let (scope, team) = (scope.clone(), team.map(str::to_string));
-    Ok(move |t: &str| scope.allows(t) && team.as_deref().is_none_or(|only| only == t))
+    Err(ApiError::NotFoundField { field: "team".into(), message: format!("unknown team {team}") })
+}
+
+/// What every export starts from: the month's statement under the policy asked for, and the teams it holds (the
+/// caller's scope, narrowed to `team` when asked, after [`check_team`]).
+async fn export_statement(
+    s: &AppState,
+    scope: &Scope,
+    month: &str,
+    q: &ExportQuery,
+) -> Result<(Arc<Statement>, impl Fn(&str) -> bool + Send + 'static), ApiError> {
+    let month = parse_month(month)?;
+    check_export_team(q.team.as_deref())?;
+    let choice = crate::validate::policy_choice(q.mode.as_deref(), q.unallocated.as_deref())?;
+    let st = s.statements.statement(&s.pool, month, choice).await?;
+    if let Some(t) = q.team.as_deref() {
+        check_team(s, &st, scope, t).await?;
+    }
+    let (scope, team) = (scope.clone(), q.team.clone());
+    Ok((st, move |t: &str| scope.allows(t) && team.as_deref().is_none_or(|only| only == t)))
 }
 
 /// `attachment` with the file name twice (RFC 6266): `filename=` reduced to characters that are safe in a quoted
@@ -562,7 +598,7 @@ fn attachment(
 /// `platform_kept`): Σ usage + Σ unallocated_share + platform_kept = Σ capacity. Conditional (`ETag`, 304).
 #[utoipa::path(get, path = "/exports/{month}/bills.csv", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM"), ExportQuery, IfNoneMatch),
-    responses(CsvAnswers, ReaderErrors))]
+    responses(CsvAnswers, ReaderErrors, PolicyConflict))]
 async fn export_csv(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
@@ -570,10 +606,7 @@ async fn export_csv(
     ApiQuery(q): ApiQuery<ExportQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let month = parse_month(&month)?;
-    check_export_team(q.team.as_deref())?;
-    let st = s.statements.statement(&s.pool, month, None).await?;
-    let include = export_filter(&st, &scope, q.team.as_deref())?;
+    let (st, include) = export_statement(&s, &scope, &month, &q).await?;
     let every_team = scope.teams.is_none() && q.team.is_none();
     let body = crate::export::bill_csv(&st, include, every_team).map_err(|e| ApiError::Internal(e.into()))?;
     Ok(attachment(&headers, &st, "text/csv; charset=utf-8", q.team.as_deref(), "csv", body))
@@ -585,7 +618,7 @@ async fn export_csv(
 /// close froze; an open month (and one closed under layout 1) those computed now. Conditional (`ETag`, 304).
 #[utoipa::path(get, path = "/exports/{month}/statements.pdf", tag = "bills", security(("bearer" = [])),
     params(("month" = String, Path, description = "YYYY-MM"), ExportQuery, IfNoneMatch),
-    responses(PdfAnswers, ReaderErrors))]
+    responses(PdfAnswers, ReaderErrors, PolicyConflict))]
 async fn export_pdf(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
@@ -593,10 +626,7 @@ async fn export_pdf(
     ApiQuery(q): ApiQuery<ExportQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let month = parse_month(&month)?;
-    check_export_team(q.team.as_deref())?;
-    let st = s.statements.statement(&s.pool, month, None).await?;
-    let include = export_filter(&st, &scope, q.team.as_deref())?;
+    let (st, include) = export_statement(&s, &scope, &month, &q).await?;
     let extras = crate::waste::extras_for(&s.pool, &st, s.billing_tz, &scope).await?;
     // rendering is CPU work: off the async threads
     let fonts = crate::export::FontChain::installed().map_err(|e| ApiError::Internal(e.into()))?;
@@ -607,6 +637,32 @@ async fn export_pdf(
     .await
     .map_err(|e| ApiError::Internal(e.into()))??;
     Ok(attachment(&headers, &st, "application/pdf", q.team.as_deref(), "pdf", body))
+}
+
+/// The xlsx content type.
+pub(super) const XLSX: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
+
+/// The month's statements as an Excel workbook: a summary sheet (`汇总 Summary`: the policy, every team's totals
+/// and — for a global reader exporting every team — the capacity lines and the reconciliation allocated +
+/// unallocated + not offered = capacity cost, to the fen), then a sheet per team with its lines (usage, unallocated
+/// share, restatements) and its total. Numbers are number cells (money 2 decimals, card-hours 3, rates 4), months
+/// date cells shown `yyyy-mm`; headers in Chinese with the English field name in the row below. A team lead gets
+/// its own teams only. A closed month's workbook is built from its frozen snapshot alone. Conditional (`ETag`,
+/// 304): the document properties are fixed, so equal statements give equal bytes.
+#[utoipa::path(get, path = "/exports/{month}/bills.xlsx", tag = "bills", security(("bearer" = [])),
+    params(("month" = String, Path, description = "YYYY-MM"), ExportQuery, IfNoneMatch),
+    responses(XlsxAnswers, ReaderErrors, PolicyConflict))]
+async fn export_xlsx(
+    State(s): State<AppState>,
+    ScopedReader(scope): ScopedReader,
+    Path(month): Path<String>,
+    ApiQuery(q): ApiQuery<ExportQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (st, include) = export_statement(&s, &scope, &month, &q).await?;
+    let every_team = scope.teams.is_none() && q.team.is_none();
+    let body = crate::export::bill_xlsx(&st, include, every_team).map_err(|e| ApiError::Internal(e.into()))?;
+    Ok(attachment(&headers, &st, XLSX, q.team.as_deref(), "xlsx", body))
 }
 
 #[cfg(test)]

@@ -83,6 +83,8 @@ async fn put_budget(
     )
     .await?;
     tx.commit().await?;
+    // a budget set below what is spent already alerts now, not at the next worker cycle
+    crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(month.first_day())).await;
     Ok(Json(budget))
 }
 
@@ -108,7 +110,7 @@ async fn list_budgets(
 ) -> Result<Json<Vec<BudgetStatus>>, ApiError> {
     let month = parse_month(&month)?;
     let budgets = db::budgets::for_month(&s.pool, &month.to_string(), &scope).await?;
-    let st = s.statements.statement(&s.pool, month, None).await?;
+    let st = s.statements.statement(&s.pool, month, crate::billing::PolicyChoice::NONE).await?;
     let part = crate::alerts::elapsed(month, s.billing_tz, Utc::now());
     let alerts = db::budgets::alerts(&s.pool, &month.to_string(), false).await?;
     Ok(Json(

@@ -56,6 +56,15 @@ pub enum WriterErrors {
     UnsupportedMediaType(ErrorBody),
 }
 
+/// The 409 of a read: a closed month asked for under another policy than the one it was frozen with.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // documents answers; handlers build them from `ApiError`
+pub enum PolicyConflict {
+    /// The month is closed under another mode or unallocated policy (`field`: `mode` or `unallocated`).
+    #[response(status = 409)]
+    Conflict(ErrorBody),
+}
+
 /// `Link` of a paged list.
 const LINK: &str = "`<…>; rel=\"next\"`: the next page (absent on the last)";
 
@@ -139,6 +148,15 @@ impl IntoResponses for PdfAnswers {
     fn responses() -> Answers {
         let binary = ObjectBuilder::new().schema_type(Type::String).content_media_type("application/pdf");
         conditional("The statements", "application/pdf", binary.into(), Some("pdf"))
+    }
+}
+
+/// The xlsx export's 200 and 304.
+pub struct XlsxAnswers;
+impl IntoResponses for XlsxAnswers {
+    fn responses() -> Answers {
+        let binary = ObjectBuilder::new().schema_type(Type::String).content_media_type(super::bills::XLSX);
+        conditional("The bills as a workbook: a summary sheet and a sheet per team", super::bills::XLSX, binary.into(), Some("xlsx"))
     }
 }
 

@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
@@ -81,6 +81,7 @@ async fn put_model_alias(
     )
     .await?;
     tx.commit().await?;
+    crate::alerts::check_after_change(&s.pool, s.billing_tz, None).await;
     Ok(Json(ModelAlias { model_name, pricing_model: key }))
 }
 
@@ -147,6 +148,7 @@ async fn create_rate(
     let after = serde_json::to_value(&stored).ok();
     audit::record(&mut tx, &p.actor(), "rate.create", &format!("rate:{}", stored.id), None, after).await?;
     tx.commit().await?;
+    crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(effective_from)).await;
     Ok((StatusCode::CREATED, Json(stored)))
 }
 
@@ -165,6 +167,7 @@ async fn delete_rate(
     audit::record(&mut tx, &p.actor(), "rate.delete", &format!("rate:{id}"), serde_json::to_value(&before).ok(), None)
         .await?;
     tx.commit().await?;
+    crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(before.effective_from)).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -232,10 +235,12 @@ async fn put_cloud_rates(
 pub struct RentQuery {
     /// Pricing model key.
     pub model: String,
-    /// Measurement range start (RFC 3339).
-    pub from: DateTime<Utc>,
-    /// Measurement range end (RFC 3339, exclusive).
-    pub to: DateTime<Utc>,
+    /// Measurement range start: a date (its midnight in the billing time zone) or a time with or without seconds and offset; without an offset, billing time zone.
+    #[param(value_type = String)]
+    pub from: validate::TimeInput,
+    /// Measurement range end (exclusive): a date (its midnight in the billing time zone) or a time with or without seconds and offset; without an offset, billing time zone.
+    #[param(value_type = String)]
+    pub to: validate::TimeInput,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -259,7 +264,8 @@ async fn get_rent_vs_build(
     GlobalReader(_reader): GlobalReader,
     ApiQuery(q): ApiQuery<RentQuery>,
 ) -> Result<Json<RentVsBuildView>, ApiError> {
-    validate::range(q.from, q.to, validate::MAX_RANGE_DAYS)?;
+    let (from, to) = (q.from.resolve("from", s.billing_tz)?, q.to.resolve("to", s.billing_tz)?);
+    validate::range(from, to, validate::MAX_RANGE_DAYS)?;
     let model = validate::model_name("model", &q.model)?;
     let mut conn = s.pool.acquire().await?;
     let catalog = ModelCatalog::with_overrides(db::rates::aliases(&mut conn).await?);
@@ -279,7 +285,7 @@ async fn get_rent_vs_build(
         .find(|c| c.gpu_model == model)
         .map(|c| c.rates())
         .unwrap_or(CloudRates { on_demand: None, spot: None, reserved: None });
-    let m = db::usage::model_allocation(&s.pool, q.from, q.to).await?;
+    let m = db::usage::model_allocation(&s.pool, from, to).await?;
     let (mut alloc, mut cap, mut eff, mut metered) = (0.0, 0.0, 0.0, 0.0);
     for r in m.iter().filter(|r| catalog.key_for(&r.gpu_model) == model) {
         alloc += r.gpu_seconds;

@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{Duration, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -31,8 +31,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct HourQuery {
-    /// The hour to judge (default: the newest stored hour).
-    pub hour: Option<DateTime<Utc>>,
+    /// The hour to judge (default: the newest stored hour): a date (its midnight in the billing time zone) or a time with or without seconds and offset; without an offset, billing time zone.
+    #[param(value_type = Option<String>)]
+    pub hour: Option<validate::TimeInput>,
 }
 
 /// Free cards per node in one hour, the largest free whole-card block and how fragmented free capacity is
@@ -44,7 +45,7 @@ async fn cluster_fragmentation(
     GlobalReader(_reader): GlobalReader,
     ApiQuery(q): ApiQuery<HourQuery>,
 ) -> Result<Json<crate::waste::Fragmentation>, ApiError> {
-    let hour = match q.hour {
+    let hour = match q.hour.map(|h| h.resolve("hour", s.billing_tz)).transpose()? {
         Some(h) if floor_hour(h) != h => return Err(ApiError::invalid("hour", "must be a whole hour")),
         Some(h) => validate::instant("hour", h)?,
         None => db::reports::newest_hour_before(&s.pool, Utc::now())
@@ -63,10 +64,12 @@ async fn cluster_fragmentation(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct TopQuery {
-    /// Range start (default: 7 days before `to`).
-    pub from: Option<DateTime<Utc>>,
-    /// Range end (default: the current hour).
-    pub to: Option<DateTime<Utc>>,
+    /// Range start (default: 7 days before `to`): a date (its midnight in the billing time zone) or a time with or without seconds and offset; without an offset, billing time zone.
+    #[param(value_type = Option<String>)]
+    pub from: Option<validate::TimeInput>,
+    /// Range end (default: the current hour): a date (its midnight in the billing time zone) or a time with or without seconds and offset; without an offset, billing time zone.
+    #[param(value_type = Option<String>)]
+    pub to: Option<validate::TimeInput>,
     /// How many pods (1–500, default 10).
     pub top: Option<i64>,
 }
@@ -93,8 +96,8 @@ async fn low_utilization(
     ScopedReader(scope): ScopedReader,
     ApiQuery(q): ApiQuery<TopQuery>,
 ) -> Result<Json<Vec<WastefulPod>>, ApiError> {
-    let to = q.to.unwrap_or_else(|| floor_hour(Utc::now()));
-    let from = q.from.unwrap_or(to - Duration::days(7));
+    let to = q.to.map(|t| t.resolve("to", s.billing_tz)).transpose()?.unwrap_or_else(|| floor_hour(Utc::now()));
+    let from = q.from.map(|t| t.resolve("from", s.billing_tz)).transpose()?.unwrap_or(to - Duration::days(7));
     // one row per pod: the range is capped like `/usage?group_by=pod`
     validate::range(from, to, validate::MAX_POD_RANGE_DAYS)?;
     let top = validate::bounded("top", q.top.unwrap_or(10), 1, validate::TOP_MAX)?;
@@ -164,7 +167,7 @@ async fn team_ranking(
 ) -> Result<Json<Vec<TeamRank>>, ApiError> {
     let month = parse_month(&month)?;
     let report = month_report(&s, month).await?;
-    let st = s.statements.statement(&s.pool, month, None).await?;
+    let st = s.statements.statement(&s.pool, month, crate::billing::PolicyChoice::NONE).await?;
     let mut teams = report.teams;
     teams.sort_by(|a, b| {
         b.utilization.unwrap_or(-1.0).total_cmp(&a.utilization.unwrap_or(-1.0)).then_with(|| a.team.cmp(&b.team))

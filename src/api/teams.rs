@@ -16,6 +16,7 @@ use super::{ApiQuery, AppState};
 use crate::auth::{Finance, ScopedReader};
 use crate::db::{self, audit, teams::Mapping, teams::Team};
 use crate::error::{ApiError, FieldError};
+use crate::mappings::{self, ImportReport};
 use crate::validate::{self, TeamId};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -143,6 +144,7 @@ async fn create_mapping(
     let mut tx = s.pool.begin().await?;
     let m = insert_checked(&mut tx, &input, &p.actor(), "").await?;
     tx.commit().await?;
+    crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(m.valid_from)).await;
     Ok((StatusCode::CREATED, Json(m)))
 }
 
@@ -179,151 +181,54 @@ async fn insert_checked(
     Ok(m)
 }
 
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ImportResult {
-    pub teams_created: usize,
-    pub mappings: Vec<Mapping>,
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ImportQuery {
+    /// Report what the import would do per row (insert, update, unchanged) and write nothing.
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
-/// Imports a CMDB export as CSV — header `namespace,team,valid_from` and optional `team_name`, `owner`,
-/// `cluster` columns. All rows or none: any bad row is a 422 naming `row N: field`.
-#[utoipa::path(post, path = "/mappings/import", tag = "teams", security(("bearer" = [])),
+/// Imports a CMDB export as CSV — header `namespace,team,valid_from` and optional `team_name`, `owner`, `cluster`
+/// columns — in UTF-8 (with or without BOM) or GBK/GB18030 (as Chinese Excel saves it), dates as `2026-11-01`,
+/// `2026/11/01`, `2026/11/1` or `20261101`. Idempotent: a row equal to the stored mapping is `unchanged` (nothing
+/// written, nothing audited), one naming another team for a stored cluster, namespace and day is an `update`.
+/// All rows or none: any bad row is a 422 listing every problem as `row N: field` (N the line in the file).
+/// `?dry_run=true` reports the same and writes nothing. 201 when something was written, else 200.
+#[utoipa::path(post, path = "/mappings/import", tag = "teams", security(("bearer" = [])), params(ImportQuery),
     request_body(content = String, content_type = "text/csv"),
-    responses((status = 201, description = "The teams created and the mappings stored", body = ImportResult), ReaderErrors, WriterErrors))]
+    responses((status = 201, description = "Imported; what each row did", body = ImportReport),
+        (status = 200, description = "Nothing written (every row unchanged, or a dry run); what each row does",
+            body = ImportReport),
+        ReaderErrors, WriterErrors))]
 async fn import_mappings(
     State(s): State<AppState>,
     Finance(p): Finance,
-    body: String,
-) -> Result<(StatusCode, Json<ImportResult>), ApiError> {
-    let rows = parse_mapping_csv(&body).map_err(ApiError::Invalid)?;
+    ApiQuery(q): ApiQuery<ImportQuery>,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<ImportReport>), ApiError> {
+    let text = mappings::decode(&body)?;
+    let rows = mappings::parse(&text).map_err(invalid)?;
     let mut tx = s.pool.begin().await?;
-    let mut teams_created = 0;
-    let mut mappings = Vec::new();
-    for (i, row) in rows.iter().enumerate() {
-        let at = format!("row {}: ", i + 2);
-        if db::teams::get(&mut tx, &row.team).await?.is_none() {
-            let team = validate_team(&row.team, row.team_name.as_deref().unwrap_or(&row.team), row.owner.as_deref())
-                .map_err(|e| {
-                    ApiError::Invalid(
-                        e.into_iter().map(|f| FieldError { field: format!("{at}{}", f.field), ..f }).collect(),
-                    )
-                })?;
-            // a concurrent import may create it first: then it is not ours to count or audit
-            if db::teams::create(&mut tx, &team).await? {
-                audit::record(&mut tx, &p.actor(), "team.put", &format!("team:{}", team.id), None, json(&team)).await?;
-                teams_created += 1;
-            }
-        }
-        let input = MappingInput {
-            cluster: row.cluster.clone(),
-            namespace: row.namespace.clone(),
-            team_id: row.team.clone(),
-            valid_from: row.valid_from,
-        };
-        mappings.push(insert_checked(&mut tx, &input, &p.actor(), &at).await?);
-    }
-    tx.commit().await?;
-    Ok((StatusCode::CREATED, Json(ImportResult { teams_created, mappings })))
-}
-
-#[derive(Debug, Deserialize)]
-struct CsvRow {
-    namespace: String,
-    team: String,
-    valid_from: String,
-    team_name: Option<String>,
-    owner: Option<String>,
-    cluster: Option<String>,
-}
-
-#[derive(Debug)]
-struct MappingRow {
-    namespace: String,
-    team: String,
-    valid_from: NaiveDate,
-    team_name: Option<String>,
-    owner: Option<String>,
-    cluster: Option<String>,
-}
-
-/// Each row re-attributes stored usage: an import is bounded so that it cannot hold the database for minutes.
-const MAX_IMPORT_ROWS: usize = 10_000;
-
-/// Every row checked before anything is written; all errors reported at once.
-fn parse_mapping_csv(body: &str) -> Result<Vec<MappingRow>, Vec<FieldError>> {
-    let body = body.strip_prefix('\u{feff}').unwrap_or(body);
-    let mut reader = csv::ReaderBuilder::new().trim(csv::Trim::All).from_reader(body.as_bytes());
-    let mut errors = Vec::new();
-    let mut rows = Vec::new();
-    for (i, rec) in reader.deserialize::<CsvRow>().enumerate() {
-        if i >= MAX_IMPORT_ROWS {
-            errors.push(FieldError {
-                field: "body".into(),
-                message: format!("at most {MAX_IMPORT_ROWS} rows per import; split the file"),
-            });
-            break;
-        }
-        let at = format!("row {}", i + 2);
-        let row = match rec {
-            Ok(r) => r,
-            Err(e) => {
-                errors.push(FieldError { field: at, message: e.to_string() });
-                continue;
-            }
-        };
-        let mut bad =
-            |field: &str, message: String| errors.push(FieldError { field: format!("{at}: {field}"), message });
-        if let Err(e) = validate::namespace("namespace", &row.namespace) {
-            bad("namespace", e.message);
-        }
-        if TeamId::parse("team", &row.team).is_err() {
-            bad("team", format!("`{}` is not a team id (a-z, 0-9, `.`, `_`, `-`)", row.team.escape_debug()));
-        }
-        for (field, v) in [("team_name", &row.team_name), ("owner", &row.owner)] {
-            if let Err(e) = validate::optional_text(field, v.as_deref(), validate::NAME_MAX) {
-                bad(field, e.message);
-            }
-        }
-        if let Some(Err(e)) = row.cluster.as_deref().filter(|c| !c.is_empty()).map(|c| validate::cluster("cluster", c))
+    let report = mappings::import(&mut tx, &rows, &p.actor(), q.dry_run).await.map_err(|e| match e {
+        mappings::ImportError::Invalid(errors) => invalid(errors),
+        mappings::ImportError::Database(e) => e.into(),
+    })?;
+    if q.dry_run {
+        tx.rollback().await?;
+    } else {
+        tx.commit().await?;
+        if let Some(since) =
+            report.rows.iter().filter(|r| r.action != mappings::RowAction::Unchanged).map(|r| r.valid_from).min()
         {
-            bad("cluster", e.message);
-        }
-        match validate::parse_date("valid_from", &row.valid_from) {
-            Ok(valid_from) => rows.push(MappingRow {
-                namespace: row.namespace,
-                team: row.team,
-                valid_from,
-                team_name: row.team_name.filter(|s| !s.is_empty()),
-                owner: row.owner.filter(|s| !s.is_empty()),
-                cluster: row.cluster.filter(|s| !s.is_empty()),
-            }),
-            Err(e) => bad("valid_from", e.message),
+            crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(since)).await;
         }
     }
-    if rows.is_empty() && errors.is_empty() {
-        errors.push(FieldError {
-            field: "body".into(),
-            message: "no rows (expected a header and at least one row)".into(),
-        });
-    }
-    if errors.is_empty() { Ok(rows) } else { Err(errors) }
+    let status = if report.changed() { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(report)))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn csv_rows_are_all_checked() {
-        let ok = "\u{feff}namespace,team,team_name,owner,valid_from\nrecsys,rec,推荐算法组,张三,2026-11-01\n";
-        let rows = parse_mapping_csv(ok).unwrap();
-        assert_eq!(rows[0].team_name.as_deref(), Some("推荐算法组"));
-        assert_eq!(rows[0].valid_from, NaiveDate::from_ymd_opt(2026, 11, 1).unwrap());
-        let bad = "namespace,team,valid_from\na,Bad Team,2026-11-01\nb,ok,2026-13-01\n";
-        let errs = parse_mapping_csv(bad).unwrap_err();
-        let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
-        assert_eq!(fields, ["row 2: team", "row 3: valid_from"]);
-        assert!(parse_mapping_csv("namespace,team,valid_from\n").is_err());
-        assert!(parse_mapping_csv("namespace,team\na,b\n").is_err());
-    }
+fn invalid(errors: Vec<validate::Invalid>) -> ApiError {
+    ApiError::Invalid(errors.into_iter().map(|e| FieldError { field: e.field, message: e.message }).collect())
 }

@@ -25,10 +25,12 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct UsageQuery {
-    /// Start, RFC 3339 (inclusive).
-    pub from: DateTime<Utc>,
-    /// End, RFC 3339 (exclusive).
-    pub to: DateTime<Utc>,
+    /// Start (inclusive): a date (its midnight in the billing time zone) or a time with or without seconds and offset; without an offset, billing time zone.
+    #[param(value_type = String)]
+    pub from: validate::TimeInput,
+    /// End (exclusive): a date (its midnight in the billing time zone) or a time with or without seconds and offset; without an offset, billing time zone.
+    #[param(value_type = String)]
+    pub to: validate::TimeInput,
     /// team, namespace, pod or model.
     pub group_by: Option<GroupBy>,
     pub cluster: Option<String>,
@@ -50,20 +52,20 @@ async fn get_usage(
     let group_by = q.group_by.unwrap_or(GroupBy::Team);
     // a row per pod over a long range is a huge answer and a long scan: capped harder than the rest
     let max_days = if group_by == GroupBy::Pod { validate::MAX_POD_RANGE_DAYS } else { validate::MAX_RANGE_DAYS };
-    validate::range(q.from, q.to, max_days)?;
+    let (from, to) = (q.from.resolve("from", s.billing_tz)?, q.to.resolve("to", s.billing_tz)?);
+    validate::range(from, to, max_days)?;
     if let Some(c) = &q.cluster {
         validate::cluster("cluster", c)?;
     }
     let compute = async || {
-        let totals =
-            db::usage::totals(&s.pool, q.from, q.to, group_by, q.cluster.as_deref(), &scope, s.billing_tz).await?;
+        let totals = db::usage::totals(&s.pool, from, to, group_by, q.cluster.as_deref(), &scope, s.billing_tz).await?;
         Ok::<_, ApiError>(totals.into_iter().map(Into::into).collect::<Vec<UsageRow>>())
     };
     let rows = if group_by == GroupBy::Pod {
         // a row per pod: large over long ranges, and not what dashboards repeat; not kept
         compute().await?
     } else {
-        let key = (q.from, q.to, group_by, q.cluster.clone(), scope.teams.clone());
+        let key = (from, to, group_by, q.cluster.clone(), scope.teams.clone());
         s.usage.get_or_compute(&s.pool, key, compute).await?.as_ref().clone()
     };
     let (rows, next) = page::page(rows, row_key, &req);

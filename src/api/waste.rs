@@ -26,8 +26,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub struct IdleQuery {
     /// `weekly` (7 days, < 10 %, default) or `short_term` (2 hours, < 15 %).
     pub rule: Option<String>,
-    /// Window end, a whole hour (default: the current hour).
-    pub to: Option<DateTime<Utc>>,
+    /// Window end, a whole hour (default: the current hour): a date (its midnight in the billing time zone) or a time with or without seconds and offset; without an offset, billing time zone.
+    #[param(value_type = Option<String>)]
+    pub to: Option<crate::validate::TimeInput>,
     /// Window length in hours (1–2160; default from the rule).
     pub hours: Option<u32>,
     /// Utilization threshold, 0–1 (default from the rule).
@@ -67,7 +68,10 @@ async fn get_idle(
     .map_err(|(field, message)| ApiError::invalid(field, message))?;
     let hours = q.hours.unwrap_or(default_hours);
     crate::validate::bounded("hours", i64::from(hours), 1, i64::from(crate::validate::IDLE_HOURS_MAX))?;
-    let to = crate::validate::instant("to", q.to.unwrap_or_else(|| floor_hour(Utc::now())))?;
+    let to = match q.to {
+        Some(t) => crate::validate::instant("to", t.resolve("to", s.billing_tz)?)?,
+        None => floor_hour(Utc::now()),
+    };
     if floor_hour(to) != to {
         return Err(ApiError::invalid("to", "must be a whole hour"));
     }

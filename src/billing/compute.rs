@@ -47,6 +47,69 @@ pub struct BillPolicy {
     pub unallocated: UnallocatedPolicy,
 }
 
+impl BillMode {
+    /// The API's name (`showback`, `chargeback`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BillMode::Showback => "showback",
+            BillMode::Chargeback => "chargeback",
+        }
+    }
+}
+
+impl UnallocatedPolicy {
+    /// The API's name (`kept_by_platform`, `spread_proportionally`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnallocatedPolicy::KeptByPlatform => "kept_by_platform",
+            UnallocatedPolicy::SpreadProportionally => "spread_proportionally",
+        }
+    }
+}
+
+/// The policy a caller asked a statement for: either part may be left out. An open month fills what is left out
+/// from the configured default (a draft under another policy); a closed month has the policy it was frozen with,
+/// and a part asked for must be that one ([`PolicyChoice::conflict`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PolicyChoice {
+    pub mode: Option<BillMode>,
+    pub unallocated: Option<UnallocatedPolicy>,
+}
+
+impl PolicyChoice {
+    /// Nothing asked for: the default policy (open) or the frozen one (closed).
+    pub const NONE: PolicyChoice = PolicyChoice { mode: None, unallocated: None };
+
+    /// Both parts chosen.
+    pub fn exactly(p: BillPolicy) -> PolicyChoice {
+        PolicyChoice { mode: Some(p.mode), unallocated: Some(p.unallocated) }
+    }
+
+    /// The policy asked for, with what was left out taken from `default`.
+    pub fn or(self, default: BillPolicy) -> BillPolicy {
+        BillPolicy {
+            mode: self.mode.unwrap_or(default.mode),
+            unallocated: self.unallocated.unwrap_or(default.unallocated),
+        }
+    }
+
+    /// Both parts, or `None` when one is missing (a close must name the whole policy it freezes).
+    pub fn complete(self) -> Option<BillPolicy> {
+        Some(BillPolicy { mode: self.mode?, unallocated: self.unallocated? })
+    }
+
+    /// The first part asked for that differs from `frozen` (`"mode"` or `"unallocated"`), with what was asked and
+    /// what was frozen: a closed month's statement exists under its frozen policy only.
+    pub fn conflict(self, frozen: BillPolicy) -> Option<(&'static str, &'static str, &'static str)> {
+        if let Some(m) = self.mode.filter(|m| *m != frozen.mode) {
+            return Some(("mode", m.as_str(), frozen.mode.as_str()));
+        }
+        self.unallocated
+            .filter(|u| *u != frozen.unallocated)
+            .map(|u| ("unallocated", u.as_str(), frozen.unallocated.as_str()))
+    }
+}
+
 /// One team's bill for the month.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TeamBill {
@@ -176,6 +239,21 @@ mod tests {
 
     fn rate(d: Decimal) -> Option<RatePerCardHour> {
         RatePerCardHour::new(d)
+    }
+
+    #[test]
+    fn a_policy_choice_fills_from_the_default_and_names_its_conflict() {
+        let mode_only = PolicyChoice { mode: Some(BillMode::Chargeback), unallocated: None };
+        assert_eq!(mode_only.or(KEPT), BillPolicy { mode: BillMode::Chargeback, ..KEPT });
+        assert_eq!(PolicyChoice::NONE.or(SPREAD), SPREAD);
+        assert_eq!(mode_only.complete(), None);
+        assert_eq!(PolicyChoice::exactly(SPREAD).complete(), Some(SPREAD));
+        assert_eq!(PolicyChoice::NONE.conflict(SPREAD), None);
+        assert_eq!(PolicyChoice::exactly(SPREAD).conflict(SPREAD), None);
+        assert_eq!(mode_only.conflict(SPREAD), None);
+        assert_eq!(mode_only.conflict(KEPT), Some(("mode", "chargeback", "showback")));
+        let spread = PolicyChoice { mode: None, unallocated: Some(UnallocatedPolicy::SpreadProportionally) };
+        assert_eq!(spread.conflict(KEPT), Some(("unallocated", "spread_proportionally", "kept_by_platform")));
     }
 
     fn usage(team: &str, ns: &str, model: &str, hours: Decimal, r: Option<RatePerCardHour>) -> UsageLine {

@@ -20,7 +20,7 @@ pub mod spread;
 #[cfg(test)]
 mod proptests;
 
-pub use compute::{BillMode, BillPolicy, MonthBills, TeamBill, UnallocatedPolicy, compute_month};
+pub use compute::{BillMode, BillPolicy, MonthBills, PolicyChoice, TeamBill, UnallocatedPolicy, compute_month};
 pub use lines::{BillLine, CapacityBillLine, CapacityLine, LineKey, UsageLine};
 pub use month::{DEFAULT_BILLING_TZ, Month, MonthParseError};
 pub use restate::{RestatementLine, UNALLOCATED_SHARE_NAMESPACE, restate_month, restatement};

@@ -95,7 +95,7 @@ impl Month {
 /// The first instant of a local day. Midnight normally exists once; when clocks fall back over midnight it
 /// exists twice and the day starts at the earlier one; when clocks spring forward at midnight (e.g. Paraguay,
 /// 2017-10-01 00:00 → 01:00) it does not exist and the day starts at the transition instant.
-fn start_of_day(tz: Tz, day: NaiveDate) -> DateTime<Utc> {
+pub fn start_of_day(tz: Tz, day: NaiveDate) -> DateTime<Utc> {
     let midnight = day.and_hms_opt(0, 0, 0).expect("00:00:00 is a valid time");
     match tz.from_local_datetime(&midnight) {
         LocalResult::Single(t) | LocalResult::Ambiguous(t, _) => t.with_timezone(&Utc),

@@ -118,6 +118,47 @@ pub async fn insert_mapping(
     Ok(m)
 }
 
+/// The mapping of exactly this cluster (`None`: every cluster), namespace and first day, if any.
+pub async fn mapping_at(
+    conn: &mut PgConnection,
+    cluster: Option<&str>,
+    namespace: &str,
+    valid_from: NaiveDate,
+) -> Result<Option<Mapping>, sqlx::Error> {
+    sqlx::query_as!(
+        Mapping,
+        "SELECT id, cluster, namespace, team_id, valid_from, created_by, created_at FROM namespace_mappings
+         WHERE coalesce(cluster, '') = coalesce($1, '') AND namespace = $2 AND valid_from = $3
+         FOR UPDATE",
+        cluster,
+        namespace,
+        valid_from
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Points mapping `id` at another team and re-attributes its namespace's usage.
+pub async fn update_mapping_team(
+    conn: &mut PgConnection,
+    id: i64,
+    team_id: &str,
+    actor: &str,
+) -> Result<Mapping, sqlx::Error> {
+    let m = sqlx::query_as!(
+        Mapping,
+        "UPDATE namespace_mappings SET team_id = $2, created_by = $3, created_at = now() WHERE id = $1
+         RETURNING id, cluster, namespace, team_id, valid_from, created_by, created_at",
+        id,
+        team_id,
+        actor
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    retag_namespace(conn, &m.namespace).await?;
+    Ok(m)
+}
+
 /// Re-resolves the team of every stored usage row of `namespace` (SPEC §4 priority, as of each row's day).
 pub async fn retag_namespace(conn: &mut PgConnection, namespace: &str) -> Result<(), sqlx::Error> {
     sqlx::query!(

@@ -81,6 +81,19 @@ pub fn bill_csv(st: &Statement, include: impl Fn(&str) -> bool, every_team: bool
     csv_export::write(st, include, shape)
 }
 
+/// The statement's teams `include` accepts as an Excel workbook (summary sheet, a sheet per team). The workbook came
+/// after layout 2 and has one shape so far, for every layout: it is built from the statement alone (a closed month's
+/// frozen snapshot). `every_team` as for [`bill_csv`]: the summary then carries the capacity and reconciles to it.
+pub fn bill_xlsx(
+    st: &Statement,
+    include: impl Fn(&str) -> bool,
+    every_team: bool,
+) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
+    match st.layout {
+        Layout::V1 | Layout::V2 => super::xlsx::write(st, include, every_team),
+    }
+}
+
 /// The statement as PDF, written by its layout. Layouts 1 and 2 print the same pages; layout 2's difference is
 /// where `extras` come from ([`pdf_extras`]). A figure added to the PDF later is printed for `st.layout >= ` its
 /// layout only.

@@ -1,0 +1,307 @@
+//! The month's statements as an Excel workbook for finance: a summary sheet that reconciles to the capacity cost,
+//! then one sheet per team with its lines. Real cells: numbers are numbers (money `#,##0.00`, card-hours
+//! `#,##0.000`, rates `#,##0.0000`), months are dates shown `yyyy-mm`, text is text (never a formula, so a name
+//! starting with `=` cannot run). Each table has a Chinese header row with the English field name below it.
+//! Deterministic: fixed document properties and creation time (the close's time, or the month's first day for an
+//! open month), so equal statements give equal bytes and the file can carry an ETag.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use rust_decimal::Decimal;
+use rust_xlsxwriter::{DocProperties, Format, Workbook, Worksheet, XlsxError};
+
+use crate::billing::Month;
+use crate::ledger::{MonthStatus, Statement};
+use crate::money::{Money, RatePerCardHour};
+
+/// The summary sheet's name (team sheets are named by team id, which is ASCII: they cannot collide with it).
+pub const SUMMARY_SHEET: &str = "汇总 Summary";
+
+/// The columns of a team sheet: Chinese header, English header.
+pub const LINE_HEADER: [(&str, &str); 12] = [
+    ("月份", "month"),
+    ("行类型", "line_type"),
+    ("原月份", "original_month"),
+    ("命名空间", "namespace"),
+    ("GPU 型号", "gpu_model"),
+    ("资源类型", "kind"),
+    ("卡时", "card_hours"),
+    ("有效卡时", "effective_card_hours"),
+    ("未计量卡时", "unmetered_card_hours"),
+    ("费率（元/卡时）", "rate"),
+    ("金额（元）", "amount"),
+    ("未定价", "unpriced"),
+];
+
+/// The team table of the summary sheet.
+pub const TEAM_HEADER: [(&str, &str); 9] = [
+    ("团队", "team"),
+    ("团队名称", "team_name"),
+    ("负责人", "owner"),
+    ("卡时", "card_hours"),
+    ("有效卡时", "effective_card_hours"),
+    ("分配金额", "allocated"),
+    ("未分配分摊", "unallocated_share"),
+    ("重述", "restated"),
+    ("合计", "total"),
+];
+
+/// The capacity table of the summary sheet (every team only).
+pub const CAPACITY_HEADER: [(&str, &str); 6] = [
+    ("GPU 型号", "gpu_model"),
+    ("容量卡时", "card_hours"),
+    ("未提供卡时", "not_offered_card_hours"),
+    ("费率（元/卡时）", "rate"),
+    ("金额（元）", "amount"),
+    ("未定价", "unpriced"),
+];
+
+/// The cell formats: one per kind of quantity.
+struct Formats {
+    header: Format,
+    money: Format,
+    hours: Format,
+    rate: Format,
+    month: Format,
+    bold_money: Format,
+}
+
+impl Formats {
+    fn new() -> Formats {
+        Formats {
+            header: Format::new().set_bold(),
+            money: Format::new().set_num_format("#,##0.00"),
+            hours: Format::new().set_num_format("#,##0.000"),
+            rate: Format::new().set_num_format("#,##0.0000"),
+            month: Format::new().set_num_format("yyyy-mm"),
+            bold_money: Format::new().set_bold().set_num_format("#,##0.00"),
+        }
+    }
+}
+
+/// The workbook of `st`, teams `include` accepts; `every_team`: the export holds every team (a global reader, no
+/// team asked for), so the summary also carries the capacity and its reconciliation.
+pub fn write(st: &Statement, include: impl Fn(&str) -> bool, every_team: bool) -> Result<Vec<u8>, XlsxError> {
+    let f = Formats::new();
+    let mut wb = Workbook::new();
+    wb.set_properties(&properties(st));
+    let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| include(t)).collect();
+    summary_sheet(wb.add_worksheet(), st, &teams, every_team, &f)?;
+    let mut used = Vec::new();
+    for team in &teams {
+        let ws = wb.add_worksheet();
+        ws.set_name(sheet_name(team, &mut used))?;
+        team_sheet(ws, st, team, &f)?;
+    }
+    wb.save_to_buffer()
+}
+
+/// Fixed properties: a workbook's bytes depend on the statement only.
+fn properties(st: &Statement) -> DocProperties {
+    let created: DateTime<Utc> =
+        st.closed_at.unwrap_or_else(|| st.month.first_day().and_time(Default::default()).and_utc());
+    DocProperties::new()
+        .set_title(format!("GPU 成本账单 {} / GPU cost statement {}", st.month, st.month))
+        .set_author("cardhour")
+        .set_creation_datetime(&created)
+}
+
+/// A sheet name from a team id: Excel allows at most 31 characters, so a longer id is cut, and a cut that
+/// collides with an earlier one gets `~N`.
+fn sheet_name(team: &str, used: &mut Vec<String>) -> String {
+    let base: String = team.chars().take(31).collect();
+    let mut name = base.clone();
+    let mut n = 2;
+    while used.contains(&name) {
+        let suffix = format!("~{n}");
+        name = format!("{}{suffix}", &base[..base.len().min(31 - suffix.len())]);
+        n += 1;
+    }
+    used.push(name.clone());
+    name
+}
+
+fn month_date(m: Month) -> NaiveDate {
+    m.first_day()
+}
+
+fn header(ws: &mut Worksheet, row: u32, cols: &[(&str, &str)], f: &Formats) -> Result<(), XlsxError> {
+    for (c, (zh, en)) in cols.iter().enumerate() {
+        ws.write_string_with_format(row, c as u16, *zh, &f.header)?;
+        ws.write_string(row + 1, c as u16, *en)?;
+    }
+    Ok(())
+}
+
+fn money(ws: &mut Worksheet, row: u32, col: u16, m: Money, fmt: &Format) -> Result<(), XlsxError> {
+    ws.write_with_format(row, col, m.as_decimal(), fmt)?;
+    Ok(())
+}
+
+fn hours(ws: &mut Worksheet, row: u32, col: u16, h: Decimal, f: &Formats) -> Result<(), XlsxError> {
+    ws.write_with_format(row, col, h, &f.hours)?;
+    Ok(())
+}
+
+/// A rate cell; an unknown rate is an empty cell (the line says `unpriced`).
+fn rate(ws: &mut Worksheet, row: u32, col: u16, r: Option<RatePerCardHour>, f: &Formats) -> Result<(), XlsxError> {
+    if let Some(r) = r {
+        ws.write_with_format(row, col, r.as_decimal(), &f.rate)?;
+    }
+    Ok(())
+}
+
+fn status_text(st: &Statement) -> &'static str {
+    match st.status {
+        MonthStatus::Open => "草稿 draft (open)",
+        MonthStatus::Closed => "已结账 closed",
+    }
+}
+
+fn summary_sheet(
+    ws: &mut Worksheet,
+    st: &Statement,
+    teams: &[&str],
+    every_team: bool,
+    f: &Formats,
+) -> Result<(), XlsxError> {
+    ws.set_name(SUMMARY_SHEET)?;
+    let b = &st.bills;
+    ws.write_string_with_format(0, 0, "GPU 成本账单 GPU cost statement", &f.header)?;
+    let facts: [(&str, &str); 4] = [
+        ("月份 month", ""),
+        ("状态 status", status_text(st)),
+        ("计费模式 mode", b.policy.mode.as_str()),
+        ("未分配策略 unallocated", b.policy.unallocated.as_str()),
+    ];
+    for (i, (label, value)) in facts.iter().enumerate() {
+        let row = 1 + i as u32;
+        ws.write_string_with_format(row, 0, *label, &f.header)?;
+        if i == 0 {
+            ws.write_datetime_with_format(row, 1, month_date(st.month), &f.month)?;
+        } else {
+            ws.write_string(row, 1, *value)?;
+        }
+    }
+    let mut row = 6;
+    header(ws, row, &TEAM_HEADER, f)?;
+    row += 2;
+    for team in teams {
+        let bill = b.teams.iter().find(|t| t.team == *team);
+        let info = st.teams.get(*team);
+        let restated: Money = st.restatements_of(team).map(|r| r.amount_delta).sum();
+        ws.write_string(row, 0, *team)?;
+        ws.write_string(row, 1, info.map_or(*team, |i| i.name.as_str()))?;
+        ws.write_string(row, 2, info.and_then(|i| i.owner.as_deref()).unwrap_or(""))?;
+        hours(ws, row, 3, bill.map_or(Decimal::ZERO, |b| b.card_hours), f)?;
+        hours(ws, row, 4, bill.map_or(Decimal::ZERO, |b| b.effective_card_hours), f)?;
+        money(ws, row, 5, bill.map_or(Money::ZERO, |b| b.allocated), &f.money)?;
+        money(ws, row, 6, bill.map_or(Money::ZERO, |b| b.unallocated_share), &f.money)?;
+        money(ws, row, 7, restated, &f.money)?;
+        money(ws, row, 8, st.team_total(team), &f.money)?;
+        row += 1;
+    }
+    if every_team {
+        row += 1;
+        header(ws, row, &CAPACITY_HEADER, f)?;
+        row += 2;
+        for c in &b.capacity {
+            ws.write_string(row, 0, &c.gpu_model)?;
+            hours(ws, row, 1, c.card_hours, f)?;
+            if let Some(n) = c.not_offered_card_hours {
+                hours(ws, row, 2, n, f)?;
+            }
+            rate(ws, row, 3, c.rate, f)?;
+            money(ws, row, 4, c.amount, &f.money)?;
+            ws.write_boolean(row, 5, c.unpriced)?;
+            row += 1;
+        }
+        // the reconciliation, to the fen: allocated + unallocated + not offered = capacity cost, and what the teams
+        // carry + what the platform keeps = capacity cost
+        row += 1;
+        let mut figures: Vec<(&str, &str, Money)> =
+            vec![("分配金额合计", "allocated", b.allocated), ("未分配", "unallocated", b.unallocated)];
+        if let Some(n) = b.not_offered {
+            figures.push(("未提供（平台承担）", "not_offered", n));
+        }
+        figures.push(("容量成本", "capacity_cost", b.capacity_cost));
+        figures.push(("团队承担合计", "teams_total", b.teams.iter().map(|t| t.total).sum()));
+        figures.push(("平台承担", "platform_kept", b.platform_kept));
+        for (zh, en, m) in figures {
+            ws.write_string_with_format(row, 0, zh, &f.header)?;
+            ws.write_string(row, 1, en)?;
+            money(ws, row, 2, m, &f.bold_money)?;
+            row += 1;
+        }
+    }
+    ws.set_column_width(0, 22)?;
+    ws.set_column_width(1, 22)?;
+    Ok(())
+}
+
+fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats) -> Result<(), XlsxError> {
+    header(ws, 0, &LINE_HEADER, f)?;
+    ws.set_freeze_panes(2, 0)?;
+    let mut row = 2;
+    let month = month_date(st.month);
+    let bill = st.bills.teams.iter().find(|t| t.team == team);
+    let texts = |ws: &mut Worksheet, row: u32, kind: &str, ns: &str, model: &str, k: &str| -> Result<(), XlsxError> {
+        ws.write_datetime_with_format(row, 0, month, &f.month)?;
+        ws.write_string(row, 1, kind)?;
+        ws.write_string(row, 3, ns)?;
+        ws.write_string(row, 4, model)?;
+        ws.write_string(row, 5, k)?;
+        Ok(())
+    };
+    if let Some(bill) = bill {
+        for l in &bill.lines {
+            texts(ws, row, "usage", &l.namespace, &l.gpu_model, &l.kind)?;
+            hours(ws, row, 6, l.card_hours, f)?;
+            hours(ws, row, 7, l.effective_card_hours, f)?;
+            hours(ws, row, 8, l.unmetered_card_hours, f)?;
+            rate(ws, row, 9, l.rate, f)?;
+            money(ws, row, 10, l.amount, &f.money)?;
+            ws.write_boolean(row, 11, l.unpriced)?;
+            row += 1;
+        }
+        if !bill.unallocated_share.is_zero() {
+            texts(ws, row, "unallocated_share", "", "", "")?;
+            money(ws, row, 10, bill.unallocated_share, &f.money)?;
+            ws.write_boolean(row, 11, false)?;
+            row += 1;
+        }
+    }
+    for r in st.restatements_of(team) {
+        texts(ws, row, "restatement", &r.namespace, &r.gpu_model, &r.kind)?;
+        if let Some(m) = r.original_month {
+            ws.write_datetime_with_format(row, 2, month_date(m), &f.month)?;
+        }
+        hours(ws, row, 6, r.card_hours_delta, f)?;
+        hours(ws, row, 7, r.effective_card_hours_delta, f)?;
+        hours(ws, row, 8, r.unmetered_card_hours_delta, f)?;
+        rate(ws, row, 9, r.rate, f)?;
+        money(ws, row, 10, r.amount_delta, &f.money)?;
+        ws.write_boolean(row, 11, false)?;
+        row += 1;
+    }
+    ws.write_string_with_format(row, 1, "合计 total", &f.header)?;
+    money(ws, row, 10, st.team_total(team), &f.bold_money)?;
+    ws.set_column_width(1, 18)?;
+    ws.set_column_width(3, 20)?;
+    ws.set_column_width(4, 24)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sheet_names_fit_excel_and_stay_unique() {
+        let mut used = Vec::new();
+        let long = "a".repeat(40);
+        assert_eq!(sheet_name("vision", &mut used), "vision");
+        assert_eq!(sheet_name(&long, &mut used), "a".repeat(31));
+        assert_eq!(sheet_name(&format!("{long}b"), &mut used), format!("{}~2", "a".repeat(29)));
+        assert!(used.iter().all(|n| n.chars().count() <= 31));
+    }
+}
