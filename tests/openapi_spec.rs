@@ -38,7 +38,7 @@ fn defects(doc: &Value) -> Vec<String> {
     for (path, item) in doc["paths"].as_object().into_iter().flatten() {
         for (method, op) in item.as_object().into_iter().flatten() {
             for (status, r) in op["responses"].as_object().into_iter().flatten() {
-                if r.get("$ref").is_none() && !r["description"].as_str().is_some_and(|d| !d.trim().is_empty()) {
+                if r.get("$ref").is_none() && r["description"].as_str().is_none_or(|d| d.trim().is_empty()) {
                     out.push(format!("{method} {path}: response {status} has no description"));
                 }
             }

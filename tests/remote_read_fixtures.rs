@@ -30,7 +30,10 @@ fn dir() -> PathBuf {
 }
 
 /// The recorded fixtures: (name, selector, start ms, end ms, streamed answer, query API answer).
-fn fixtures() -> Vec<(String, String, i64, i64, Vec<u8>, Vec<u8>)> {
+/// Name, selector, start, end, the streamed answer and the query API's answer of each recorded fixture.
+type Fixture = (String, String, i64, i64, Vec<u8>, Vec<u8>);
+
+fn fixtures() -> Vec<Fixture> {
     let mut out = Vec::new();
     for name in ["backfilled", "scraped"] {
         let meta: Value = serde_json::from_slice(&fs::read(dir().join(format!("{name}.meta.json"))).unwrap()).unwrap();
@@ -239,7 +242,7 @@ fn serve_target(listener: TcpListener, gone_after: Instant, stop: Arc<AtomicBool
                 let mut body = format!("fixture_scraped{{case=\"steady\"}} {n}\n");
                 body += &format!(
                     "fixture_scraped{{case=\"nan\"}} {}\n",
-                    if n % 3 == 0 { "NaN".into() } else { n.to_string() }
+                    if n.is_multiple_of(3) { "NaN".into() } else { n.to_string() }
                 );
                 if Instant::now() < gone_after {
                     body += "fixture_scraped{case=\"gone\"} 1\n";
