@@ -38,7 +38,12 @@ const H100: &str = "NVIDIA H100 80GB HBM3";
 const L40S: &str = "NVIDIA L40S";
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/layout1"))
+    fixtures_of(1)
+}
+
+/// The golden fixture of a month closed under `layout` (`tests/fixtures/layout<N>/`).
+fn fixtures_of(layout: u32) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures")).join(format!("layout{layout}"))
 }
 
 /// A pod's hour: `cards` of `model` at `util` (0–1) holding 8 GiB.
@@ -203,12 +208,23 @@ fn october() -> Month {
 
 /// The golden file `name` of the layout-1 fixture.
 fn golden(name: &str) -> Vec<u8> {
-    std::fs::read(fixtures().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    golden_of(1, name)
+}
+
+/// The golden file `name` of the fixture of `layout`.
+fn golden_of(layout: u32, name: &str) -> Vec<u8> {
+    std::fs::read(fixtures_of(layout).join(name)).unwrap_or_else(|e| panic!("layout{layout}/{name}: {e}"))
 }
 
 /// The fixture's October as the previous release stored it: its snapshot text verbatim, closed when and by whom
 /// it was then.
 async fn insert_layout1_october(pool: &PgPool) -> String {
+    insert_october_of(pool, 1).await
+}
+
+/// The October of the fixture of `layout`, inserted as its release stored it.
+async fn insert_october_of(pool: &PgPool, layout: u32) -> String {
+    let golden = |name: &str| golden_of(layout, name);
     let snapshot = String::from_utf8(golden("snapshot.json")).unwrap();
     let closed: Value = serde_json::from_slice(&golden("closed.json")).unwrap();
     sqlx::query(
@@ -266,6 +282,70 @@ async fn a_layout1_month_renders_as_its_release_did() {
         let bytes = std::fs::read(&out).unwrap();
         let got = if format == "pdf" { pdftotext(&bytes).into_bytes() } else { bytes };
         assert!(got == golden(golden_file), "cardhour export --format {format} differs from {golden_file}");
+    }
+}
+
+/// Layout 2 after layout 3 exists: October as the last release of layout 2 closed it (`tests/fixtures/layout2/`,
+/// see its README; written by `write_layout2_fixture` on that code) is served as it was then — JSON and CSV byte
+/// for byte, the PDF's text line for line — by the API and by the CLI. Its PDF's idle list and utilization are
+/// the frozen ones: the data seeded here is the fixture's, but none of it is read for the PDF.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout2_month_renders_as_its_release_did() {
+    let db = TestDb::migrated().unwrap();
+    let pool = PgPool::connect(&db.url).await.unwrap();
+    let api = TestApi::start(pool.clone()).await;
+    seed_rates(&api).await;
+    seed_september(&pool, 3.0).await;
+    seed_october(&pool).await;
+    let text = insert_october_of(&pool, 2).await;
+
+    let st = cardhour::ledger::statement(&pool, october(), None).await.unwrap();
+    assert_eq!((st.layout, st.frozen.is_some()), (Layout::V2, true), "the fixture is a layout-2 month");
+    assert_eq!(st.content_hash.map(|h| format!("\"{h}\"")), Some(sha256(text.as_bytes())));
+    let reps = representations(&api);
+    assert_eq!(reps.len(), 9);
+    for (file, token, path, pdf) in reps {
+        let got = rendered(&api, &token, path, pdf).await;
+        let want = golden_of(2, file);
+        assert!(
+            got == want,
+            "{path} differs from layout2/{file}:\n--- now\n{}\n--- then\n{}",
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want)
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (format, file, golden_file) in [("csv", "o.csv", "bills.csv"), ("pdf", "o.pdf", "statements.txt")] {
+        let out = dir.path().join(file);
+        run_cardhour_ok(["export", "--month", OCTOBER, "--format", format, "--out", out.to_str().unwrap()], &db.env());
+        let bytes = std::fs::read(&out).unwrap();
+        let got = if format == "pdf" { pdftotext(&bytes).into_bytes() } else { bytes };
+        assert!(got == golden_of(2, golden_file), "cardhour export --format {format} differs from {golden_file}");
+    }
+}
+
+/// Writes `tests/fixtures/layout2/` from the code of the last release of layout 2 (run once, by hand, on that
+/// code: `cargo test --test frozen_layout write_layout2_fixture -- --ignored`). Never rerun on a later layout:
+/// the files are what layout 2 served.
+#[sqlx::test]
+#[ignore = "writes the layout-2 golden fixture; run by hand on the code of layout 2 only"]
+async fn write_layout2_fixture(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    two_months(&api).await;
+    close_october(&api).await;
+    let dir = fixtures_of(2);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (snapshot, closed_at, closed_by): (String, String, String) = sqlx::query_as(
+        "SELECT snapshot::text, to_json(closed_at)#>>'{}', closed_by FROM closed_months WHERE month = '2026-10'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    std::fs::write(dir.join("snapshot.json"), format!("{snapshot}\n")).unwrap();
+    let closed = json!({"closed_at": closed_at, "closed_by": closed_by});
+    std::fs::write(dir.join("closed.json"), format!("{}\n", serde_json::to_string_pretty(&closed).unwrap())).unwrap();
+    for (file, token, path, pdf) in representations(&api) {
+        std::fs::write(dir.join(file), rendered(&api, &token, path, pdf).await).unwrap();
     }
 }
 
