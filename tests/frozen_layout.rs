@@ -1,6 +1,6 @@
 //! What a close freezes (SPEC §6), end to end on a real Postgres: a month closed by the release before layouts
 //! (layout 1, `tests/fixtures/layout1/`, see its README) renders byte for byte as it did then; a month closed now
-//! is layout 2, freezes its PDF extras, and its CSV reconciles alone; data changing after a close changes no byte
+//! is layout 3, freezes its PDF extras, and its CSV reconciles alone; data changing after a close changes no byte
 //! and no ETag of any representation; each representation has its own ETag and answers 304 to it; altered frozen
 //! extras are refused like an altered statement.
 //!
@@ -36,10 +36,6 @@ use sqlx::PgPool;
 const A100: &str = "NVIDIA A100-SXM4-80GB";
 const H100: &str = "NVIDIA H100 80GB HBM3";
 const L40S: &str = "NVIDIA L40S";
-
-fn fixtures() -> PathBuf {
-    fixtures_of(1)
-}
 
 /// The golden fixture of a month closed under `layout` (`tests/fixtures/layout<N>/`).
 fn fixtures_of(layout: u32) -> PathBuf {
@@ -361,12 +357,12 @@ async fn two_months(api: &TestApi) {
     seed_october(&api.pool).await;
 }
 
-/// October closed now, kept by the platform.
+/// October closed now (under the current layout), kept by the platform.
 async fn close_october(api: &TestApi) {
     let close = json!({"override": {"reason": "no ingest run in this test"}});
     let (status, body) = api.call(Method::POST, "/api/v1/bills/2026-10/close", Some(&api.finance), Some(close)).await;
     assert_eq!(status, 201, "{body}");
-    assert_eq!(body["layout"], 2, "{body}");
+    assert_eq!(body["layout"], Layout::CURRENT.number(), "{body}");
 }
 
 fn csv_rows(bytes: &[u8]) -> Vec<BTreeMap<String, String>> {
@@ -400,10 +396,10 @@ fn reconcile(rows: &[BTreeMap<String, String>]) -> (Decimal, Decimal, Decimal, D
     (capacity, unallocated, not_offered, kept)
 }
 
-/// A month closed now: a version-2 snapshot of layout 2 with the extras frozen; its CSV writes months so a
+/// A month closed now: a version-2 snapshot of the current layout (3) with the extras frozen; its CSV writes months so a
 /// spreadsheet keeps them text and ends with the cluster rows, which reconcile with the teams' to the fen.
 #[sqlx::test]
-async fn a_month_closed_now_is_layout_2_and_its_csv_reconciles_alone(pool: PgPool) {
+async fn a_month_closed_now_is_layout_3_and_its_csv_reconciles_alone(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     two_months(&api).await;
     close_october(&api).await;
@@ -413,10 +409,10 @@ async fn a_month_closed_now_is_layout_2_and_its_csv_reconciles_alone(pool: PgPoo
         .fetch_one(&pool)
         .await
         .unwrap();
-    assert_eq!((stored["version"].as_u64(), stored["layout"].as_u64()), (Some(2), Some(2)));
+    assert_eq!((stored["version"].as_u64(), stored["layout"].as_u64()), (Some(2), Some(3)));
     let st = cardhour::ledger::statement(&pool, october(), None).await.unwrap();
-    assert_eq!(st.layout, Layout::V2);
-    let frozen = st.frozen.clone().expect("layout 2 freezes the extras");
+    assert_eq!(st.layout, Layout::V3);
+    let frozen = st.frozen.clone().expect("layout 2 on freezes the extras");
     let idle: Vec<(&str, &str, String)> =
         frozen.idle.iter().map(|p| (p.team.as_str(), p.pod.as_str(), p.idle_spend.to_string())).collect();
     assert_eq!(idle, [("nlp", "nlp-idle-pod", "148.50".into()), ("vision", "vision-idle-pod", "49.50".into())]);
@@ -474,17 +470,18 @@ async fn a_month_closed_now_is_layout_2_and_its_csv_reconciles_alone(pool: PgPoo
 
     // the JSON views say their layout; the PDF prints the frozen idle pods and utilization
     let month: Value = serde_json::from_slice(&get(&api, &fin, "/api/v1/bills/2026-10").await).unwrap();
-    assert_eq!((month["layout"].as_u64(), month["platform_kept"].as_str()), (Some(2), Some("1346.50")));
+    assert_eq!((month["layout"].as_u64(), month["platform_kept"].as_str()), (Some(3), Some("1346.50")));
     let team: Value = serde_json::from_slice(&get(&api, &lead, "/api/v1/bills/2026-10/teams/vision").await).unwrap();
     // 87.50 + 136.50, restated −65.00
-    assert_eq!((team["layout"].as_u64(), team["total"].as_str()), (Some(2), Some("159.00")));
+    assert_eq!((team["layout"].as_u64(), team["total"].as_str()), (Some(3), Some("159.00")));
     let pdf = pdftotext(&get(&api, &fin, "/api/v1/exports/2026-10/statements.pdf").await);
-    for s in ["nlp-idle-pod", "148.50", "vision-idle-pod", "49.50", "160.000", "77.000", "2666.00", "1346.50"] {
+    for s in ["nlp-idle-pod", "¥148.50", "vision-idle-pod", "¥49.50", "160.000", "77.000", "¥2,666.00", "¥1,346.50"]
+    {
         assert!(pdf.contains(s), "{s:?} missing from the PDF:\n{pdf}");
     }
     let lead_pdf = pdftotext(&get(&api, &lead, "/api/v1/exports/2026-10/statements.pdf").await);
     assert!(lead_pdf.contains("vision-idle-pod") && lead_pdf.contains("49.50"), "{lead_pdf}");
-    for s in ["nlp-idle-pod", "148.50", "160.000", "Allocation rate", "2666.00"] {
+    for s in ["nlp-idle-pod", "148.50", "160.000", "分配率", "2,666.00"] {
         assert!(!lead_pdf.contains(s), "{s:?} in the team lead's PDF:\n{lead_pdf}");
     }
 }
@@ -669,8 +666,8 @@ async fn capacity_not_offered_has_its_row_and_reconciles(pool: PgPool) {
     assert_eq!(reconcile(&rows), (dec!(2948.00), dec!(1446.50), dec!(182.00), dec!(1628.50)));
     let month: Value = serde_json::from_slice(&get(&api, &fin, "/api/v1/bills/2026-10").await).unwrap();
     assert_eq!((month["not_offered"].as_str(), month["platform_kept"].as_str()), (Some("182.00"), Some("1628.50")));
-    let pdf = pdftotext(&get(&api, &fin, "/api/v1/exports/2026-10/statements.pdf").await);
-    for s in ["Not offered (kept by the platform)", "182.00", "Not offered card-hours", "8.000", "1628.50"] {
+    let pdf = pdftotext(&get(&api, &fin, "/api/v1/exports/2026-10/statements.pdf?lang=en").await);
+    for s in ["Not offered (kept by the platform)", "¥182.00", "Not offered card-hours", "8.000", "¥1,628.50"] {
         assert!(pdf.contains(s), "{s:?} missing from the PDF:\n{pdf}");
     }
 }

@@ -12,7 +12,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{ApiQuery, AppState, etag};
-use crate::auth::{Finance, GlobalReader, ScopedReader};
+use crate::auth::{Finance, GlobalReader, Reader, ScopedReader};
 use crate::billing::{BillMode, BillPolicy, Month, UnallocatedPolicy};
 use crate::db::usage::Scope;
 use crate::error::{ApiError, ErrorBody};
@@ -525,6 +525,17 @@ pub struct ExportQuery {
     pub team: Option<String>,
 }
 
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct PdfQuery {
+    /// Only this team (default: every team the caller may see).
+    pub team: Option<String>,
+    /// The statement's language from layout 3 on: `zh` (zh-CN, the default) or `en`. A month closed under
+    /// layout 1 or 2 prints as it did then, in English, whatever this says.
+    pub lang: Option<String>,
+}
+
 /// Refuses a `team` that is not a team id (before anything is read): it would end up in a header.
 fn check_export_team(team: Option<&str>) -> Result<(), ApiError> {
     if let Some(t) = team {
@@ -624,9 +635,12 @@ async fn export_csv(
 /// The month's statements as PDF: for global readers a finance summary with a chart, then one statement per team;
 /// a team lead gets its own teams' statements only, without any cluster-wide figure. Chinese names are set in an
 /// embedded subset of Noto Sans CJK. A month closed under layout 2 or later prints the idle pods and utilization its
-/// close froze; an open month (and one closed under layout 1) those computed now. Conditional (`ETag`, 304).
+/// close froze; an open month (and one closed under layout 1) those computed now. From layout 3 on (months closed
+/// now, and open months) the statement is in `lang` (zh-CN by default), with ¥ amounts, the data coverage, budget
+/// vs actual, the previous month, prepared-by and an approval block; an open month's pages say 草稿 / DRAFT, and
+/// name the caller as the preparer. Conditional (`ETag`, 304).
 #[utoipa::path(get, path = "/exports/{month}/statements.pdf", tag = "bills", security(("bearer" = [])),
-    params(("month" = String, Path, description = "YYYY-MM"), ExportQuery, IfNoneMatch),
+    params(("month" = String, Path, description = "YYYY-MM"), PdfQuery, IfNoneMatch),
     responses(
         (status = 200, description = "The statements", content_type = "application/pdf", body = Vec<u8>,
             headers(
@@ -641,24 +655,34 @@ async fn export_csv(
                     description = "Closed month: private, max-age=31536000, immutable; open: private, no-cache"))),
         (status = 404, description = "No statement of this team for the month (or not the caller's team)",
             body = ErrorBody),
-        (status = 422, description = "A bad month or team", body = ErrorBody)))]
+        (status = 422, description = "A bad month, team or language", body = ErrorBody)))]
 async fn export_pdf(
     State(s): State<AppState>,
-    ScopedReader(scope): ScopedReader,
+    Reader(reader): Reader,
     Path(month): Path<String>,
-    ApiQuery(q): ApiQuery<ExportQuery>,
+    ApiQuery(q): ApiQuery<PdfQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let month = parse_month(&month)?;
     check_export_team(q.team.as_deref())?;
+    let lang = match q.lang.as_deref() {
+        None => crate::export::Lang::default(),
+        Some(l) => crate::export::Lang::parse(l)
+            .ok_or_else(|| ApiError::invalid("lang", format!("`{}`: use zh or en", l.escape_debug())))?,
+    };
+    let scope = reader.scope();
     let st = s.statements.statement(&s.pool, month, None).await?;
     let include = export_filter(&st, &scope, q.team.as_deref())?;
-    let extras = crate::waste::extras_for(&s.pool, &st, s.billing_tz, &scope).await?;
+    let mut extras = crate::waste::extras_for(&s.pool, &st, s.billing_tz, &scope).await?;
+    // a draft names who asked for it, to the minute (a closed month's preparer is its close)
+    let now = Utc::now();
+    let at = chrono::DurationRound::duration_trunc(now, chrono::TimeDelta::minutes(1)).unwrap_or(now);
+    extras.prepared = Some(crate::export::Prepared { by: reader.name.clone(), at });
     // rendering is CPU work: off the async threads
     let fonts = crate::export::FontChain::installed().map_err(|e| ApiError::Internal(e.into()))?;
     let shared = std::sync::Arc::clone(&st);
     let body = tokio::task::spawn_blocking(move || {
-        crate::export::statement_pdf(&shared, include, &fonts, &extras).map_err(anyhow::Error::from)
+        crate::export::statement_pdf(&shared, include, &fonts, &extras, lang).map_err(anyhow::Error::from)
     })
     .await
     .map_err(|e| ApiError::Internal(e.into()))??;
