@@ -367,7 +367,7 @@ mod tests {
         assert!(w.rate.is_none());
         assert_eq!(w.wasted_amount.to_string(), "0.00");
         assert_eq!(round_for_display(0.09838000000000002, 4), 0.0984);
-        assert_eq!(round_for_display(f64::NAN, 3).is_nan(), true);
+        assert!(round_for_display(f64::NAN, 3).is_nan());
     }
 
     #[test]
