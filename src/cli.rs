@@ -157,9 +157,17 @@ pub struct ExportArgs {
     /// exports as closed: a policy other than its own is an error.
     #[arg(long, value_enum, visible_alias = "policy")]
     pub unallocated: Option<CliUnallocated>,
+    /// The PDF's language from layout 3 on: zh (zh-CN) or en. A month closed under layout 1 or 2 prints as it
+    /// did then, in English.
+    #[arg(long, value_parser = valid_lang, default_value = "zh")]
+    pub lang: crate::export::Lang,
     /// Write to this file instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+fn valid_lang(s: &str) -> Result<crate::export::Lang, String> {
+    crate::export::Lang::parse(s).ok_or_else(|| format!("`{}`: use zh or en", s.escape_debug()))
 }
 
 #[derive(Debug, clap::Args)]
@@ -968,8 +976,13 @@ async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
             let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
             // one team's statement is what goes to its lead: no cluster-wide summary then
             let scope = a.team.clone().map_or_else(Scope::all, |t| Scope::teams(vec![t]));
-            let extras = crate::waste::extras_for(&pool, &st, tz, &scope).await?;
-            crate::export::statement_pdf(&st, include, &fonts, &extras)?
+            let mut extras = crate::waste::extras_for(&pool, &st, tz, &scope).await?;
+            // a draft names who ran the export (a closed month's preparer is its close)
+            let user = std::env::var("USER").unwrap_or_else(|_| "cli".into());
+            let now = Utc::now();
+            let at = chrono::DurationRound::duration_trunc(now, chrono::TimeDelta::minutes(1)).unwrap_or(now);
+            extras.prepared = Some(crate::export::Prepared { by: format!("cli:{user}"), at });
+            crate::export::statement_pdf(&st, include, &fonts, &extras, a.lang)?
         }
         ExportFormat::Xlsx => crate::export::bill_xlsx(&st, include, a.team.is_none())?,
     };

@@ -9,7 +9,7 @@ use std::time::Instant;
 use cardhour::billing::{
     BillMode, BillPolicy, CapacityLine, Month, RestatementLine, UnallocatedPolicy, UsageLine, compute_month,
 };
-use cardhour::export::{FontChain, Layout, StatementExtras, statement_pdf};
+use cardhour::export::{FontChain, Lang, Layout, StatementExtras, statement_pdf};
 use cardhour::ledger::{MonthStatus, Statement, TeamInfo};
 use cardhour::money::{Money, RatePerCardHour};
 use rust_decimal::Decimal;
@@ -69,7 +69,8 @@ fn statement(usage: Vec<UsageLine>, capacity: Vec<CapacityLine>, teams: &[(&str,
             .collect::<BTreeMap<_, _>>(),
         content_hash: None,
         close_override: None,
-        layout: Layout::CURRENT,
+        // this file checks the renderer of layouts 1 and 2 (tests/statement_layout3.rs: layout 3's)
+        layout: Layout::V2,
         frozen: None,
     }
 }
@@ -121,7 +122,7 @@ fn statement_pdf_has_every_team_line_and_total() {
     let st = three_teams();
     let font = font();
     let start = Instant::now();
-    let pdf = statement_pdf(&st, |_| true, &font, &finance()).expect("render");
+    let pdf = statement_pdf(&st, |_| true, &font, &finance(), Lang::En).expect("render");
     println!("3-team statement rendered in {:.3} s", start.elapsed().as_secs_f64());
     let kb = pdf.len() / 1024;
     println!("3-team statement: {} bytes ({kb} KiB)", pdf.len());
@@ -176,7 +177,7 @@ fn a_month_closed_before_offered_capacity_prints_without_it() {
     for c in &mut st.bills.capacity {
         (c.not_offered_card_hours, c.not_offered_amount) = (None, None);
     }
-    let text = pdftotext(&statement_pdf(&st, |_| true, &font(), &finance()).expect("render"));
+    let text = pdftotext(&statement_pdf(&st, |_| true, &font(), &finance(), Lang::En).expect("render"));
     assert!(text.contains("finance summary") && text.contains(&st.bills.capacity_cost.to_string()), "{text}");
     assert!(!text.contains("Not offered"), "{text}");
 }
@@ -184,7 +185,7 @@ fn a_month_closed_before_offered_capacity_prints_without_it() {
 #[test]
 fn include_filters_teams() {
     let st = three_teams();
-    let pdf = statement_pdf(&st, |t| t == "rec", &font(), &Default::default()).expect("render");
+    let pdf = statement_pdf(&st, |t| t == "rec", &font(), &Default::default(), Lang::En).expect("render");
     let text = pdftotext(&pdf);
     assert!(text.contains("推荐算法组"));
     assert!(!text.contains("Vision Lab"), "an excluded team is shown:\n{text}");
@@ -202,7 +203,7 @@ fn include_filters_teams() {
     }
     assert!(text.contains(&st.team_total("rec").to_string()));
     // with it, the same team filter still keeps the other teams out of the summary's table and chart
-    let text = pdftotext(&statement_pdf(&st, |t| t == "rec", &font(), &finance()).expect("render"));
+    let text = pdftotext(&statement_pdf(&st, |t| t == "rec", &font(), &finance(), Lang::En).expect("render"));
     assert!(text.contains("finance summary") && text.contains(&st.bills.capacity_cost.to_string()));
     assert!(!text.contains("Vision Lab") && !text.contains("NLP"), "{text}");
 }
@@ -227,7 +228,7 @@ fn hundred_teams_render_quickly() {
     let st = statement(usage_lines, capacity, &info);
     let font = font();
     let start = Instant::now();
-    let pdf = statement_pdf(&st, |_| true, &font, &finance()).expect("render");
+    let pdf = statement_pdf(&st, |_| true, &font, &finance(), Lang::En).expect("render");
     let took = start.elapsed();
     if let Ok(out) = std::env::var("CARDHOUR_PDF_OUT_100") {
         std::fs::write(out, &pdf).expect("write CARDHOUR_PDF_OUT_100");
@@ -255,7 +256,7 @@ fn a_character_no_font_has_never_fails_the_export() {
     let mut st = three_teams();
     // an emoji: Noto Sans CJK has none; the fallback chain (Symbola) or the replacement glyph draws it
     st.teams.get_mut("rec").unwrap().name = "推荐 🚀".into();
-    let pdf = statement_pdf(&st, |_| true, &font(), &Default::default()).expect("an emoji renders");
+    let pdf = statement_pdf(&st, |_| true, &font(), &Default::default(), Lang::En).expect("an emoji renders");
     if let Ok(out) = std::env::var("CARDHOUR_PDF_OUT_EMOJI") {
         std::fs::write(out, &pdf).expect("write CARDHOUR_PDF_OUT_EMOJI");
     }
@@ -264,10 +265,10 @@ fn a_character_no_font_has_never_fails_the_export() {
     assert!(text.contains(&st.team_total("rec").to_string()), "the team's statement is there: {text}");
     // a character no installed font has (private use) prints as the visible replacement, U+FFFD
     st.teams.get_mut("rec").unwrap().name = "推荐\u{10FFFD}组".into();
-    let text = pdftotext(&statement_pdf(&st, |_| true, &font(), &Default::default()).expect("render"));
+    let text = pdftotext(&statement_pdf(&st, |_| true, &font(), &Default::default(), Lang::En).expect("render"));
     assert!(text.contains("推荐�组"), "{text}");
     // A tab in a name is printed as a space, not an error.
     st.teams.get_mut("rec").unwrap().name = "推荐\t算法组".into();
-    let text = pdftotext(&statement_pdf(&st, |_| true, &font(), &Default::default()).expect("render"));
+    let text = pdftotext(&statement_pdf(&st, |_| true, &font(), &Default::default(), Lang::En).expect("render"));
     assert!(text.contains("推荐 算法组"), "{text}");
 }

@@ -1,6 +1,6 @@
 //! What a close freezes (SPEC §6), end to end on a real Postgres: a month closed by the release before layouts
 //! (layout 1, `tests/fixtures/layout1/`, see its README) renders byte for byte as it did then; a month closed now
-//! is layout 2, freezes its PDF extras, and its CSV reconciles alone; data changing after a close changes no byte
+//! is layout 3, freezes its PDF extras, and its CSV reconciles alone; data changing after a close changes no byte
 //! and no ETag of any representation; each representation has its own ETag and answers 304 to it; altered frozen
 //! extras are refused like an altered statement.
 //!
@@ -37,8 +37,9 @@ const A100: &str = "NVIDIA A100-SXM4-80GB";
 const H100: &str = "NVIDIA H100 80GB HBM3";
 const L40S: &str = "NVIDIA L40S";
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/layout1"))
+/// The golden fixture of a month closed under `layout` (`tests/fixtures/layout<N>/`).
+fn fixtures_of(layout: u32) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures")).join(format!("layout{layout}"))
 }
 
 /// A pod's hour: `cards` of `model` at `util` (0–1) holding 8 GiB.
@@ -203,12 +204,23 @@ fn october() -> Month {
 
 /// The golden file `name` of the layout-1 fixture.
 fn golden(name: &str) -> Vec<u8> {
-    std::fs::read(fixtures().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    golden_of(1, name)
+}
+
+/// The golden file `name` of the fixture of `layout`.
+fn golden_of(layout: u32, name: &str) -> Vec<u8> {
+    std::fs::read(fixtures_of(layout).join(name)).unwrap_or_else(|e| panic!("layout{layout}/{name}: {e}"))
 }
 
 /// The fixture's October as the previous release stored it: its snapshot text verbatim, closed when and by whom
 /// it was then.
 async fn insert_layout1_october(pool: &PgPool) -> String {
+    insert_october_of(pool, 1).await
+}
+
+/// The October of the fixture of `layout`, inserted as its release stored it.
+async fn insert_october_of(pool: &PgPool, layout: u32) -> String {
+    let golden = |name: &str| golden_of(layout, name);
     let snapshot = String::from_utf8(golden("snapshot.json")).unwrap();
     let closed: Value = serde_json::from_slice(&golden("closed.json")).unwrap();
     sqlx::query(
@@ -269,6 +281,70 @@ async fn a_layout1_month_renders_as_its_release_did() {
     }
 }
 
+/// Layout 2 after layout 3 exists: October as the last release of layout 2 closed it (`tests/fixtures/layout2/`,
+/// see its README; written by `write_layout2_fixture` on that code) is served as it was then — JSON and CSV byte
+/// for byte, the PDF's text line for line — by the API and by the CLI. Its PDF's idle list and utilization are
+/// the frozen ones: the data seeded here is the fixture's, but none of it is read for the PDF.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout2_month_renders_as_its_release_did() {
+    let db = TestDb::migrated().unwrap();
+    let pool = PgPool::connect(&db.url).await.unwrap();
+    let api = TestApi::start(pool.clone()).await;
+    seed_rates(&api).await;
+    seed_september(&pool, 3.0).await;
+    seed_october(&pool).await;
+    let text = insert_october_of(&pool, 2).await;
+
+    let st = cardhour::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
+    assert_eq!((st.layout, st.frozen.is_some()), (Layout::V2, true), "the fixture is a layout-2 month");
+    assert_eq!(st.content_hash.map(|h| format!("\"{h}\"")), Some(sha256(text.as_bytes())));
+    let reps = representations(&api);
+    assert_eq!(reps.len(), 9);
+    for (file, token, path, pdf) in reps {
+        let got = rendered(&api, &token, path, pdf).await;
+        let want = golden_of(2, file);
+        assert!(
+            got == want,
+            "{path} differs from layout2/{file}:\n--- now\n{}\n--- then\n{}",
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want)
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (format, file, golden_file) in [("csv", "o.csv", "bills.csv"), ("pdf", "o.pdf", "statements.txt")] {
+        let out = dir.path().join(file);
+        run_cardhour_ok(["export", "--month", OCTOBER, "--format", format, "--out", out.to_str().unwrap()], &db.env());
+        let bytes = std::fs::read(&out).unwrap();
+        let got = if format == "pdf" { pdftotext(&bytes).into_bytes() } else { bytes };
+        assert!(got == golden_of(2, golden_file), "cardhour export --format {format} differs from {golden_file}");
+    }
+}
+
+/// Writes `tests/fixtures/layout2/` from the code of the last release of layout 2 (run once, by hand, on that
+/// code: `cargo test --test frozen_layout write_layout2_fixture -- --ignored`). Never rerun on a later layout:
+/// the files are what layout 2 served.
+#[sqlx::test]
+#[ignore = "writes the layout-2 golden fixture; run by hand on the code of layout 2 only"]
+async fn write_layout2_fixture(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    two_months(&api).await;
+    close_october(&api).await;
+    let dir = fixtures_of(2);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (snapshot, closed_at, closed_by): (String, String, String) = sqlx::query_as(
+        "SELECT snapshot::text, to_json(closed_at)#>>'{}', closed_by FROM closed_months WHERE month = '2026-10'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    std::fs::write(dir.join("snapshot.json"), format!("{snapshot}\n")).unwrap();
+    let closed = json!({"closed_at": closed_at, "closed_by": closed_by});
+    std::fs::write(dir.join("closed.json"), format!("{}\n", serde_json::to_string_pretty(&closed).unwrap())).unwrap();
+    for (file, token, path, pdf) in representations(&api) {
+        std::fs::write(dir.join(file), rendered(&api, &token, path, pdf).await).unwrap();
+    }
+}
+
 /// Rates, September closed (spread over the teams) and changed after, October's data.
 async fn two_months(api: &TestApi) {
     let fin = Some(api.finance.as_str());
@@ -282,12 +358,12 @@ async fn two_months(api: &TestApi) {
     seed_october(&api.pool).await;
 }
 
-/// October closed now, kept by the platform.
+/// October closed now (under the current layout), kept by the platform.
 async fn close_october(api: &TestApi) {
     let close = json!({"mode": "showback", "unallocated": "kept_by_platform", "override": {"reason": "no ingest run in this test"}});
     let (status, body) = api.call(Method::POST, "/api/v1/bills/2026-10/close", Some(&api.finance), Some(close)).await;
     assert_eq!(status, 201, "{body}");
-    assert_eq!(body["layout"], 2, "{body}");
+    assert_eq!(body["layout"], Layout::CURRENT.number(), "{body}");
 }
 
 fn csv_rows(bytes: &[u8]) -> Vec<BTreeMap<String, String>> {
@@ -321,10 +397,10 @@ fn reconcile(rows: &[BTreeMap<String, String>]) -> (Decimal, Decimal, Decimal, D
     (capacity, unallocated, not_offered, kept)
 }
 
-/// A month closed now: a version-2 snapshot of layout 2 with the extras frozen; its CSV writes months so a
+/// A month closed now: a version-2 snapshot of the current layout (3) with the extras frozen; its CSV writes months so a
 /// spreadsheet keeps them text and ends with the cluster rows, which reconcile with the teams' to the fen.
 #[sqlx::test]
-async fn a_month_closed_now_is_layout_2_and_its_csv_reconciles_alone(pool: PgPool) {
+async fn a_month_closed_now_is_layout_3_and_its_csv_reconciles_alone(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     two_months(&api).await;
     close_october(&api).await;
@@ -334,10 +410,10 @@ async fn a_month_closed_now_is_layout_2_and_its_csv_reconciles_alone(pool: PgPoo
         .fetch_one(&pool)
         .await
         .unwrap();
-    assert_eq!((stored["version"].as_u64(), stored["layout"].as_u64()), (Some(2), Some(2)));
+    assert_eq!((stored["version"].as_u64(), stored["layout"].as_u64()), (Some(2), Some(3)));
     let st = cardhour::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
-    assert_eq!(st.layout, Layout::V2);
-    let frozen = st.frozen.clone().expect("layout 2 freezes the extras");
+    assert_eq!(st.layout, Layout::V3);
+    let frozen = st.frozen.clone().expect("layout 2 on freezes the extras");
     let idle: Vec<(&str, &str, String)> =
         frozen.idle.iter().map(|p| (p.team.as_str(), p.pod.as_str(), p.idle_spend.to_string())).collect();
     assert_eq!(idle, [("nlp", "nlp-idle-pod", "148.50".into()), ("vision", "vision-idle-pod", "49.50".into())]);
@@ -395,17 +471,18 @@ async fn a_month_closed_now_is_layout_2_and_its_csv_reconciles_alone(pool: PgPoo
 
     // the JSON views say their layout; the PDF prints the frozen idle pods and utilization
     let month: Value = serde_json::from_slice(&get(&api, &fin, "/api/v1/bills/2026-10").await).unwrap();
-    assert_eq!((month["layout"].as_u64(), month["platform_kept"].as_str()), (Some(2), Some("1346.50")));
+    assert_eq!((month["layout"].as_u64(), month["platform_kept"].as_str()), (Some(3), Some("1346.50")));
     let team: Value = serde_json::from_slice(&get(&api, &lead, "/api/v1/bills/2026-10/teams/vision").await).unwrap();
     // 87.50 + 136.50, restated −65.00
-    assert_eq!((team["layout"].as_u64(), team["total"].as_str()), (Some(2), Some("159.00")));
+    assert_eq!((team["layout"].as_u64(), team["total"].as_str()), (Some(3), Some("159.00")));
     let pdf = pdftotext(&get(&api, &fin, "/api/v1/exports/2026-10/statements.pdf").await);
-    for s in ["nlp-idle-pod", "148.50", "vision-idle-pod", "49.50", "160.000", "77.000", "2666.00", "1346.50"] {
+    for s in ["nlp-idle-pod", "¥148.50", "vision-idle-pod", "¥49.50", "160.000", "77.000", "¥2,666.00", "¥1,346.50"]
+    {
         assert!(pdf.contains(s), "{s:?} missing from the PDF:\n{pdf}");
     }
     let lead_pdf = pdftotext(&get(&api, &lead, "/api/v1/exports/2026-10/statements.pdf").await);
     assert!(lead_pdf.contains("vision-idle-pod") && lead_pdf.contains("49.50"), "{lead_pdf}");
-    for s in ["nlp-idle-pod", "148.50", "160.000", "Allocation rate", "2666.00"] {
+    for s in ["nlp-idle-pod", "148.50", "160.000", "分配率", "2,666.00"] {
         assert!(!lead_pdf.contains(s), "{s:?} in the team lead's PDF:\n{lead_pdf}");
     }
 }
@@ -590,8 +667,8 @@ async fn capacity_not_offered_has_its_row_and_reconciles(pool: PgPool) {
     assert_eq!(reconcile(&rows), (dec!(2948.00), dec!(1446.50), dec!(182.00), dec!(1628.50)));
     let month: Value = serde_json::from_slice(&get(&api, &fin, "/api/v1/bills/2026-10").await).unwrap();
     assert_eq!((month["not_offered"].as_str(), month["platform_kept"].as_str()), (Some("182.00"), Some("1628.50")));
-    let pdf = pdftotext(&get(&api, &fin, "/api/v1/exports/2026-10/statements.pdf").await);
-    for s in ["Not offered (kept by the platform)", "182.00", "Not offered card-hours", "8.000", "1628.50"] {
+    let pdf = pdftotext(&get(&api, &fin, "/api/v1/exports/2026-10/statements.pdf?lang=en").await);
+    for s in ["Not offered (kept by the platform)", "¥182.00", "Not offered card-hours", "8.000", "¥1,628.50"] {
         assert!(pdf.contains(s), "{s:?} missing from the PDF:\n{pdf}");
     }
 }

@@ -16,7 +16,7 @@ use super::doc::{
     CsvAnswers, MonthAnswers, PdfAnswers, PolicyConflict, ReaderErrors, TeamStatementAnswers, WriterErrors, XlsxAnswers,
 };
 use super::{ApiQuery, AppState, etag};
-use crate::auth::{Finance, GlobalReader, ScopedReader};
+use crate::auth::{Finance, GlobalReader, Reader, ScopedReader};
 use crate::billing::{BillMode, BillPolicy, Month, PolicyChoice, UnallocatedPolicy};
 use crate::db::usage::Scope;
 use crate::error::ApiError;
@@ -508,7 +508,6 @@ async fn month_readiness(
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
 pub struct ExportQuery {
     /// Only this team (default: every team the caller may see). An unknown team is a 404 naming `team`; a known
     /// team without lines this month is an export without lines.
@@ -519,6 +518,22 @@ pub struct ExportQuery {
     /// Open month: the draft under this unallocated policy, `kept_by_platform` or `spread_proportionally`
     /// (default: the configured one). Closed month: only the one it was closed with (another is a 409).
     pub unallocated: Option<String>,
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct PdfQuery {
+    /// Only this team (default: every team the caller may see). An unknown team is a 404 naming `team`; a known
+    /// team without lines this month gets its empty statement.
+    pub team: Option<String>,
+    /// As for the other exports: an open month's draft under this bill mode; a closed month only its own.
+    pub mode: Option<String>,
+    /// As for the other exports: an open month's draft under this unallocated policy; a closed month only its own.
+    pub unallocated: Option<String>,
+    /// The statement's language from layout 3 on: `zh` (zh-CN, the default) or `en`. A month closed under
+    /// layout 1 or 2 prints as it did then, in English, whatever this says.
+    pub lang: Option<String>,
 }
 
 /// Refuses a `team` that is not a team id (before anything is read): it would end up in a header.
@@ -615,24 +630,38 @@ async fn export_csv(
 /// The month's statements as PDF: for global readers a finance summary with a chart, then one statement per team;
 /// a team lead gets its own teams' statements only, without any cluster-wide figure. Chinese names are set in an
 /// embedded subset of Noto Sans CJK. A month closed under layout 2 or later prints the idle pods and utilization its
-/// close froze; an open month (and one closed under layout 1) those computed now. Conditional (`ETag`, 304).
+/// close froze; an open month (and one closed under layout 1) those computed now. From layout 3 on (months closed
+/// now, and open months) the statement is in `lang` (zh-CN by default), with ¥ amounts, the data coverage, budget
+/// vs actual, the previous month, prepared-by and an approval block; an open month's pages say 草稿 / DRAFT, and
+/// name the caller as the preparer. Conditional (`ETag`, 304).
 #[utoipa::path(get, path = "/exports/{month}/statements.pdf", tag = "bills", security(("bearer" = [])),
-    params(("month" = String, Path, description = "YYYY-MM"), ExportQuery, IfNoneMatch),
+    params(("month" = String, Path, description = "YYYY-MM"), PdfQuery, IfNoneMatch),
     responses(PdfAnswers, ReaderErrors, PolicyConflict))]
 async fn export_pdf(
     State(s): State<AppState>,
-    ScopedReader(scope): ScopedReader,
+    Reader(reader): Reader,
     Path(month): Path<String>,
-    ApiQuery(q): ApiQuery<ExportQuery>,
+    ApiQuery(q): ApiQuery<PdfQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (st, include) = export_statement(&s, &scope, &month, &q).await?;
-    let extras = crate::waste::extras_for(&s.pool, &st, s.billing_tz, &scope).await?;
+    let lang = match q.lang.as_deref() {
+        None => crate::export::Lang::default(),
+        Some(l) => crate::export::Lang::parse(l)
+            .ok_or_else(|| ApiError::invalid("lang", format!("`{}`: use zh or en", l.escape_debug())))?,
+    };
+    let scope = reader.scope();
+    let export = ExportQuery { team: q.team.clone(), mode: q.mode.clone(), unallocated: q.unallocated.clone() };
+    let (st, include) = export_statement(&s, &scope, &month, &export).await?;
+    let mut extras = crate::waste::extras_for(&s.pool, &st, s.billing_tz, &scope).await?;
+    // a draft names who asked for it, to the minute (a closed month's preparer is its close)
+    let now = Utc::now();
+    let at = chrono::DurationRound::duration_trunc(now, chrono::TimeDelta::minutes(1)).unwrap_or(now);
+    extras.prepared = Some(crate::export::Prepared { by: reader.name.clone(), at });
     // rendering is CPU work: off the async threads
     let fonts = crate::export::FontChain::installed().map_err(|e| ApiError::Internal(e.into()))?;
     let shared = std::sync::Arc::clone(&st);
     let body = tokio::task::spawn_blocking(move || {
-        crate::export::statement_pdf(&shared, include, &fonts, &extras).map_err(anyhow::Error::from)
+        crate::export::statement_pdf(&shared, include, &fonts, &extras, lang).map_err(anyhow::Error::from)
     })
     .await
     .map_err(|e| ApiError::Internal(e.into()))??;

@@ -17,7 +17,7 @@ use crate::error::ApiError;
 use crate::ingest::window::floor_hour;
 use crate::money::Money;
 use crate::validate;
-use crate::waste::{UtilizationReport, month_utilization};
+use crate::waste::{UtilizationReport, WastefulPod, month_utilization};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -74,21 +74,8 @@ pub struct TopQuery {
     pub top: Option<i64>,
 }
 
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct WastefulPod {
-    pub cluster: String,
-    pub namespace: String,
-    pub pod: String,
-    pub team: String,
-    pub gpu_hours: f64,
-    pub effective_gpu_hours: f64,
-    pub unmetered_gpu_hours: f64,
-    /// Metered GPU-hours − effective GPU-hours: what was held and measured idle (unmetered time is not counted).
-    pub wasted_gpu_hours: f64,
-    pub utilization: Option<f64>,
-}
-
-/// The pods with the most wasted GPU-hours in a range (default: the last 7 days) — by hours, not by percent.
+/// The pods with the most wasted GPU-hours in a range (default: the last 7 days) — by hours, not by percent —
+/// with owner, GPU model and the money of the wasted hours at the model's rate at the range's end.
 #[utoipa::path(get, path = "/reports/low-utilization", tag = "reports", security(("bearer" = [])), params(TopQuery),
     responses((status = 200, description = "The pods that wasted the most GPU-hours, most first", body = Vec<WastefulPod>), ReaderErrors))]
 async fn low_utilization(
@@ -101,25 +88,7 @@ async fn low_utilization(
     // one row per pod: the range is capped like `/usage?group_by=pod`
     validate::range(from, to, validate::MAX_POD_RANGE_DAYS)?;
     let top = validate::bounded("top", q.top.unwrap_or(10), 1, validate::TOP_MAX)?;
-    let pods = db::reports::most_wasteful_pods(&s.pool, from, to, top, &scope).await?;
-    Ok(Json(
-        pods.into_iter()
-            .map(|t| {
-                let metered = t.gpu_seconds - t.unmetered_gpu_seconds;
-                WastefulPod {
-                    cluster: t.cluster,
-                    namespace: t.namespace,
-                    pod: t.pod,
-                    team: t.team,
-                    gpu_hours: t.gpu_seconds / 3600.0,
-                    effective_gpu_hours: t.effective_gpu_seconds / 3600.0,
-                    unmetered_gpu_hours: t.unmetered_gpu_seconds / 3600.0,
-                    wasted_gpu_hours: (metered - t.effective_gpu_seconds) / 3600.0,
-                    utilization: (metered > 0.0).then(|| t.effective_gpu_seconds / metered),
-                }
-            })
-            .collect(),
-    ))
+    Ok(Json(crate::waste::low_utilization(&s.pool, from, to, top, &scope, s.billing_tz).await?))
 }
 
 fn parse_month(s: &str) -> Result<Month, ApiError> {

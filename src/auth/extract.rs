@@ -24,6 +24,10 @@ pub struct GlobalReader(pub Principal);
 /// scope (a team lead: its own teams; others do not exist for it).
 pub struct ScopedReader(pub Scope);
 
+/// Any authenticated caller, who it is: for what names the reader (a statement's prepared-by). Its data is
+/// [`Principal::scope`]'s, as [`ScopedReader`]'s.
+pub struct Reader(pub Principal);
+
 /// Why a request was refused before its handler ran.
 #[derive(Debug)]
 pub enum AuthRejection {
@@ -118,6 +122,18 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         Ok(ScopedReader(authenticate(parts, state).await?.scope()))
+    }
+}
+
+impl<S> FromRequestParts<S> for Reader
+where
+    PgPool: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = AuthRejection;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Reader(authenticate(parts, state).await?))
     }
 }
 

@@ -7,7 +7,7 @@
 mod extract;
 mod token;
 
-pub use extract::{AuthRejection, Finance, GlobalReader, ScopedReader, bearer_token};
+pub use extract::{AuthRejection, Finance, GlobalReader, Reader, ScopedReader, bearer_token};
 pub use token::{NewToken, hash_token, new_token};
 
 use serde::{Deserialize, Serialize};

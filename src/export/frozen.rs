@@ -3,9 +3,13 @@
 //! closed month's PDF never reads live data. Types of their own, not the API's `IdlePod` / `Figures`: what is
 //! stored must keep reading when an API type gains, renames or drops a field.
 
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::StatementExtras;
+use crate::billing::Month;
 use crate::db::usage::Scope;
 use crate::money::{Money, RatePerCardHour};
 use crate::waste::{Figures, IdlePod};
@@ -17,6 +21,37 @@ pub struct FrozenExtras {
     pub idle: Vec<IdleLine>,
     /// The month's utilization, cluster-wide (printed on the finance summary only).
     pub utilization: UtilizationFigures,
+    /// Layout 3 on: each cluster's data coverage of the month.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Vec<Coverage>>,
+    /// Layout 3 on: every team's budget of the month (teams without one absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<BTreeMap<String, Money>>,
+    /// Layout 3 on: the previous month's team totals, as its statement read at the close.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<PreviousMonth>,
+}
+
+/// How much of a month one cluster's stored data covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coverage {
+    pub cluster: String,
+    /// The first and last ingested hour in the month (start of the hour); `None` when none is.
+    pub first_hour: Option<DateTime<Utc>>,
+    pub last_hour: Option<DateTime<Utc>>,
+    /// Hours of the month ingested.
+    pub hours_present: u32,
+    /// Hours of the month elapsed (up to the month's end, or now for the current month).
+    pub hours_elapsed: u32,
+}
+
+/// The month before a statement's, as its statement read: each team's total.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviousMonth {
+    pub month: Month,
+    /// Closed (final) or open (still moving).
+    pub closed: bool,
+    pub teams: BTreeMap<String, Money>,
 }
 
 /// One idle pod, with every figure a statement prints of it.
@@ -93,6 +128,19 @@ impl FrozenExtras {
             idle: self.idle.iter().filter(|p| scope.allows(&p.team)).cloned().collect(),
             utilization: global.then(|| self.utilization.clone()),
             finance_summary: global,
+            coverage: self.coverage.clone().unwrap_or_default(),
+            budgets: self
+                .budgets
+                .iter()
+                .flatten()
+                .filter(|(t, _)| scope.allows(t))
+                .map(|(t, m)| (t.clone(), *m))
+                .collect(),
+            previous: self
+                .previous
+                .clone()
+                .map(|p| PreviousMonth { teams: p.teams.into_iter().filter(|(t, _)| scope.allows(t)).collect(), ..p }),
+            prepared: None,
         }
     }
 }
@@ -122,10 +170,13 @@ mod tests {
         let frozen = FrozenExtras {
             idle: vec![line("nlp", "a"), line("vision", "b"), line("nlp", "c")],
             utilization: UtilizationFigures { gpu_hours: 7.0, ..Default::default() },
+            budgets: Some(BTreeMap::from([("nlp".into(), Money::ZERO), ("vision".into(), Money::ZERO)])),
+            ..Default::default()
         };
         let lead = frozen.for_scope(&Scope::teams(vec!["nlp".into()]));
         assert_eq!(lead.idle.iter().map(|p| p.pod.as_str()).collect::<Vec<_>>(), ["a", "c"]);
         assert!(lead.utilization.is_none() && !lead.finance_summary);
+        assert_eq!(lead.budgets.keys().collect::<Vec<_>>(), ["nlp"]);
         let all = frozen.for_scope(&Scope::all());
         assert_eq!(all.idle.len(), 3);
         assert_eq!(all.utilization.map(|u| u.gpu_hours), Some(7.0));
@@ -134,7 +185,7 @@ mod tests {
 
     #[test]
     fn stored_figures_read_back_and_an_unknown_field_is_ignored() {
-        let frozen = FrozenExtras { idle: vec![line("nlp", "a")], utilization: Default::default() };
+        let frozen = FrozenExtras { idle: vec![line("nlp", "a")], ..Default::default() };
         let mut v = serde_json::to_value(&frozen).unwrap();
         v["idle"][0]["added_later"] = serde_json::json!(1);
         assert_eq!(serde_json::from_value::<FrozenExtras>(v).unwrap(), frozen);

@@ -12,11 +12,16 @@
 //!   `not_offered`, `platform_kept`) so it reconciles on its own: Σ usage + Σ unallocated_share + platform_kept =
 //!   Σ capacity. The JSON views carry `"layout": 2`; fields added from layout 2 on (offered capacity) are absent
 //!   from layout-1 views ([`since`]); the PDF prints offered capacity from layout 2 on only.
+//! - Layout 3: the PDF is the statement finance signs ([`super::view`]): in zh-CN (default) or en, ¥ amounts with
+//!   thousands separators, fixed decimals, kinds and lines in words, a draft watermark on open months, the data
+//!   coverage, budget vs actual, the previous month and the change, prepared-by and an approval block; the close
+//!   also freezes the coverage, the budgets and the previous month's totals. CSV and JSON as layout 2 (the JSON
+//!   says `"layout": 3`). Layouts 1 and 2 keep their renderer (English only; `lang` changes nothing there).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::csv_export::{self, CsvShape};
-use super::{FontChain, FrozenExtras, PdfError, StatementExtras};
+use super::{FontChain, FrozenExtras, Lang, PdfError, StatementExtras};
 use crate::ledger::Statement;
 
 /// A layout version. Ordered: a field added in layout N is shown when `layout >= N`.
@@ -24,16 +29,18 @@ use crate::ledger::Statement;
 pub enum Layout {
     V1,
     V2,
+    V3,
 }
 
 impl Layout {
     /// The layout of new closes and of open months.
-    pub const CURRENT: Layout = Layout::V2;
+    pub const CURRENT: Layout = Layout::V3;
 
     pub fn number(self) -> u32 {
         match self {
             Layout::V1 => 1,
             Layout::V2 => 2,
+            Layout::V3 => 3,
         }
     }
 
@@ -41,6 +48,7 @@ impl Layout {
         match n {
             1 => Some(Layout::V1),
             2 => Some(Layout::V2),
+            3 => Some(Layout::V3),
             _ => None,
         }
     }
@@ -76,7 +84,7 @@ pub fn since<T>(layout: Layout, since: Layout, value: impl FnOnce() -> T) -> Opt
 pub fn bill_csv(st: &Statement, include: impl Fn(&str) -> bool, every_team: bool) -> Result<Vec<u8>, csv::Error> {
     let shape = match st.layout {
         Layout::V1 => CsvShape { months_as_text: false, cluster_rows: false },
-        Layout::V2 => CsvShape { months_as_text: true, cluster_rows: every_team },
+        Layout::V2 | Layout::V3 => CsvShape { months_as_text: true, cluster_rows: every_team },
     };
     csv_export::write(st, include, shape)
 }
@@ -90,21 +98,23 @@ pub fn bill_xlsx(
     every_team: bool,
 ) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
     match st.layout {
-        Layout::V1 | Layout::V2 => super::xlsx::write(st, include, every_team),
+        Layout::V1 | Layout::V2 | Layout::V3 => super::xlsx::write(st, include, every_team),
     }
 }
 
-/// The statement as PDF, written by its layout. Layouts 1 and 2 print the same pages; layout 2's difference is
-/// where `extras` come from ([`pdf_extras`]). A figure added to the PDF later is printed for `st.layout >= ` its
-/// layout only.
+/// The statement as PDF, written by its layout. Layouts 1 and 2 print the same pages (in English; `lang` is not
+/// theirs); layout 2's difference is where `extras` come from ([`pdf_extras`]). Layout 3 prints the statement
+/// view ([`super::view`]) in `lang`.
 pub fn statement_pdf(
     st: &Statement,
     include: impl Fn(&str) -> bool,
     fonts: &FontChain,
     extras: &StatementExtras,
+    lang: Lang,
 ) -> Result<Vec<u8>, PdfError> {
     match st.layout {
         Layout::V1 | Layout::V2 => super::pdf::statement_pdf(st, include, fonts, extras),
+        Layout::V3 => super::pdf3::view_pdf(&super::view::statement_view(st, include, extras, lang), fonts),
     }
 }
 
@@ -122,9 +132,9 @@ mod tests {
     fn layouts_are_stored_as_numbers_and_unknown_ones_refused() {
         assert_eq!(serde_json::to_string(&Layout::V2).unwrap(), "2");
         assert_eq!(serde_json::from_str::<Layout>("1").unwrap(), Layout::V1);
-        let err = serde_json::from_str::<Layout>("3").unwrap_err().to_string();
-        assert!(err.contains("layout 3 is not known"), "{err}");
-        assert!(Layout::V1 < Layout::V2 && Layout::CURRENT == Layout::V2);
+        let err = serde_json::from_str::<Layout>("4").unwrap_err().to_string();
+        assert!(err.contains("layout 4 is not known"), "{err}");
+        assert!(Layout::V1 < Layout::V2 && Layout::V2 < Layout::V3 && Layout::CURRENT == Layout::V3);
         assert_eq!(since(Layout::V1, Layout::V2, || 5), None);
         assert_eq!(since(Layout::V2, Layout::V2, || 5), Some(5));
     }

@@ -6,10 +6,15 @@ mod fonts;
 mod frozen;
 pub mod layout;
 mod pdf;
+mod pdf3;
+pub mod present;
+pub mod view;
 pub mod xlsx;
 
 pub use csv_export::neutralise;
 pub use fonts::{FontChain, FontsMissing};
-pub use frozen::{FrozenExtras, IdleLine, UtilizationFigures};
+pub use frozen::{Coverage, FrozenExtras, IdleLine, PreviousMonth, UtilizationFigures};
 pub use layout::{Layout, bill_csv, bill_xlsx, pdf_extras, since, statement_pdf};
 pub use pdf::{PdfError, StatementExtras};
+pub use present::Lang;
+pub use view::{Prepared, StatementView, statement_view};

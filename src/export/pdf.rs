@@ -49,49 +49,87 @@ pub struct StatementExtras {
     /// Opens with the finance summary: capacity cost, allocated, unallocated, not offered, platform kept,
     /// utilization and every included team's total. Never for a team lead.
     pub finance_summary: bool,
+    /// Layout 3 on: each cluster's data coverage of the month.
+    pub coverage: Vec<super::Coverage>,
+    /// Layout 3 on: the month's budgets of the teams the reader may see.
+    pub budgets: BTreeMap<String, Money>,
+    /// Layout 3 on: the previous month's totals of those teams.
+    pub previous: Option<super::PreviousMonth>,
+    /// Layout 3 on, open months: who asked for the draft, and when (a closed month's is its close).
+    pub prepared: Option<super::Prepared>,
 }
 
 // Page geometry: A4 landscape, in points.
-const PAGE_W: f32 = 842.0;
-const PAGE_H: f32 = 595.0;
-const MARGIN: f32 = 40.0;
-const BOTTOM: f32 = PAGE_H - MARGIN;
+pub(super) const PAGE_W: f32 = 842.0;
+pub(super) const PAGE_H: f32 = 595.0;
+pub(super) const MARGIN: f32 = 40.0;
+pub(super) const BOTTOM: f32 = PAGE_H - MARGIN;
 /// Teams shown in the summary chart (largest totals first); the table lists them all.
 const CHART_TEAMS: usize = 20;
 
 #[derive(Clone, Copy)]
-enum Align {
+pub(super) enum Align {
     Left,
     Right,
 }
 
-enum Op {
-    Text { x: f32, y: f32, size: f32, face: usize, text: String, glyphs: Vec<KrillaGlyph>, gray: u8 },
-    Rule { x0: f32, x1: f32, y: f32, width: f32 },
-    Svg { x: f32, y: f32, w: f32, h: f32, tree: Box<usvg::Tree> },
+pub(super) enum Op {
+    Text {
+        x: f32,
+        y: f32,
+        size: f32,
+        face: usize,
+        text: String,
+        glyphs: Vec<KrillaGlyph>,
+        gray: u8,
+    },
+    Rule {
+        x0: f32,
+        x1: f32,
+        y: f32,
+        width: f32,
+    },
+    Svg {
+        x: f32,
+        y: f32,
+        w: f32,
+        h: f32,
+        tree: Box<usvg::Tree>,
+    },
+    /// Text turned by `degrees` around its baseline's start (the draft watermark; layout 3 on).
+    Turned {
+        x: f32,
+        y: f32,
+        degrees: f32,
+        size: f32,
+        face: usize,
+        text: String,
+        glyphs: Vec<KrillaGlyph>,
+        gray: u8,
+    },
 }
 
 /// A display list of pages, laid out top-down with page breaks.
-struct Layout<'a> {
-    m: &'a ChainMetrics<'a>,
-    pages: Vec<Vec<Op>>,
-    y: f32,
+pub(super) struct Layout<'a> {
+    pub(super) m: &'a ChainMetrics<'a>,
+    pub(super) pages: Vec<Vec<Op>>,
+    pub(super) y: f32,
     /// Drawn at the top of a continuation page (e.g. the team's name and "continued").
-    running_head: String,
+    pub(super) running_head: String,
 }
 
 impl<'a> Layout<'a> {
-    fn new(m: &'a ChainMetrics<'a>) -> Self {
+    pub(super) fn new(m: &'a ChainMetrics<'a>) -> Self {
         Layout { m, pages: Vec::new(), y: MARGIN, running_head: String::new() }
     }
 
-    fn new_page(&mut self) {
+    pub(super) fn new_page(&mut self) {
         self.pages.push(Vec::new());
         self.y = MARGIN;
     }
 
     /// Starts a new page when `h` points do not fit on this one; returns whether it did.
-    fn ensure(&mut self, h: f32) -> Result<bool, PdfError> {
+    pub(super) fn ensure(&mut self, h: f32) -> Result<bool, PdfError> {
         if self.y + h <= BOTTOM {
             return Ok(false);
         }
@@ -104,7 +142,7 @@ impl<'a> Layout<'a> {
         Ok(true)
     }
 
-    fn push(&mut self, op: Op) {
+    pub(super) fn push(&mut self, op: Op) {
         if self.pages.is_empty() {
             self.pages.push(Vec::new());
         }
@@ -112,7 +150,15 @@ impl<'a> Layout<'a> {
     }
 
     /// Text with its baseline at `y`; `x` is the left edge, or the right edge for [`Align::Right`].
-    fn text(&mut self, x: f32, y: f32, size: f32, text: &str, align: Align, gray: u8) -> Result<(), PdfError> {
+    pub(super) fn text(
+        &mut self,
+        x: f32,
+        y: f32,
+        size: f32,
+        text: &str,
+        align: Align,
+        gray: u8,
+    ) -> Result<(), PdfError> {
         if text.is_empty() {
             return Ok(());
         }
@@ -131,7 +177,7 @@ impl<'a> Layout<'a> {
     }
 
     /// A line of text, advancing the cursor.
-    fn line(&mut self, size: f32, text: &str) -> Result<(), PdfError> {
+    pub(super) fn line(&mut self, size: f32, text: &str) -> Result<(), PdfError> {
         let h = size * 1.5;
         self.ensure(h)?;
         self.text(MARGIN, self.y + size, size, text, Align::Left, 0)?;
@@ -141,7 +187,7 @@ impl<'a> Layout<'a> {
 
     /// Text wrapped to the page's width, a line at a time (at a space where there is one, else between any two
     /// characters: Chinese has no spaces).
-    fn paragraph(&mut self, size: f32, text: &str) -> Result<(), PdfError> {
+    pub(super) fn paragraph(&mut self, size: f32, text: &str) -> Result<(), PdfError> {
         let width = PAGE_W - 2.0 * MARGIN;
         let mut line = String::new();
         for c in text.chars() {
@@ -159,17 +205,17 @@ impl<'a> Layout<'a> {
         Ok(())
     }
 
-    fn gap(&mut self, h: f32) {
+    pub(super) fn gap(&mut self, h: f32) {
         self.y += h;
     }
 
-    fn rule(&mut self, width: f32) {
+    pub(super) fn rule(&mut self, width: f32) {
         let y = self.y;
         self.push(Op::Rule { x0: MARGIN, x1: PAGE_W - MARGIN, y, width });
     }
 
     /// One table row: cells in `cols` (left x, width, alignment); a text too wide for its cell is set smaller.
-    fn row(&mut self, cols: &[Col], cells: &[String], size: f32, gray: u8) -> Result<(), PdfError> {
+    pub(super) fn row(&mut self, cols: &[Col], cells: &[String], size: f32, gray: u8) -> Result<(), PdfError> {
         let h = size * 1.6;
         self.ensure(h)?;
         let base = self.y + size;
@@ -189,7 +235,7 @@ impl<'a> Layout<'a> {
     }
 
     /// A header row with a rule under it (repeated after a page break by calling it again).
-    fn header_row(&mut self, cols: &[Col], names: &[&str]) -> Result<(), PdfError> {
+    pub(super) fn header_row(&mut self, cols: &[Col], names: &[&str]) -> Result<(), PdfError> {
         self.ensure(9.0 * 1.6 * 3.0)?;
         let cells: Vec<String> = names.iter().map(|s| s.to_string()).collect();
         self.row(cols, &cells, 8.0, 90)?;
@@ -199,7 +245,7 @@ impl<'a> Layout<'a> {
     }
 
     /// Table rows, repeating the header after each page break.
-    fn table(&mut self, cols: &[Col], names: &[&str], rows: &[Vec<String>]) -> Result<(), PdfError> {
+    pub(super) fn table(&mut self, cols: &[Col], names: &[&str], rows: &[Vec<String>]) -> Result<(), PdfError> {
         self.header_row(cols, names)?;
         for r in rows {
             if self.ensure(9.0 * 1.6)? {
@@ -211,14 +257,14 @@ impl<'a> Layout<'a> {
     }
 }
 
-struct Col {
-    x: f32,
-    w: f32,
-    align: Align,
+pub(super) struct Col {
+    pub(super) x: f32,
+    pub(super) w: f32,
+    pub(super) align: Align,
 }
 
 /// Columns from widths (in points) starting at the left margin.
-fn cols(spec: &[(f32, Align)]) -> Vec<Col> {
+pub(super) fn cols(spec: &[(f32, Align)]) -> Vec<Col> {
     let mut x = MARGIN;
     spec.iter()
         .map(|&(w, align)| {
@@ -672,7 +718,7 @@ fn chart_svg(bars: &[(String, f64)], w: u32, h: u32) -> Result<String, PdfError>
 }
 
 /// The SVG parsed by usvg with the statement's fonts (the primary as its sans-serif, the fallbacks for the rest).
-fn svg_tree(svg: &str, fonts: &FontChain) -> Result<usvg::Tree, PdfError> {
+pub(super) fn svg_tree(svg: &str, fonts: &FontChain) -> Result<usvg::Tree, PdfError> {
     let mut db = usvg::fontdb::Database::new();
     for face in &fonts.faces {
         let source: Arc<dyn AsRef<[u8]> + Send + Sync> = face.data.clone();
@@ -684,7 +730,7 @@ fn svg_tree(svg: &str, fonts: &FontChain) -> Result<usvg::Tree, PdfError> {
     usvg::Tree::from_str(svg, &opt).map_err(|e| PdfError::Svg(e.to_string()))
 }
 
-fn render(pages: Vec<Vec<Op>>, fonts: &[Font]) -> Result<Vec<u8>, PdfError> {
+pub(super) fn render(pages: Vec<Vec<Op>>, fonts: &[Font]) -> Result<Vec<u8>, PdfError> {
     let mut doc = Document::new();
     let settings = PageSettings::from_wh(PAGE_W, PAGE_H).expect("A4 is a valid page size");
     for ops in pages {
@@ -711,6 +757,15 @@ fn render(pages: Vec<Vec<Op>>, fonts: &[Font]) -> Result<Vec<u8>, PdfError> {
                         s.draw_path(&path);
                         s.set_stroke(None);
                     }
+                }
+                Op::Turned { x, y, degrees, size, face, text, glyphs, gray } => {
+                    s.push_transform(&krilla::geom::Transform::from_translate(x, y));
+                    s.push_transform(&krilla::geom::Transform::from_rotate(degrees));
+                    s.set_fill(Some(fill(gray)));
+                    s.set_stroke(None);
+                    s.draw_glyphs(Point::from_xy(0.0, 0.0), &glyphs, fonts[face].clone(), &text, size, false);
+                    s.pop();
+                    s.pop();
                 }
                 Op::Svg { x, y, w, h, tree } => {
                     let size = Size::from_wh(w, h).ok_or_else(|| PdfError::Svg("empty chart".into()))?;

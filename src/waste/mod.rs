@@ -9,7 +9,7 @@ mod utilization;
 
 pub use budget::{Basis, crossings, forecast};
 pub use fragmentation::{Fragmentation, NodeFree, NodeHourSums, fragmentation};
-pub use report::{extras_for, idle_report, month_extras, month_utilization, statement_extras};
+pub use report::{extras_for, idle_report, low_utilization, month_extras, month_utilization, statement_extras};
 pub use utilization::{
     CapacitySeconds, DayFigures, DayTeamSums, Figures, TeamFigures, UtilizationReport, utilization_report,
 };
@@ -17,7 +17,7 @@ pub use utilization::{
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use crate::money::{Money, RatePerCardHour};
+use crate::money::{Money, RatePerCardHour, card_hours_from_seconds};
 
 /// Hours in an average month (8760 / 12): the SPEC's "hours in a month" for the monthly waste.
 pub const HOURS_PER_MONTH: u32 = 730;
@@ -70,7 +70,44 @@ pub struct PodUsage {
     pub rate: Option<RatePerCardHour>,
 }
 
-/// One entry of the idle-waste list.
+/// `x` rounded half away from zero to `dp` decimals, as the nearest `f64`: what a reader is shown of a measured
+/// quantity (JSON prints `0.0984`, never `0.09838000000000002`). Non-finite values pass unchanged.
+pub fn round_for_display(x: f64, dp: u32) -> f64 {
+    use rust_decimal::prelude::ToPrimitive;
+    Decimal::from_f64_retain(x)
+        .map(|d| d.round_dp_with_strategy(dp, rust_decimal::RoundingStrategy::MidpointAwayFromZero))
+        .and_then(|d| d.to_f64())
+        .unwrap_or(x)
+}
+
+/// Serializers rounding at the JSON boundary: card-hours and cards to 3 decimals, ratios to 4, MiB to 1.
+mod shown {
+    use serde::Serializer;
+
+    use super::round_for_display;
+
+    pub fn dp3<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(round_for_display(*x, 3))
+    }
+
+    pub fn dp4<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(round_for_display(*x, 4))
+    }
+
+    pub fn dp1<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(round_for_display(*x, 1))
+    }
+
+    pub fn opt_dp4<S: Serializer>(x: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match x {
+            Some(x) => s.serialize_some(&round_for_display(*x, 4)),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+/// One entry of the idle-waste list. Measured quantities are rounded in the JSON (cards and hours to 3 decimals,
+/// utilization to 4, memory to 1); the figures behind the money are not.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct IdlePod {
     pub cluster: String,
@@ -79,10 +116,14 @@ pub struct IdlePod {
     pub namespace: String,
     pub pod: String,
     pub gpu_model: String,
+    #[serde(serialize_with = "shown::dp3")]
     pub cards_held: f64,
+    #[serde(serialize_with = "shown::dp3")]
     pub hours_held: f64,
     /// Effective ÷ metered GPU-hours.
+    #[serde(serialize_with = "shown::dp4")]
     pub average_utilization: f64,
+    #[serde(serialize_with = "shown::dp1")]
     pub peak_fb_used_mib: f64,
     pub still_running: bool,
     pub rate: Option<RatePerCardHour>,
@@ -94,6 +135,76 @@ pub struct IdlePod {
     pub monthly_projection: Option<Money>,
     /// Deprecated: `monthly_projection`, and 0 for an ended pod (before, ended pods projected too).
     pub monthly_waste: Money,
+}
+
+/// What is stored about one pod over a range, for the low-utilization top N.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodSums {
+    pub cluster: String,
+    pub namespace: String,
+    pub pod: String,
+    pub team: String,
+    pub owner: Option<String>,
+    /// Pricing key of the model of its last hour in the range.
+    pub gpu_model: String,
+    pub gpu_seconds: f64,
+    pub effective_gpu_seconds: f64,
+    pub unmetered_gpu_seconds: f64,
+    /// The rate of its model at the range's end; `None` when the model has no rate.
+    pub rate: Option<RatePerCardHour>,
+}
+
+/// One row of the low-utilization top N: a pod's GPU-hours and what of them was measured idle, with its money.
+/// Hours are rounded to 3 decimals and the utilization to 4 in the JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct WastefulPod {
+    pub cluster: String,
+    pub namespace: String,
+    pub pod: String,
+    pub team: String,
+    /// The team's owner (负责人), when the team names one.
+    pub owner: Option<String>,
+    /// Pricing key of the GPU model of the pod's last hour in the range (`unknown` when no source named it).
+    pub gpu_model: String,
+    #[serde(serialize_with = "shown::dp3")]
+    pub gpu_hours: f64,
+    #[serde(serialize_with = "shown::dp3")]
+    pub effective_gpu_hours: f64,
+    #[serde(serialize_with = "shown::dp3")]
+    pub unmetered_gpu_hours: f64,
+    /// Metered GPU-hours − effective GPU-hours: what was held and measured idle (unmetered time is not counted).
+    #[serde(serialize_with = "shown::dp3")]
+    pub wasted_gpu_hours: f64,
+    /// Effective ÷ metered GPU-hours (0–1); `null` without metered time.
+    #[serde(serialize_with = "shown::opt_dp4")]
+    #[schema(value_type = Option<f64>)]
+    pub utilization: Option<f64>,
+    /// The rate priced at: the model's at the range's end; `null` when the model has no rate.
+    pub rate: Option<RatePerCardHour>,
+    /// The money of the wasted GPU-hours: wasted card-hours × rate, to the fen (0 when unpriced).
+    pub wasted_amount: Money,
+}
+
+/// A pod's row of the low-utilization top N from its sums.
+pub fn wasteful_pod(p: PodSums) -> WastefulPod {
+    let metered = p.gpu_seconds - p.unmetered_gpu_seconds;
+    let wasted = (metered - p.effective_gpu_seconds).max(0.0);
+    WastefulPod {
+        // unpriced: 0.00, written with its two decimals like every amount
+        wasted_amount: p.rate.map_or(Money::round_fen(Decimal::ZERO), |r| r.amount(card_hours_from_seconds(wasted))),
+        cluster: p.cluster,
+        namespace: p.namespace,
+        pod: p.pod,
+        team: p.team,
+        owner: p.owner,
+        gpu_model: p.gpu_model,
+        gpu_hours: p.gpu_seconds / 3600.0,
+        effective_gpu_hours: p.effective_gpu_seconds / 3600.0,
+        unmetered_gpu_hours: p.unmetered_gpu_seconds / 3600.0,
+        wasted_gpu_hours: wasted / 3600.0,
+        utilization: (metered > 0.0).then(|| p.effective_gpu_seconds / metered),
+        rate: p.rate,
+    }
 }
 
 /// What an idle list adds up to: the money actually spent idle (the figure to total), and the projection of the
@@ -223,6 +334,40 @@ mod tests {
         let mut p = pod("dark", 1.0, 0.0, Some(9_000.0), None);
         p.unmetered_gpu_seconds = p.gpu_seconds;
         assert!(idle_list(&[p], IdleRule::WEEKLY, true).is_empty());
+    }
+
+    #[test]
+    fn wasteful_pods_carry_money_and_print_rounded() {
+        // 10 h of 1 card, 0.9838 h effective, 1 h unmetered: 9 metered h, 8.0162 h wasted × 12.5 = 100.2025 → 100.20
+        let p = PodSums {
+            cluster: "c".into(),
+            namespace: "ns".into(),
+            pod: "p".into(),
+            team: "t".into(),
+            owner: Some("张三".into()),
+            gpu_model: "A100-80GB".into(),
+            gpu_seconds: 36_000.0,
+            effective_gpu_seconds: 0.9838 * 3600.0,
+            unmetered_gpu_seconds: 3600.0,
+            rate: RatePerCardHour::new(dec!(12.5)),
+        };
+        let w = wasteful_pod(p.clone());
+        assert_eq!(w.wasted_amount.to_string(), "100.20");
+        let v = serde_json::to_value(&w).unwrap();
+        assert_eq!(v["wasted_gpu_hours"], serde_json::json!(8.016));
+        assert_eq!(v["effective_gpu_hours"], serde_json::json!(0.984));
+        // 0.9838 / 9 = 0.10931… → 0.1093
+        assert_eq!(v["utilization"], serde_json::json!(0.1093));
+        assert_eq!(
+            (v["owner"].as_str(), v["gpu_model"].as_str(), v["rate"].as_str()),
+            (Some("张三"), Some("A100-80GB"), Some("12.5000"))
+        );
+        // unpriced: no money, said by a null rate
+        let w = wasteful_pod(PodSums { rate: None, ..p });
+        assert!(w.rate.is_none());
+        assert_eq!(w.wasted_amount.to_string(), "0.00");
+        assert_eq!(round_for_display(0.09838000000000002, 4), 0.0984);
+        assert!(round_for_display(f64::NAN, 3).is_nan());
     }
 
     #[test]

@@ -1,0 +1,611 @@
+//! The statement view of layout 3: the statement, in one language, as a document of sections made of titles,
+//! lines, notes and tables of finished strings — built from the statement and its extras alone, by pure code, so
+//! the PDF and the portal's statement page render the same words and figures ([`super::present`] formats them).
+
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+
+use super::StatementExtras;
+use super::frozen::{Coverage, IdleLine, UtilizationFigures};
+use super::present::{self, Lang, card_hours, card_hours_f64, change, percent, rate, yuan};
+use crate::billing::TeamBill;
+use crate::ledger::{MonthStatus, Statement};
+use crate::money::{Money, RatePerCardHour};
+
+/// Who prepared a statement and when: for an open month (a draft) the reader who asked for it and the time it was
+/// rendered; a closed month's is its close (who closed it, when), so its bytes never change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    pub by: String,
+    pub at: DateTime<Utc>,
+}
+
+/// The statement as a document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatementView {
+    pub lang: Lang,
+    /// On every page of an open month's statement (草稿 / DRAFT); `None` for a closed month.
+    pub watermark: Option<String>,
+    /// Each section starts a page: the finance summary, then one statement per team.
+    pub sections: Vec<Section>,
+    /// The page numbers' form: `{n} / {total}`.
+    pub page_of: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Section {
+    /// Printed at the top of its continuation pages.
+    pub running_head: String,
+    pub blocks: Vec<Block>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    Title(String),
+    Line(String),
+    /// Wrapped text; `warning` for what a reader must not miss (an unknown GPU model, capacity unknown).
+    Note {
+        text: String,
+        warning: bool,
+    },
+    Table(Table),
+    /// A bar chart of amounts, labelled with their values.
+    Chart {
+        title: String,
+        bars: Vec<(String, Money)>,
+    },
+    /// Sign-off lines (prepared by, 审核, 批准).
+    Approval(Vec<String>),
+}
+
+/// A table kept with its heading (a renderer never leaves the heading alone at a page's bottom).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub heading: Option<String>,
+    pub columns: Vec<Column>,
+    pub rows: Vec<Vec<String>>,
+    /// A last row set apart (sums).
+    pub total: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub name: String,
+    /// Share of the page's width, in points of an A4 landscape page's 762.
+    pub width: f32,
+    pub right: bool,
+}
+
+/// The model of cards no source named (metering's name for it): a listed problem on the statement.
+const UNKNOWN_MODEL: &str = "unknown";
+
+fn col(name: &str, width: f32, right: bool) -> Column {
+    Column { name: name.to_string(), width, right }
+}
+
+/// The view of `st` for the teams `include` accepts, with `extras`, in `lang`.
+pub fn statement_view(
+    st: &Statement,
+    include: impl Fn(&str) -> bool,
+    extras: &StatementExtras,
+    lang: Lang,
+) -> StatementView {
+    let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
+    let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| include(t)).collect();
+    let mut sections = Vec::new();
+    if extras.finance_summary {
+        sections.push(summary(st, &teams, extras, lang));
+    }
+    for team in &teams {
+        sections.push(team_section(st, team, extras, lang));
+    }
+    if sections.is_empty() {
+        sections.push(Section {
+            running_head: String::new(),
+            blocks: vec![
+                Block::Title(format!("{} {}", l("GPU 成本结算单", "GPU cost statement"), st.month)),
+                Block::Line(l("本月没有您团队的结算单。", "No statement of your teams for this month.").into()),
+            ],
+        });
+    }
+    StatementView {
+        lang,
+        watermark: (st.status == MonthStatus::Open)
+            .then(|| l("草稿 · 未结账，数字可能变化", "DRAFT · month open, figures may change").to_string()),
+        sections,
+        page_of: "{n} / {total}",
+    }
+}
+
+fn status_words(st: &Statement, lang: Lang) -> String {
+    match (st.status, st.closed_at, &st.closed_by) {
+        (MonthStatus::Closed, Some(at), Some(by)) => {
+            format!("{} {} {}", lang.pick("已结账", "closed"), at.format("%Y-%m-%d %H:%M UTC"), by)
+        }
+        (MonthStatus::Closed, ..) => lang.pick("已结账", "closed").into(),
+        (MonthStatus::Open, ..) => lang.pick("草稿（未结账）", "draft (open)").into(),
+    }
+}
+
+fn policy_words(st: &Statement, lang: Lang) -> String {
+    use crate::billing::{BillMode, UnallocatedPolicy};
+    let p = &st.bills.policy;
+    let mode = match p.mode {
+        BillMode::Showback => lang.pick("展示成本（showback）", "showback (cost shown)"),
+        BillMode::Chargeback => lang.pick("分摊计费（chargeback）", "chargeback (cost billed)"),
+    };
+    let unallocated = match p.unallocated {
+        UnallocatedPolicy::KeptByPlatform => lang.pick("未分配成本由平台承担", "unallocated cost kept by the platform"),
+        UnallocatedPolicy::SpreadProportionally => {
+            lang.pick("未分配成本按用量比例分摊", "unallocated cost spread in proportion to usage")
+        }
+    };
+    format!("{mode}{}{unallocated}", lang.pick("；", "; "))
+}
+
+fn period(st: &Statement) -> String {
+    let from = st.month.first_day();
+    let to = st.month.next().first_day().pred_opt().unwrap_or(from);
+    format!("{from} – {to}")
+}
+
+fn header_lines(st: &Statement, lang: Lang) -> Vec<Block> {
+    let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
+    let mut out = vec![
+        Block::Line(format!(
+            "{} {}   {} {}   {} {}",
+            l("月份", "Month"),
+            st.month,
+            l("账期", "Period"),
+            period(st),
+            l("状态", "Status"),
+            status_words(st, lang)
+        )),
+        Block::Line(format!("{} {}", l("计费政策", "Policy"), policy_words(st, lang))),
+    ];
+    if let Some(o) = &st.close_override {
+        out.push(Block::Note {
+            text: format!(
+                "{} {}. {} {}",
+                l("本月在数据不完整时结账，由", "Closed incomplete, by override of"),
+                o.by,
+                l("原因：", "Reason:"),
+                o.reason
+            ),
+            warning: true,
+        });
+    }
+    out
+}
+
+/// One line per cluster: how much of the month its data covers.
+fn coverage_table(coverage: &[Coverage], lang: Lang) -> Option<Table> {
+    if coverage.is_empty() {
+        return None;
+    }
+    let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
+    let hour = |t: Option<DateTime<Utc>>| t.map_or_else(|| "–".to_string(), |t| t.format("%Y-%m-%d %H:00").to_string());
+    let rows = coverage
+        .iter()
+        .map(|c| {
+            let share = (c.hours_elapsed > 0).then(|| f64::from(c.hours_present) / f64::from(c.hours_elapsed));
+            vec![
+                c.cluster.clone(),
+                hour(c.first_hour),
+                hour(c.last_hour),
+                c.hours_present.to_string(),
+                c.hours_elapsed.to_string(),
+                percent(share),
+            ]
+        })
+        .collect();
+    Some(Table {
+        heading: Some(l("数据覆盖（UTC 整点）", "Data coverage (UTC hours)").into()),
+        columns: vec![
+            col(l("集群", "Cluster"), 150.0, false),
+            col(l("首个小时", "First hour"), 130.0, false),
+            col(l("最后小时", "Last hour"), 130.0, false),
+            col(l("已采集小时", "Hours present"), 100.0, true),
+            col(l("已过小时", "Hours elapsed"), 100.0, true),
+            col(l("覆盖率", "Coverage"), 80.0, true),
+        ],
+        rows,
+        total: None,
+    })
+}
+
+/// Capacity is unknown when no node capacity was seen: its cost and everything derived from it (unallocated,
+/// platform kept) are then unknown, never a negative amount.
+fn capacity_known(st: &Statement) -> bool {
+    st.bills.capacity.iter().any(|c| c.card_hours > Decimal::ZERO)
+}
+
+fn summary(st: &Statement, teams: &[&str], extras: &StatementExtras, lang: Lang) -> Section {
+    let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
+    let title =
+        format!("{} {} — {}", l("GPU 成本结算单", "GPU cost statement"), st.month, l("财务汇总", "finance summary"));
+    let mut blocks = vec![Block::Title(title.clone())];
+    blocks.extend(header_lines(st, lang));
+    if let Some(t) = coverage_table(&extras.coverage, lang) {
+        blocks.push(Block::Table(t));
+    }
+    if let Some(o) = &st.close_override {
+        for b in &o.blockers {
+            blocks.push(Block::Note { text: format!("– {b}"), warning: false });
+        }
+    }
+
+    let b = &st.bills;
+    let known = capacity_known(st);
+    let unknown = l("未知（未采集到节点容量）", "unknown (no node capacity seen)");
+    let m = |v: Money| if known { yuan(v) } else { unknown.to_string() };
+    let mut rows = vec![
+        vec![l("容量成本", "Capacity cost").to_string(), m(b.capacity_cost)],
+        vec![l("已分配（各团队用量）", "Allocated (teams' usage)").to_string(), yuan(b.allocated)],
+        vec![l("未分配", "Unallocated").to_string(), m(b.unallocated)],
+    ];
+    if let Some(n) = b.not_offered {
+        rows.push(vec![l("未上架（平台承担）", "Not offered (kept by the platform)").to_string(), m(n)]);
+    }
+    rows.push(vec![l("平台承担", "Platform kept").to_string(), m(b.platform_kept)]);
+    blocks.push(Block::Table(Table {
+        heading: Some(l("集群成本", "Cluster cost").into()),
+        columns: vec![col(l("项目", "Item"), 260.0, false), col(l("金额", "Amount"), 150.0, true)],
+        rows,
+        total: None,
+    }));
+    if !known {
+        blocks.push(Block::Note {
+            text: l(
+                "本月未采集到任何节点容量：容量成本、未分配与平台承担无法计算，不是负数。",
+                "No node capacity was seen this month: capacity cost, unallocated and platform kept cannot be \
+                 computed (they are not negative).",
+            )
+            .into(),
+            warning: true,
+        });
+    }
+    if let Some(f) = &extras.utilization {
+        blocks.push(Block::Table(utilization_table(f, known, lang)));
+    }
+
+    let mut bars: Vec<(String, Money)> =
+        teams.iter().map(|t| (team_name(st, t).to_string(), st.team_total(t))).collect();
+    bars.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let all = bars.len();
+    bars.truncate(CHART_TEAMS);
+    if !bars.is_empty() {
+        let title = if bars.len() < all {
+            match lang {
+                Lang::Zh => format!("团队合计（元），最高的 {} 个（共 {all} 个）", bars.len()),
+                Lang::En => format!("Team totals (CNY), the {} largest of {all}", bars.len()),
+            }
+        } else {
+            l("团队合计（元）", "Team totals (CNY)").to_string()
+        };
+        blocks.push(Block::Chart { title, bars });
+    }
+
+    let previous = extras.previous.as_ref();
+    let prev_head = previous.map_or_else(
+        || l("上月", "Previous month").to_string(),
+        |p| format!("{} {}", p.month, if p.closed { "" } else { l("（未结账）", " (open)") }).trim_end().to_string(),
+    );
+    let columns = vec![
+        col(l("团队", "Team"), 70.0, false),
+        col(l("名称", "Name"), 90.0, false),
+        col(l("负责人", "Owner"), 70.0, false),
+        col(l("已分配", "Allocated"), 80.0, true),
+        col(l("分摊", "Unalloc. share"), 70.0, true),
+        col(l("重述", "Restated"), 65.0, true),
+        col(l("合计", "Total"), 85.0, true),
+        col(l("预算", "Budget"), 80.0, true),
+        col(&prev_head, 75.0, true),
+        col(l("环比", "Change"), 77.0, true),
+    ];
+    let rows = teams
+        .iter()
+        .map(|t| {
+            let info = st.teams.get(*t);
+            let bill = bill_of(st, t);
+            let total = st.team_total(t);
+            let before = previous.and_then(|p| p.teams.get(*t).copied());
+            vec![
+                t.to_string(),
+                info.map(|i| i.name.clone()).unwrap_or_default(),
+                info.and_then(|i| i.owner.clone()).unwrap_or_default(),
+                yuan(bill.map_or(Money::ZERO, |b| b.allocated)),
+                yuan(bill.map_or(Money::ZERO, |b| b.unallocated_share)),
+                yuan(restated(st, t)),
+                yuan(total),
+                extras.budgets.get(*t).map_or_else(|| "–".into(), |m| yuan(*m)),
+                before.map_or_else(|| "–".into(), yuan),
+                before.map_or_else(|| "–".into(), |b| change(total, b)),
+            ]
+        })
+        .collect();
+    let sum: Money = teams.iter().map(|t| st.team_total(t)).sum();
+    let mut total = vec![String::new(); 10];
+    total[0] = l("合计", "Sum of totals").into();
+    total[6] = yuan(sum);
+    if let Some(p) = previous {
+        let before: Money = teams.iter().filter_map(|t| p.teams.get(*t).copied()).sum();
+        total[8] = yuan(before);
+        total[9] = change(sum, before);
+    }
+    blocks
+        .push(Block::Table(Table { heading: Some(l("各团队", "Teams").into()), columns, rows, total: Some(total) }));
+    blocks.push(approval(st, extras, lang));
+    Section { running_head: format!("{title} ({})", l("续", "continued")), blocks }
+}
+
+/// Teams shown in the summary chart (largest totals first); the table lists them all.
+const CHART_TEAMS: usize = 20;
+
+fn utilization_table(f: &UtilizationFigures, capacity_known: bool, lang: Lang) -> Table {
+    let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
+    let unknown = l("未知", "unknown").to_string();
+    let cap = |x: f64| if capacity_known { card_hours_f64(x) } else { unknown.clone() };
+    let ratio = |r: Option<f64>| if capacity_known { percent(r) } else { unknown.clone() };
+    let mut rows = vec![vec![l("容量卡时", "Capacity card-hours").to_string(), cap(f.capacity_card_hours)]];
+    if f.not_offered_card_hours > 0.0 {
+        rows.push(vec![l("可用卡时", "Offered card-hours").into(), cap(f.offered_card_hours)]);
+        rows.push(vec![l("未上架卡时", "Not offered card-hours").into(), cap(f.not_offered_card_hours)]);
+    }
+    rows.extend([
+        vec![l("卡时", "GPU-hours").to_string(), card_hours_f64(f.gpu_hours)],
+        vec![l("有效卡时", "Effective GPU-hours").to_string(), card_hours_f64(f.effective_gpu_hours)],
+        vec![l("分配率", "Allocation rate").to_string(), ratio(f.allocation_rate)],
+        vec![l("利用率", "Utilization").to_string(), percent(f.utilization)],
+        vec![l("有效率", "Effective rate").to_string(), ratio(f.effective_rate)],
+    ]);
+    Table {
+        heading: Some(l("本月利用率", "Utilization this month").into()),
+        columns: vec![col(l("指标", "Figure"), 260.0, false), col(l("本月", "Month"), 150.0, true)],
+        rows,
+        total: None,
+    }
+}
+
+fn team_name<'s>(st: &'s Statement, team: &'s str) -> &'s str {
+    st.teams.get(team).map_or(team, |i| i.name.as_str())
+}
+
+fn restated(st: &Statement, team: &str) -> Money {
+    st.restatements_of(team).map(|r| r.amount_delta).sum()
+}
+
+fn bill_of<'s>(st: &'s Statement, team: &str) -> Option<&'s TeamBill> {
+    st.bills.teams.iter().find(|b| b.team == team)
+}
+
+fn team_section(st: &Statement, team: &str, extras: &StatementExtras, lang: Lang) -> Section {
+    let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
+    let name = team_name(st, team);
+    let mut blocks = vec![Block::Title(format!("{name} — {} {}", l("GPU 成本结算单", "GPU cost statement"), st.month))];
+    let owner = st.teams.get(team).and_then(|i| i.owner.as_deref()).unwrap_or("—");
+    blocks.push(Block::Line(format!("{} {team}   {} {owner}", l("团队", "Team"), l("负责人", "Owner"))));
+    blocks.extend(header_lines(st, lang));
+    for c in &extras.coverage {
+        blocks.push(Block::Line(match lang {
+            Lang::Zh => format!("数据覆盖 {}：{} / {} 小时", c.cluster, c.hours_present, c.hours_elapsed),
+            Lang::En => format!("Data coverage {}: {} of {} hours", c.cluster, c.hours_present, c.hours_elapsed),
+        }));
+    }
+
+    let bill = bill_of(st, team);
+    let unknown_hours: Decimal =
+        bill.iter().flat_map(|b| &b.lines).filter(|l| l.gpu_model == UNKNOWN_MODEL).map(|l| l.card_hours).sum();
+    if unknown_hours > Decimal::ZERO {
+        blocks.push(Block::Note {
+            text: match lang {
+                Lang::Zh => format!(
+                    "⚠ {} 卡时的 GPU 型号未知，未定价：请在节点上部署 dcgm-exporter 或 GPU Feature Discovery，或由财务设置节点型号。",
+                    card_hours(unknown_hours)
+                ),
+                Lang::En => format!(
+                    "⚠ {} card-hours are on an unknown GPU model and unpriced: run dcgm-exporter or GPU Feature \
+                     Discovery on the node, or have finance set the node's model.",
+                    card_hours(unknown_hours)
+                ),
+            },
+            warning: true,
+        });
+    }
+
+    let mut rates: std::collections::BTreeMap<String, std::collections::BTreeSet<Option<RatePerCardHour>>> =
+        Default::default();
+    let mut rows = Vec::new();
+    if let Some(b) = bill {
+        for line in &b.lines {
+            rates.entry(line.gpu_model.clone()).or_default().insert(line.rate);
+            rows.push(vec![
+                l("用量", "Usage").to_string(),
+                line.namespace.clone(),
+                line.gpu_model.clone(),
+                present::kind(&line.kind, lang),
+                card_hours(line.card_hours),
+                card_hours(line.effective_card_hours),
+                rate(line.rate, lang),
+                yuan(line.amount),
+            ]);
+        }
+        if !b.unallocated_share.is_zero() {
+            let mut r = vec![String::new(); 8];
+            r[0] = l("未分配分摊", "Unallocated share").into();
+            r[7] = yuan(b.unallocated_share);
+            rows.push(r);
+        }
+    }
+    for r in st.restatements_of(team) {
+        if !r.is_unallocated_share() {
+            rates.entry(r.gpu_model.clone()).or_default().insert(r.rate);
+        }
+        let label = match (r.original_month, lang) {
+            (Some(m), Lang::Zh) => format!("重述 {m}"),
+            (Some(m), Lang::En) => format!("Restated {m}"),
+            (None, _) => l("重述", "Restated").into(),
+        };
+        rows.push(vec![
+            label,
+            r.namespace.clone(),
+            r.gpu_model.clone(),
+            if r.is_unallocated_share() {
+                l("未分配分摊", "Unallocated share").into()
+            } else {
+                present::kind(&r.kind, lang)
+            },
+            card_hours(r.card_hours_delta),
+            card_hours(r.effective_card_hours_delta),
+            if r.is_unallocated_share() { String::new() } else { rate(r.rate, lang) },
+            yuan(r.amount_delta),
+        ]);
+    }
+    let total = st.team_total(team);
+    let mut sum = vec![String::new(); 8];
+    sum[0] = l("合计", "Total").into();
+    sum[7] = yuan(total);
+    blocks.push(Block::Table(Table {
+        heading: Some(l("明细", "Lines").into()),
+        columns: vec![
+            col(l("类型", "Line"), 85.0, false),
+            col(l("命名空间", "Namespace"), 130.0, false),
+            col(l("GPU 型号", "GPU model"), 95.0, false),
+            col(l("类别", "Kind"), 100.0, false),
+            col(l("卡时", "Card-hours"), 85.0, true),
+            col(l("有效卡时", "Effective"), 85.0, true),
+            col(l("单价（元/卡时）", "Rate (CNY/card-h)"), 82.0, true),
+            col(l("金额", "Amount"), 100.0, true),
+        ],
+        rows,
+        total: Some(sum),
+    }));
+
+    let mut totals = Vec::new();
+    if let Some(b) = bill {
+        totals.push(vec![l("卡时", "Card-hours").to_string(), card_hours(b.card_hours)]);
+        totals.push(vec![l("有效卡时", "Effective card-hours").to_string(), card_hours(b.effective_card_hours)]);
+        totals.push(vec![
+            l("无利用率数据的卡时", "Unmetered card-hours").to_string(),
+            card_hours(b.unmetered_card_hours),
+        ]);
+        totals.push(vec![l("已分配", "Allocated").to_string(), yuan(b.allocated)]);
+        totals.push(vec![l("未分配分摊", "Unallocated share").to_string(), yuan(b.unallocated_share)]);
+    }
+    totals.push(vec![l("重述", "Restated").to_string(), yuan(restated(st, team))]);
+    totals.push(vec![l("合计", "Total").to_string(), yuan(total)]);
+    if let Some(budget) = extras.budgets.get(team) {
+        totals.push(vec![l("预算", "Budget").to_string(), yuan(*budget)]);
+        totals.push(vec![l("预算使用", "Budget used").to_string(), present::share(total, *budget)]);
+        totals.push(vec![l("预算余额", "Budget left").to_string(), yuan(*budget - total)]);
+    }
+    if let Some(p) = &extras.previous {
+        let before = p.teams.get(team).copied().unwrap_or(Money::ZERO);
+        let head = match lang {
+            Lang::Zh => format!("上月合计（{}{}）", p.month, if p.closed { "" } else { "，未结账" }),
+            Lang::En => format!("Previous month ({}{})", p.month, if p.closed { "" } else { ", open" }),
+        };
+        totals.push(vec![head, yuan(before)]);
+        totals.push(vec![l("环比变化", "Change").to_string(), change(total, before)]);
+    }
+    blocks.push(Block::Table(Table {
+        heading: Some(l("汇总", "Summary").into()),
+        columns: vec![col(l("项目", "Item"), 260.0, false), col(l("金额 / 数量", "Amount / quantity"), 150.0, true)],
+        rows: totals,
+        total: None,
+    }));
+
+    if !rates.is_empty() {
+        let rows = rates
+            .into_iter()
+            .map(|(model, set)| {
+                let list: Vec<String> = set.into_iter().map(|r| rate(r, lang)).collect();
+                vec![model, list.join(", ")]
+            })
+            .collect();
+        blocks.push(Block::Table(Table {
+            heading: Some(l("使用的单价（元/卡时）", "Rates used (CNY per card-hour)").into()),
+            columns: vec![col(l("GPU 型号", "GPU model"), 160.0, false), col(l("单价", "Rates"), 400.0, false)],
+            rows,
+            total: None,
+        }));
+    }
+    if let Some(t) = idle_table(team, &extras.idle, lang) {
+        blocks.push(t);
+    }
+    blocks.push(approval(st, extras, lang));
+    Section { running_head: format!("{name} ({team}) — {} ({})", st.month, l("续", "continued")), blocks }
+}
+
+/// The team's idle pods: the money actually spent idle (a fact), and, labelled as such, what the pods still running
+/// would cost a month (a projection; an ended pod projects nothing).
+fn idle_table(team: &str, idle: &[IdleLine], lang: Lang) -> Option<Block> {
+    let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
+    let mine: Vec<&IdleLine> = idle.iter().filter(|p| p.team == team).collect();
+    if mine.is_empty() {
+        return None;
+    }
+    let rows = mine
+        .iter()
+        .map(|p| {
+            vec![
+                p.namespace.clone(),
+                p.pod.clone(),
+                p.gpu_model.clone(),
+                card_hours_f64(p.cards_held),
+                card_hours_f64(p.hours_held),
+                percent(Some(p.average_utilization)),
+                yuan(p.idle_spend),
+                p.monthly_projection.map_or_else(|| l("已结束", "ended").to_string(), yuan),
+            ]
+        })
+        .collect();
+    let spent: Money = mine.iter().map(|p| p.idle_spend).sum();
+    let projected: Money = mine.iter().filter_map(|p| p.monthly_projection).sum();
+    let mut total = vec![String::new(); 8];
+    total[0] = l("合计", "Total").into();
+    total[6] = yuan(spent);
+    total[7] = yuan(projected);
+    Some(Block::Table(Table {
+        heading: Some(
+            l(
+                "闲置 Pod（最近 7 天利用率低于阈值且占用显存）",
+                "Idle pods (last 7 days under the utilization threshold while holding GPU memory)",
+            )
+            .into(),
+        ),
+        columns: vec![
+            col(l("命名空间", "Namespace"), 100.0, false),
+            col("Pod", 150.0, false),
+            col(l("GPU 型号", "GPU model"), 90.0, false),
+            col(l("卡数", "Cards"), 55.0, true),
+            col(l("小时", "Hours"), 65.0, true),
+            col(l("利用率", "Util."), 55.0, true),
+            col(l("闲置实际花费", "Spent idle"), 110.0, true),
+            col(l("月度预测（仍运行）", "Projection/month (running)"), 137.0, true),
+        ],
+        rows,
+        total: Some(total),
+    }))
+}
+
+/// Prepared by, and lines for the reviewer and the approver to sign.
+fn approval(st: &Statement, extras: &StatementExtras, lang: Lang) -> Block {
+    let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
+    let prepared = match (st.status, st.closed_by.as_deref(), st.closed_at, extras.prepared.as_ref()) {
+        (MonthStatus::Closed, Some(by), Some(at), _) => Some((by.to_string(), at)),
+        (_, _, _, Some(p)) => Some((p.by.clone(), p.at)),
+        _ => None,
+    };
+    let prepared = prepared.map_or_else(
+        || format!("{} —", l("制表", "Prepared by")),
+        |(by, at)| {
+            format!("{} {by}   {} {}", l("制表", "Prepared by"), l("时间", "at"), at.format("%Y-%m-%d %H:%M UTC"))
+        },
+    );
+    Block::Approval(vec![
+        prepared,
+        format!("{} ____________________   {} ____________", l("审核", "Reviewed by"), l("日期", "Date")),
+        format!("{} ____________________   {} ____________", l("批准", "Approved by"), l("日期", "Date")),
+    ])
+}
