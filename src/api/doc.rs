@@ -156,7 +156,12 @@ pub struct XlsxAnswers;
 impl IntoResponses for XlsxAnswers {
     fn responses() -> Answers {
         let binary = ObjectBuilder::new().schema_type(Type::String).content_media_type(super::bills::XLSX);
-        conditional("The bills as a workbook: a summary sheet and a sheet per team", super::bills::XLSX, binary.into(), Some("xlsx"))
+        conditional(
+            "The bills as a workbook: a summary sheet and a sheet per team",
+            super::bills::XLSX,
+            binary.into(),
+            Some("xlsx"),
+        )
     }
 }
 

@@ -178,7 +178,7 @@ async fn previous_month(
     scope: &Scope,
 ) -> Result<Option<PreviousMonth>, crate::ledger::LedgerError> {
     let prev = month.prev();
-    let st = crate::ledger::statement(pool, prev, None).await?;
+    let st = crate::ledger::statement(pool, prev, crate::billing::PolicyChoice::NONE).await?;
     let teams: BTreeMap<_, _> =
         st.team_ids().into_iter().filter(|t| scope.allows(t)).map(|t| (t.to_string(), st.team_total(t))).collect();
     Ok((!teams.is_empty()).then(|| PreviousMonth {
