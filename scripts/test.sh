@@ -51,14 +51,14 @@ if [[ $status -eq 0 && -f src/lib.rs ]] && grep -rqE '^[[:space:]]*//[/!][[:spac
     if cargo test --doc "$@" 2>&1 | tee -a "$log_file"; then status=0; else status=1; fi
 fi
 
-# One closing line for the whole suite: cargo prints one `test result` per test binary, the last of which may
-# well be an empty one.
 # schemathesis with every check against a test server with data (tests/api_fuzz.rs, schemathesis.toml)
 if [[ $status -eq 0 ]]; then
     step "schemathesis (cargo test --test api_fuzz -- --ignored)"
     if cargo test --test api_fuzz -- --ignored --nocapture 2>&1 | tee -a "$log_file"; then status=0; else status=1; fi
 fi
 
+# One closing line for the whole suite: cargo prints one `test result` per test binary, the last of which may
+# well be an empty one.
 passed=$(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log_file" | awk '{s += $4} END {print s + 0}')
 failed=$(grep -oE 'test result: .*' "$log_file" | grep -oE '[0-9]+ failed' | awk '{s += $1} END {print s + 0}')
 ((status == 0)) || die "cargo test failed"
