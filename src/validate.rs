@@ -133,7 +133,8 @@ pub fn model_name(field: &str, s: &str) -> Result<String, Invalid> {
 /// A Kubernetes namespace as stored with usage: not blank, no whitespace, at most 253 characters.
 pub fn namespace(field: &str, s: &str) -> Result<String, Invalid> {
     let t = text(field, s, NAMESPACE_MAX)?;
-    if t.chars().any(char::is_whitespace) {
+    // on the text as sent, as the document's pattern says: a namespace has no space anywhere, not even around it
+    if s.chars().any(char::is_whitespace) {
         return Err(Invalid::new(field, "must be a Kubernetes namespace name (no spaces)"));
     }
     Ok(t)
