@@ -26,6 +26,21 @@ const VISION_WASTE: &str = "9125.00";
 const NLP_TOTAL: &str = "262.50";
 const NLP_WASTE: &str = "27375.00";
 const CAPACITY_COST: &str = "1400.00";
+
+/// An amount as a statement prints it (layout 3): `¥` and thousands separators, written here independently of
+/// the code that prints it.
+fn yuan(amount: &str) -> String {
+    let (int, frac) = amount.split_once('.').unwrap_or((amount, "00"));
+    let digits: Vec<char> = int.chars().collect();
+    let mut grouped = String::new();
+    for (i, c) in digits.iter().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(*c);
+    }
+    format!("¥{grouped}.{frac}")
+}
 const ALLOCATED: &str = "350.00";
 const UNALLOCATED: &str = "1050.00";
 
@@ -486,34 +501,42 @@ async fn a_team_lead_gets_its_own_figures_in_json_csv_and_pdf_and_nothing_else(p
         assert_eq!(leaks(&a.text()), Vec::<&str>::new(), "{path}");
     }
 
-    // the PDF: finance's opens with the cluster summary; the lead's is its statement only
-    let fin_pdf = pdftotext(&get(&fin, format!("/api/v1/exports/{MONTH}/statements.pdf")).await.body);
+    // the PDF (in English: its labels are what is looked for): finance's opens with the cluster summary; the
+    // lead's is its statement only
+    let fin_pdf = pdftotext(&get(&fin, format!("/api/v1/exports/{MONTH}/statements.pdf?lang=en")).await.body);
     for s in [
-        "finance summary",
-        "Capacity cost",
-        "Allocation rate",
-        CAPACITY_COST,
-        ALLOCATED,
-        UNALLOCATED,
-        "112.000",
-        "28.000",
-        "NLP",
-        NLP_TOTAL,
-        NLP_WASTE,
-        "nlp-idle-pod",
-        "视觉组",
-        VISION_TOTAL,
-        VISION_WASTE,
+        "finance summary".to_string(),
+        "Capacity cost".into(),
+        "Allocation rate".into(),
+        yuan(CAPACITY_COST),
+        yuan(ALLOCATED),
+        yuan(UNALLOCATED),
+        "112.000".into(),
+        "28.000".into(),
+        "NLP".into(),
+        yuan(NLP_TOTAL),
+        yuan(NLP_WASTE),
+        "nlp-idle-pod".into(),
+        "视觉组".into(),
+        yuan(VISION_TOTAL),
+        yuan(VISION_WASTE),
     ] {
-        assert!(fin_pdf.contains(s), "{s:?} is missing from finance's PDF:\n{fin_pdf}");
+        assert!(fin_pdf.contains(&s), "{s:?} is missing from finance's PDF:\n{fin_pdf}");
     }
     for path in [
-        format!("/api/v1/exports/{MONTH}/statements.pdf"),
-        format!("/api/v1/exports/{MONTH}/statements.pdf?team=vision"),
+        format!("/api/v1/exports/{MONTH}/statements.pdf?lang=en"),
+        format!("/api/v1/exports/{MONTH}/statements.pdf?team=vision&lang=en"),
     ] {
         let text = pdftotext(&get(&lead, path.clone()).await.body);
-        for s in ["视觉组", "vision-train", VISION_TOTAL, "vision-idle-pod", VISION_WASTE, "12.5000"] {
-            assert!(text.contains(s), "{s:?} is missing from the lead's PDF {path}:\n{text}");
+        for s in [
+            "视觉组".to_string(),
+            "vision-train".into(),
+            yuan(VISION_TOTAL),
+            "vision-idle-pod".into(),
+            yuan(VISION_WASTE),
+            "12.5000".into(),
+        ] {
+            assert!(text.contains(&s), "{s:?} is missing from the lead's PDF {path}:\n{text}");
         }
         let cluster = [
             "finance summary",
