@@ -14,6 +14,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::api::{SEED_FROM as FROM, SEED_MONTH as MONTH, SEED_TO as TO, TestApi, seed};
+use common::yuan;
 use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, CONTENT_DISPOSITION, CONTENT_TYPE, HeaderMap, WWW_AUTHENTICATE};
 use serde_json::{Value, json};
@@ -27,20 +28,6 @@ const NLP_TOTAL: &str = "262.50";
 const NLP_WASTE: &str = "27375.00";
 const CAPACITY_COST: &str = "1400.00";
 
-/// An amount as a statement prints it (layout 3): `¥` and thousands separators, written here independently of
-/// the code that prints it.
-fn yuan(amount: &str) -> String {
-    let (int, frac) = amount.split_once('.').unwrap_or((amount, "00"));
-    let digits: Vec<char> = int.chars().collect();
-    let mut grouped = String::new();
-    for (i, c) in digits.iter().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            grouped.push(',');
-        }
-        grouped.push(*c);
-    }
-    format!("¥{grouped}.{frac}")
-}
 const ALLOCATED: &str = "350.00";
 const UNALLOCATED: &str = "1050.00";
 

@@ -100,7 +100,7 @@ async fn seed(api: &TestApi) {
         row("nlp-prod", "nlp-idle-pod", "nlp", A100, 2.0, 0.01),
     ];
     store(&api.pool, "2026-09-20T00:00:00Z", 3, &september).await;
-    let close = json!({"unallocated": "kept_by_platform", "override": {"reason": "no ingest run in this test"}});
+    let close = json!({"mode": "showback", "unallocated": "kept_by_platform", "override": {"reason": "no ingest run in this test"}});
     let (status, body) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, Some(close)).await;
     assert_eq!(status, 201, "{body}");
     let fifth = [
@@ -257,7 +257,7 @@ async fn a_closed_month_is_no_draft_and_keeps_what_it_froze(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     seed(&api).await;
     let fin = api.finance.clone();
-    let close = json!({"override": {"reason": "no ingest run in this test"}});
+    let close = json!({"mode": "showback", "unallocated": "kept_by_platform", "override": {"reason": "no ingest run in this test"}});
     let (status, closed) = api.call(Method::POST, "/api/v1/bills/2026-10/close", Some(&fin), Some(close)).await;
     assert_eq!(status, 201, "{closed}");
     assert_eq!(closed["layout"], 3, "{closed}");

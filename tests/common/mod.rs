@@ -386,3 +386,18 @@ fn psql(url: &str, sql: &str) -> Result<String> {
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
 }
+
+/// An amount as a statement prints it (layout 3): `¥` and thousands separators, written here independently of
+/// the code that prints it.
+pub fn yuan(amount: &str) -> String {
+    let (int, frac) = amount.split_once('.').unwrap_or((amount, "00"));
+    let digits: Vec<char> = int.chars().collect();
+    let mut grouped = String::new();
+    for (i, c) in digits.iter().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(*c);
+    }
+    format!("¥{grouped}.{frac}")
+}
