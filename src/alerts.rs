@@ -14,8 +14,9 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use sqlx::PgPool;
 
+use crate::access::Scope;
 use crate::billing::Month;
-use crate::db::{self, usage::Scope};
+use crate::db;
 use crate::ledger::{self, LedgerError};
 use crate::money::Money;
 use crate::waste::{crossings, forecast};

@@ -1,5 +1,6 @@
 //! cardhour: GPU FinOps cost accounting — exact GPU-hours and effective GPU-hours from Prometheus, stored in Postgres.
 
+pub mod access;
 pub mod alerts;
 pub mod api;
 pub mod auth;
@@ -21,5 +22,6 @@ pub mod readiness;
 pub mod shutdown;
 pub mod simulate;
 pub mod usage;
+pub mod usecase;
 pub mod validate;
 pub mod waste;

@@ -153,7 +153,7 @@ async fn a_team_lead_sees_only_its_teams_usage(pool: PgPool) {
         &api.pool,
         "2026-11-01T00:00:00Z".parse().unwrap(),
         "2026-11-02T00:00:00Z".parse().unwrap(),
-        &cardhour::db::usage::Scope::all(),
+        &cardhour::access::Scope::all(),
     )
     .await
     .unwrap();

@@ -104,7 +104,7 @@ async fn pods_match_the_hourly_rows(pool: &sqlx::PgPool) {
     for (to, hours) in windows {
         let from = to - chrono::Duration::hours(hours);
         let got: BTreeMap<(String, String), PodSums> =
-            cardhour::db::waste::pods(pool, from, to, &cardhour::db::usage::Scope::all())
+            cardhour::db::waste::pods(pool, from, to, &cardhour::access::Scope::all())
                 .await
                 .unwrap()
                 .into_iter()

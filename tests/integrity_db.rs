@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use cardhour::billing::{Month, PolicyChoice};
-use cardhour::ledger::{LedgerError, StatementCache};
+use cardhour::ledger::LedgerError;
 use cardhour::metering::{ContainerKey, HourOutput, UsageRow, UtilSource};
+use cardhour::usecase::statements::StatementCache;
 use common::api::TestApi;
 use common::{TestDb, run_cardhour};
 use reqwest::Method;

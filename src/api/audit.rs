@@ -11,7 +11,7 @@ use super::doc::{Paged, ReaderErrors};
 use super::page::{self, PageRequest};
 use super::{ApiQuery, AppState};
 use crate::auth::GlobalReader;
-use crate::db::{self, audit::AuditEntry};
+use crate::db::audit::AuditEntry;
 use crate::error::ApiError;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -33,7 +33,7 @@ pub struct AuditQuery {
     responses(Paged<AuditEntry>, ReaderErrors))]
 async fn list_audit(
     State(s): State<AppState>,
-    GlobalReader(_reader): GlobalReader,
+    GlobalReader(reader): GlobalReader,
     OriginalUri(uri): OriginalUri,
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<(HeaderMap, Json<Vec<AuditEntry>>), ApiError> {
@@ -44,7 +44,7 @@ async fn list_audit(
         (a, b) => a.or(b),
     };
     let limit = req.limit as i64;
-    let mut rows = db::audit::list(&s.pool, limit + 1, before).await?;
+    let mut rows = crate::usecase::audit::entries(&s.cases, &reader.scope(), limit + 1, before).await?;
     let more = rows.len() > req.limit;
     rows.truncate(req.limit);
     let next = if more { rows.last().map(|e| page::cursor(&e.id)) } else { None };

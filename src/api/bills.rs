@@ -8,7 +8,6 @@ use axum::response::Response;
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -16,14 +15,16 @@ use super::doc::{
     CsvAnswers, MonthAnswers, PdfAnswers, PolicyConflict, ReaderErrors, TeamStatementAnswers, WriterErrors, XlsxAnswers,
 };
 use super::{ApiQuery, AppState, etag};
+use crate::access::Scope;
 use crate::auth::{Finance, GlobalReader, Reader, ScopedReader};
 use crate::billing::{BillMode, BillPolicy, Month, PolicyChoice, UnallocatedPolicy};
-use crate::db::usage::Scope;
 use crate::error::ApiError;
 use crate::export::{Layout, since};
-use crate::ledger::{self, CloseOverride, CloseRequest, LedgerError, MonthStatus, Statement};
+use crate::ledger::{CloseOverride, MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
 use crate::readiness::{Blocker, Readiness};
+use crate::usecase::exports;
+use crate::usecase::statements::{self, Selection};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -34,25 +35,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(export_csv))
         .routes(routes!(export_pdf))
         .routes(routes!(export_xlsx))
-}
-
-impl From<LedgerError> for ApiError {
-    fn from(e: LedgerError) -> Self {
-        match e {
-            LedgerError::AlreadyClosed(m) => {
-                ApiError::Conflict { field: Some("month".into()), message: format!("month {m} is closed already") }
-            }
-            LedgerError::NotEnded(m) => {
-                ApiError::Conflict { field: Some("month".into()), message: format!("month {m} has not ended yet") }
-            }
-            LedgerError::NotReady(r) => ApiError::NotReady(r),
-            e @ LedgerError::PolicyMismatch { field, .. } => {
-                ApiError::Conflict { field: Some(field.into()), message: e.to_string() }
-            }
-            LedgerError::OverrideReason(e) => e.into(),
-            other => ApiError::Internal(other.into()),
-        }
-    }
 }
 
 /// A month in a path: `YYYY-MM` within 2000-01 ..= 2100-12, else a 422 naming `month`.
@@ -287,7 +269,7 @@ async fn get_month(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let month = parse_month(&month)?;
-    let st = s.statements.statement(&s.pool, month, policy.resolve()?).await?;
+    let st = statements::statement(&s.cases, month, policy.resolve()?).await?;
     json_answer(&headers, &st, &month_view(&st, &scope))
 }
 
@@ -407,9 +389,8 @@ async fn get_team_statement(
 ) -> Result<Response, ApiError> {
     let month = parse_month(&month)?;
     let team = crate::validate::TeamId::parse("team", &team)?.into_string();
-    let st = s.statements.statement(&s.pool, month, policy.resolve()?).await?;
-    check_team(&s, &st, &scope, &team).await?;
-    json_answer(&headers, &st, &team_statement_view(&st, &team))
+    let sel = statements::select(&s.cases, &scope, month, policy.resolve()?, Some(&team)).await?;
+    json_answer(&headers, &sel.statement, &team_statement_view(&sel.statement, &team))
 }
 
 /// What closing a month takes: the policy it is frozen with, both parts named (no default: finance decides it at
@@ -480,8 +461,8 @@ async fn close_month(
         axum::Json::<CloseInput>::from_bytes(&body).map_err(ApiError::from)?.0
     };
     let policy = close_policy(&input)?;
-    let req = CloseRequest { policy, override_reason: input.override_.map(|o| o.reason) };
-    let st = ledger::close(&s.pool, month, req, s.billing_tz, &p.actor()).await?;
+    let override_reason = input.override_.map(|o| o.reason);
+    let st = statements::close(&s.cases, month, policy, override_reason, &p.actor()).await?;
     let snapshot_hash = st
         .content_hash
         .clone()
@@ -497,12 +478,10 @@ async fn close_month(
     responses((status = 200, description = "The month's readiness to close", body = Readiness), ReaderErrors))]
 async fn month_readiness(
     State(s): State<AppState>,
-    _reader: GlobalReader,
+    GlobalReader(reader): GlobalReader,
     Path(month): Path<String>,
 ) -> Result<Json<Readiness>, ApiError> {
-    let month = parse_month(&month)?;
-    let st = s.statements.statement(&s.pool, month, PolicyChoice::NONE).await?;
-    Ok(Json(crate::readiness::readiness(&s.pool, month, s.billing_tz, &st.bills, Utc::now()).await?))
+    Ok(Json(statements::readiness(&s.cases, &reader.scope(), parse_month(&month)?).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -544,32 +523,13 @@ fn check_export_team(team: Option<&str>) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// A team asked for must be a known team the caller may see: else a 404 naming `team` (a team lead learns nothing
-/// of other teams: one outside its scope is as unknown). A known team without lines this month is no error.
-async fn check_team(s: &AppState, st: &Statement, scope: &Scope, team: &str) -> Result<(), ApiError> {
-    if scope.allows(team) && ledger::team_known(&s.pool, st, team).await? {
-        return Ok(());
-    }
-    Err(ApiError::NotFoundField { field: "team".into(), message: format!("unknown team {team}") })
-}
-
-/// What every export starts from: the month's statement under the policy asked for, and the teams it holds (the
-/// caller's scope, narrowed to `team` when asked, after [`check_team`]).
-async fn export_statement(
-    s: &AppState,
-    scope: &Scope,
-    month: &str,
-    q: &ExportQuery,
-) -> Result<(Arc<Statement>, impl Fn(&str) -> bool + Send + 'static), ApiError> {
+/// What every export starts from: the month's statement under the policy asked for, and the teams of it the
+/// caller gets (its scope, narrowed to `team` when asked: an unknown team, or one outside the scope, is a 404).
+async fn export_selection(s: &AppState, scope: &Scope, month: &str, q: &ExportQuery) -> Result<Selection, ApiError> {
     let month = parse_month(month)?;
     check_export_team(q.team.as_deref())?;
     let choice = crate::validate::policy_choice(q.mode.as_deref(), q.unallocated.as_deref())?;
-    let st = s.statements.statement(&s.pool, month, choice).await?;
-    if let Some(t) = q.team.as_deref() {
-        check_team(s, &st, scope, t).await?;
-    }
-    let (scope, team) = (scope.clone(), q.team.clone());
-    Ok((st, move |t: &str| scope.allows(t) && team.as_deref().is_none_or(|only| only == t)))
+    Ok(statements::select(&s.cases, scope, month, choice, q.team.as_deref()).await?)
 }
 
 /// `attachment` with the file name twice (RFC 6266): `filename=` reduced to characters that are safe in a quoted
@@ -621,10 +581,9 @@ async fn export_csv(
     ApiQuery(q): ApiQuery<ExportQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (st, include) = export_statement(&s, &scope, &month, &q).await?;
-    let every_team = scope.teams.is_none() && q.team.is_none();
-    let body = crate::export::bill_csv(&st, include, every_team).map_err(|e| ApiError::Internal(e.into()))?;
-    Ok(attachment(&headers, &st, "text/csv; charset=utf-8", q.team.as_deref(), "csv", body))
+    let sel = export_selection(&s, &scope, &month, &q).await?;
+    let body = exports::csv(&sel)?;
+    Ok(attachment(&headers, &sel.statement, "text/csv; charset=utf-8", q.team.as_deref(), "csv", body))
 }
 
 /// The month's statements as PDF: for global readers a finance summary with a chart, then one statement per team;
@@ -651,21 +610,9 @@ async fn export_pdf(
     };
     let scope = reader.scope();
     let export = ExportQuery { team: q.team.clone(), mode: q.mode.clone(), unallocated: q.unallocated.clone() };
-    let (st, include) = export_statement(&s, &scope, &month, &export).await?;
-    let mut extras = crate::waste::extras_for(&s.pool, &st, s.billing_tz, &scope).await?;
-    // a draft names who asked for it, to the minute (a closed month's preparer is its close)
-    let now = Utc::now();
-    let at = chrono::DurationRound::duration_trunc(now, chrono::TimeDelta::minutes(1)).unwrap_or(now);
-    extras.prepared = Some(crate::export::Prepared { by: reader.name.clone(), at });
-    // rendering is CPU work: off the async threads
-    let fonts = crate::export::FontChain::installed().map_err(|e| ApiError::Internal(e.into()))?;
-    let shared = std::sync::Arc::clone(&st);
-    let body = tokio::task::spawn_blocking(move || {
-        crate::export::statement_pdf(&shared, include, &fonts, &extras, lang).map_err(anyhow::Error::from)
-    })
-    .await
-    .map_err(|e| ApiError::Internal(e.into()))??;
-    Ok(attachment(&headers, &st, "application/pdf", q.team.as_deref(), "pdf", body))
+    let sel = export_selection(&s, &scope, &month, &export).await?;
+    let body = exports::pdf(&s.cases, &sel, reader.name.clone(), lang).await?;
+    Ok(attachment(&headers, &sel.statement, "application/pdf", q.team.as_deref(), "pdf", body))
 }
 
 /// The xlsx content type.
@@ -688,10 +635,9 @@ async fn export_xlsx(
     ApiQuery(q): ApiQuery<ExportQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (st, include) = export_statement(&s, &scope, &month, &q).await?;
-    let every_team = scope.teams.is_none() && q.team.is_none();
-    let body = crate::export::bill_xlsx(&st, include, every_team).map_err(|e| ApiError::Internal(e.into()))?;
-    Ok(attachment(&headers, &st, XLSX, q.team.as_deref(), "xlsx", body))
+    let sel = export_selection(&s, &scope, &month, &q).await?;
+    let body = exports::xlsx(&sel)?;
+    Ok(attachment(&headers, &sel.statement, XLSX, q.team.as_deref(), "xlsx", body))
 }
 
 #[cfg(test)]

@@ -3,9 +3,8 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use chrono::Utc;
 use rust_decimal::Decimal;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -13,9 +12,9 @@ use super::doc::{ReaderErrors, WriterErrors};
 use super::{ApiJson, AppState};
 use crate::auth::{Finance, ScopedReader};
 use crate::billing::Month;
-use crate::db::{self, audit, budgets::Alert, budgets::Budget};
-use crate::error::{ApiError, FieldError};
-use crate::money::Money;
+use crate::db::budgets::Budget;
+use crate::error::ApiError;
+use crate::usecase::budgets::{self, BudgetStatus};
 use crate::validate::{self, TeamId};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -50,53 +49,7 @@ async fn put_budget(
 ) -> Result<Json<Budget>, ApiError> {
     let month = parse_month(&month)?;
     let team = TeamId::parse("team", &team)?.into_string();
-    let mut errors = Vec::new();
-    if input.amount <= Decimal::ZERO || input.amount > Decimal::from(10_000_000_000u64) {
-        errors.push(FieldError {
-            field: "amount".into(),
-            message: "must be more than 0 and at most 10,000,000,000".into(),
-        });
-    }
-    let mut thresholds = input.thresholds.unwrap_or_else(|| vec![Decimal::new(8, 1), Decimal::ONE]);
-    thresholds.sort();
-    thresholds.dedup();
-    if thresholds.is_empty() || thresholds.iter().any(|t| *t <= Decimal::ZERO || *t > Decimal::from(10)) {
-        errors.push(FieldError { field: "thresholds".into(), message: "each must be in (0, 10]".into() });
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::Invalid(errors));
-    }
-    let mut tx = s.pool.begin().await?;
-    if db::teams::get(&mut tx, &team).await?.is_none() {
-        return Err(ApiError::NotFound(format!("team {team}")));
-    }
-    let budget =
-        Budget { team_id: team.clone(), month: month.to_string(), amount: input.amount.round_dp(2), thresholds };
-    let before = db::budgets::upsert(&mut tx, &budget, &p.actor()).await?;
-    audit::record(
-        &mut tx,
-        &p.actor(),
-        "budget.put",
-        &format!("budget:{team}:{month}"),
-        before.and_then(|b| serde_json::to_value(b).ok()),
-        serde_json::to_value(&budget).ok(),
-    )
-    .await?;
-    tx.commit().await?;
-    // a budget set below what is spent already alerts now, not at the next worker cycle
-    crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(month.first_day())).await;
-    Ok(Json(budget))
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct BudgetStatus {
-    #[serde(flatten)]
-    pub budget: Budget,
-    /// The team's statement total so far.
-    pub spent: Money,
-    /// At the current run rate, for the whole month.
-    pub forecast: Money,
-    pub alerts: Vec<Alert>,
+    Ok(Json(budgets::set_budget(&s.cases, &p.actor(), month, &team, input.amount, input.thresholds).await?))
 }
 
 /// The month's budgets with spend, forecast and alerts (a team lead: its own teams).
@@ -108,23 +61,5 @@ async fn list_budgets(
     ScopedReader(scope): ScopedReader,
     Path(month): Path<String>,
 ) -> Result<Json<Vec<BudgetStatus>>, ApiError> {
-    let month = parse_month(&month)?;
-    let budgets = db::budgets::for_month(&s.pool, &month.to_string(), &scope).await?;
-    let st = s.statements.statement(&s.pool, month, crate::billing::PolicyChoice::NONE).await?;
-    let part = crate::alerts::elapsed(month, s.billing_tz, Utc::now());
-    let alerts = db::budgets::alerts(&s.pool, &month.to_string(), false).await?;
-    Ok(Json(
-        budgets
-            .into_iter()
-            .map(|b| {
-                let spent = st.team_total(&b.team_id);
-                BudgetStatus {
-                    spent,
-                    forecast: crate::waste::forecast(spent, part),
-                    alerts: alerts.iter().filter(|a| a.team_id == b.team_id).cloned().collect(),
-                    budget: b,
-                }
-            })
-            .collect(),
-    ))
+    Ok(Json(budgets::budgets(&s.cases, &scope, parse_month(&month)?).await?))
 }

@@ -3,7 +3,6 @@
 
 use axum::Json;
 use axum::extract::State;
-use chrono::Utc;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -11,7 +10,7 @@ use super::AppState;
 use super::doc::ReaderErrors;
 use crate::auth::GlobalReader;
 use crate::error::ApiError;
-use crate::ingest::health::{IngestHealth, health};
+use crate::ingest::health::IngestHealth;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_health))
@@ -22,7 +21,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses((status = 200, description = "Every cluster's ingest health", body = IngestHealth), ReaderErrors))]
 async fn get_health(
     State(s): State<AppState>,
-    GlobalReader(_reader): GlobalReader,
+    GlobalReader(reader): GlobalReader,
 ) -> Result<Json<IngestHealth>, ApiError> {
-    Ok(Json(health(&s.pool, Utc::now()).await?))
+    Ok(Json(crate::usecase::health::health(&s.cases, &reader.scope()).await?))
 }

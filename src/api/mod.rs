@@ -35,21 +35,19 @@ pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
 /// No request may hold a connection for longer (the pool's `statement_timeout` bounds each statement).
 pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// What every handler can reach.
+/// What every handler can reach: the database (for the layers around the handlers) and the use cases.
 #[derive(Clone)]
 pub struct AppState {
     pub pool: PgPool,
     /// The billing time zone (months and rate dates are in it).
     pub billing_tz: chrono_tz::Tz,
-    pub statements: std::sync::Arc<crate::ledger::StatementCache>,
-    /// Usage totals and idle lists, served until the data behind them changes (dashboards repeat them).
-    pub usage: std::sync::Arc<crate::cache::StampedCache<usage::UsageKey, Vec<crate::usage::UsageRow>>>,
-    pub idle: std::sync::Arc<crate::cache::StampedCache<waste::IdleKey, Vec<crate::waste::IdlePod>>>,
+    /// The use cases, with the answers they keep in memory.
+    pub cases: crate::usecase::Services,
 }
 
 impl AppState {
     pub fn new(pool: PgPool, billing_tz: chrono_tz::Tz) -> Self {
-        Self { pool, billing_tz, statements: Default::default(), usage: Default::default(), idle: Default::default() }
+        Self { cases: crate::usecase::Services::new(pool.clone(), billing_tz), pool, billing_tz }
     }
 }
 

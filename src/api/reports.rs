@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use chrono::{Duration, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -12,12 +12,11 @@ use super::doc::ReaderErrors;
 use super::{ApiQuery, AppState};
 use crate::auth::{GlobalReader, ScopedReader};
 use crate::billing::Month;
-use crate::db;
 use crate::error::ApiError;
 use crate::ingest::window::floor_hour;
-use crate::money::Money;
+use crate::usecase::reports::{self, TeamRank};
 use crate::validate;
-use crate::waste::{UtilizationReport, WastefulPod, month_utilization};
+use crate::waste::{UtilizationReport, WastefulPod};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -42,22 +41,15 @@ pub struct HourQuery {
     responses((status = 200, description = "Free cards per node in the hour", body = crate::waste::Fragmentation), ReaderErrors))]
 async fn cluster_fragmentation(
     State(s): State<AppState>,
-    GlobalReader(_reader): GlobalReader,
+    GlobalReader(reader): GlobalReader,
     ApiQuery(q): ApiQuery<HourQuery>,
 ) -> Result<Json<crate::waste::Fragmentation>, ApiError> {
     let hour = match q.hour.map(|h| h.resolve("hour", s.billing_tz)).transpose()? {
         Some(h) if floor_hour(h) != h => return Err(ApiError::invalid("hour", "must be a whole hour")),
-        Some(h) => validate::instant("hour", h)?,
-        None => db::reports::newest_hour_before(&s.pool, Utc::now())
-            .await?
-            .ok_or_else(|| ApiError::NotFound("any stored hour".into()))?,
+        Some(h) => Some(validate::instant("hour", h)?),
+        None => None,
     };
-    let nodes: Vec<_> = db::reports::nodes_in_hour(&s.pool, hour)
-        .await?
-        .into_iter()
-        .map(|n| (n.cluster, n.node, n.gpu_model, n.cards, n.allocated_seconds))
-        .collect();
-    Ok(Json(crate::waste::fragmentation(&nodes)))
+    Ok(Json(reports::fragmentation(&s.cases, &reader.scope(), hour).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -88,15 +80,11 @@ async fn low_utilization(
     // one row per pod: the range is capped like `/usage?group_by=pod`
     validate::range(from, to, validate::MAX_POD_RANGE_DAYS)?;
     let top = validate::bounded("top", q.top.unwrap_or(10), 1, validate::TOP_MAX)?;
-    Ok(Json(crate::waste::low_utilization(&s.pool, from, to, top, &scope, s.billing_tz).await?))
+    Ok(Json(reports::low_utilization(&s.cases, &scope, from, to, top).await?))
 }
 
 fn parse_month(s: &str) -> Result<Month, ApiError> {
     Ok(validate::month("month", s)?)
-}
-
-async fn month_report(s: &AppState, month: Month) -> Result<UtilizationReport, ApiError> {
-    Ok(month_utilization(&s.pool, month).await?)
 }
 
 /// The month's allocation rate, utilization and effective rate, per billing day (with GPU-hours per team, for a
@@ -106,23 +94,10 @@ async fn month_report(s: &AppState, month: Month) -> Result<UtilizationReport, A
     responses((status = 200, description = "The month's utilization per team and model", body = UtilizationReport), ReaderErrors))]
 async fn monthly_utilization(
     State(s): State<AppState>,
-    GlobalReader(_reader): GlobalReader,
+    GlobalReader(reader): GlobalReader,
     Path(month): Path<String>,
 ) -> Result<Json<UtilizationReport>, ApiError> {
-    Ok(Json(month_report(&s, parse_month(&month)?).await?))
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct TeamRank {
-    /// 1 = the most efficient.
-    pub rank: usize,
-    pub team: String,
-    pub gpu_hours: f64,
-    pub effective_gpu_hours: f64,
-    /// Effective ÷ metered GPU-hours; teams without metered time rank last.
-    pub utilization: Option<f64>,
-    /// The team's total on the month's statement.
-    pub cost: Money,
+    Ok(Json(reports::month_utilization(&s.cases, &reader.scope(), parse_month(&month)?).await?))
 }
 
 /// Teams ranked by efficiency (utilization), with GPU-hours, effective GPU-hours and cost (global readers).
@@ -131,28 +106,8 @@ pub struct TeamRank {
     responses((status = 200, description = "Teams ranked by utilization, with their cost", body = Vec<TeamRank>), ReaderErrors))]
 async fn team_ranking(
     State(s): State<AppState>,
-    GlobalReader(_reader): GlobalReader,
+    GlobalReader(reader): GlobalReader,
     Path(month): Path<String>,
 ) -> Result<Json<Vec<TeamRank>>, ApiError> {
-    let month = parse_month(&month)?;
-    let report = month_report(&s, month).await?;
-    let st = s.statements.statement(&s.pool, month, crate::billing::PolicyChoice::NONE).await?;
-    let mut teams = report.teams;
-    teams.sort_by(|a, b| {
-        b.utilization.unwrap_or(-1.0).total_cmp(&a.utilization.unwrap_or(-1.0)).then_with(|| a.team.cmp(&b.team))
-    });
-    Ok(Json(
-        teams
-            .into_iter()
-            .enumerate()
-            .map(|(i, t)| TeamRank {
-                rank: i + 1,
-                cost: st.team_total(&t.team),
-                team: t.team,
-                gpu_hours: t.gpu_hours,
-                effective_gpu_hours: t.effective_gpu_hours,
-                utilization: t.utilization,
-            })
-            .collect(),
-    ))
+    Ok(Json(reports::team_ranking(&s.cases, &reader.scope(), parse_month(&month)?).await?))
 }

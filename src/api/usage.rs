@@ -4,7 +4,6 @@
 use axum::Json;
 use axum::extract::{OriginalUri, State};
 use axum::http::HeaderMap;
-use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -13,7 +12,7 @@ use super::doc::{Paged, ReaderErrors};
 use super::page::{self, PageRequest};
 use super::{ApiQuery, AppState};
 use crate::auth::ScopedReader;
-use crate::db::{self, usage::GroupBy};
+use crate::db::usage::GroupBy;
 use crate::error::ApiError;
 use crate::usage::UsageRow;
 use crate::validate;
@@ -57,17 +56,7 @@ async fn get_usage(
     if let Some(c) = &q.cluster {
         validate::cluster("cluster", c)?;
     }
-    let compute = async || {
-        let totals = db::usage::totals(&s.pool, from, to, group_by, q.cluster.as_deref(), &scope, s.billing_tz).await?;
-        Ok::<_, ApiError>(totals.into_iter().map(Into::into).collect::<Vec<UsageRow>>())
-    };
-    let rows = if group_by == GroupBy::Pod {
-        // a row per pod: large over long ranges, and not what dashboards repeat; not kept
-        compute().await?
-    } else {
-        let key = (from, to, group_by, q.cluster.clone(), scope.teams.clone());
-        s.usage.get_or_compute(&s.pool, key, compute).await?.as_ref().clone()
-    };
+    let rows = crate::usecase::usage::usage(&s.cases, &scope, from, to, group_by, q.cluster.as_deref()).await?;
     let (rows, next) = page::page(rows, row_key, &req);
     Ok((page::link(&uri, next.as_deref(), &[]), Json(rows)))
 }
@@ -78,6 +67,3 @@ type UsageKeyOfRow = (Option<String>, Option<String>, Option<String>, Option<Str
 fn row_key(r: &UsageRow) -> UsageKeyOfRow {
     (r.team.clone(), r.namespace.clone(), r.pod.clone(), r.gpu_model.clone())
 }
-
-/// What a usage answer depends on besides the stored data: range, grouping, cluster, the caller's teams.
-pub type UsageKey = (DateTime<Utc>, DateTime<Utc>, GroupBy, Option<String>, Option<Vec<String>>);

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::{OriginalUri, State};
 use axum::http::HeaderMap;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -14,7 +14,7 @@ use super::{ApiQuery, AppState};
 use crate::auth::ScopedReader;
 use crate::error::ApiError;
 use crate::ingest::window::floor_hour;
-use crate::waste::{IdlePod, IdleRule, idle_report};
+use crate::waste::{IdlePod, IdleRule};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_idle))
@@ -76,14 +76,7 @@ async fn get_idle(
         return Err(ApiError::invalid("to", "must be a whole hour"));
     }
     let only_running = !q.include_ended.unwrap_or(false);
-    let key =
-        (to, hours, rule.max_utilization.to_bits(), rule.min_memory_mib.to_bits(), only_running, scope.teams.clone());
-    let list = s
-        .idle
-        .get_or_compute(&s.pool, key, async || {
-            Ok::<_, ApiError>(idle_report(&s.pool, to, hours, rule, only_running, &scope, s.billing_tz).await?)
-        })
-        .await?;
+    let list = crate::usecase::idle::idle_pods(&s.cases, &scope, to, hours, rule, only_running).await?;
     let (rows, next) = page::page(list.as_ref().clone(), rank, &req);
     // the next pages read the same window, whatever the hour is by then
     let pinned = [("to", to.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))];
@@ -96,6 +89,3 @@ type IdleRank = (rust_decimal::Decimal, String, String, String, String);
 fn rank(p: &IdlePod) -> IdleRank {
     (-p.idle_spend.as_decimal(), p.namespace.clone(), p.pod.clone(), p.cluster.clone(), p.gpu_model.clone())
 }
-
-/// What an idle list depends on besides the stored data: window, rule (as bits), running only, the caller's teams.
-pub type IdleKey = (DateTime<Utc>, u32, u64, u64, bool, Option<Vec<String>>);

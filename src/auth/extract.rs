@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use sqlx::PgPool;
 
 use super::{Principal, hash_token};
+use crate::access::Scope;
 use crate::db;
-use crate::db::usage::Scope;
 use crate::error::ApiError;
 
 /// Admin or finance: writes (rates, mappings, teams, budgets) and closing months.

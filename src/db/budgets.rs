@@ -5,7 +5,7 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 
-use super::usage::Scope;
+use crate::access::Scope;
 
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Budget {

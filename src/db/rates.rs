@@ -6,7 +6,7 @@ use serde::Serialize;
 use sqlx::PgConnection;
 
 use crate::money::RatePerCardHour;
-use crate::pricing::{CloudRates, RateVersion, Tco};
+use crate::pricing::{CloudRates, ModelCatalog, PricingError, RateBook, RateHistory, RateVersion, Tco};
 
 /// A stored rate version as the API shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -201,4 +201,23 @@ pub async fn put_alias(
     .execute(conn)
     .await?;
     Ok(before)
+}
+
+/// Why the rate book could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum RateBookError {
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// The stored versions do not make a history (the schema's constraints should make this impossible): nothing
+    /// is priced from them, anywhere.
+    #[error("the stored rate history is inconsistent: {0}")]
+    Inconsistent(#[from] PricingError),
+}
+
+/// The rate book as stored: the aliases over the built-in catalogue, and every rate version. The one place both
+/// are loaded, for bills, idle lists, reports and rate views alike.
+pub async fn rate_book(conn: &mut PgConnection) -> Result<RateBook, RateBookError> {
+    let catalog = ModelCatalog::with_overrides(aliases(conn).await?);
+    let history = RateHistory::new(versions(conn).await?)?;
+    Ok(RateBook { catalog, history })
 }

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 
-use crate::auth::{Principal, Role};
+use crate::access::{Principal, Role};
 
 /// A token that does not expire.
 pub async fn insert(

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 
+use crate::access::Scope;
 use crate::metering::HourOutput;
 
 /// Serialises writers of the same cluster-hour (several workers may overlap); released at commit.
@@ -196,26 +197,6 @@ impl GroupBy {
             Self::Pod => "pod",
             Self::Model => "model",
         }
-    }
-}
-
-/// Who may see what: `None` is everything (finance, admin, viewer); `Some(teams)` only those teams' usage.
-#[derive(Debug, Clone, Default)]
-pub struct Scope {
-    pub teams: Option<Vec<String>>,
-}
-
-impl Scope {
-    pub fn all() -> Self {
-        Self { teams: None }
-    }
-
-    pub fn teams(teams: Vec<String>) -> Self {
-        Self { teams: Some(teams) }
-    }
-
-    pub fn allows(&self, team: &str) -> bool {
-        self.teams.as_ref().is_none_or(|t| t.iter().any(|x| x == team))
     }
 }
 

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Days, NaiveDate, NaiveTime, Utc};
 use sqlx::PgPool;
 
-use super::usage::Scope;
+use crate::access::Scope;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodWindow {

@@ -18,64 +18,10 @@
 //!   also freezes the coverage, the budgets and the previous month's totals. CSV and JSON as layout 2 (the JSON
 //!   says `"layout": 3`). Layouts 1 and 2 keep their renderer (English only; `lang` changes nothing there).
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
 use super::csv_export::{self, CsvShape};
-use super::{FontChain, FrozenExtras, Lang, PdfError, StatementExtras};
+use super::{FontChain, FrozenExtras, Lang, PdfError, ScopedExtras, StatementExtras};
 use crate::ledger::Statement;
-
-/// A layout version. Ordered: a field added in layout N is shown when `layout >= N`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Layout {
-    V1,
-    V2,
-    V3,
-}
-
-impl Layout {
-    /// The layout of new closes and of open months.
-    pub const CURRENT: Layout = Layout::V3;
-
-    pub fn number(self) -> u32 {
-        match self {
-            Layout::V1 => 1,
-            Layout::V2 => 2,
-            Layout::V3 => 3,
-        }
-    }
-
-    pub fn from_number(n: u32) -> Option<Layout> {
-        match n {
-            1 => Some(Layout::V1),
-            2 => Some(Layout::V2),
-            3 => Some(Layout::V3),
-            _ => None,
-        }
-    }
-}
-
-/// Stored as its number.
-impl Serialize for Layout {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u32(self.number())
-    }
-}
-
-/// A layout this build does not know (a snapshot from a newer release) is an error, never rendered by another.
-impl<'de> Deserialize<'de> for Layout {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Layout, D::Error> {
-        let n = u32::deserialize(d)?;
-        Layout::from_number(n)
-            .ok_or_else(|| serde::de::Error::custom(format!("layout {n} is not known to this build of cardhour")))
-    }
-}
-
-/// `value` for a statement of layout `since` or later, else `None`: a JSON field added in a later layout is
-/// skipped (`skip_serializing_if = "Option::is_none"`) for months frozen under an earlier one, so their bytes
-/// never change.
-pub fn since<T>(layout: Layout, since: Layout, value: impl FnOnce() -> T) -> Option<T> {
-    (layout >= since).then(value)
-}
+pub use crate::ledger::layout::{Layout, since};
 
 /// The statement's lines of the teams `include` accepts as CSV bytes, written by the statement's layout.
 /// `every_team`: the export holds every team (a global reader, no team asked for), so layout 2 adds the cluster
@@ -120,7 +66,7 @@ pub fn statement_pdf(
 
 /// The PDF extras `scope` sees from what the close froze; `None` when nothing was frozen (an open month, or a month
 /// closed under layout 1): the caller computes them now, as the release before layouts did.
-pub fn pdf_extras(st: &Statement, scope: &crate::db::usage::Scope) -> Option<StatementExtras> {
+pub fn pdf_extras(st: &Statement, scope: &crate::access::Scope) -> Option<StatementExtras> {
     st.frozen.as_ref().map(|f: &FrozenExtras| f.for_scope(scope))
 }
 

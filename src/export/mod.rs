@@ -11,9 +11,10 @@ pub mod present;
 pub mod view;
 pub mod xlsx;
 
+pub use crate::ledger::frozen::{Coverage, FrozenExtras, IdleLine, PreviousMonth, UtilizationFigures};
 pub use csv_export::neutralise;
 pub use fonts::{FontChain, FontsMissing};
-pub use frozen::{Coverage, FrozenExtras, IdleLine, PreviousMonth, UtilizationFigures};
+pub use frozen::ScopedExtras;
 pub use layout::{Layout, bill_csv, bill_xlsx, pdf_extras, since, statement_pdf};
 pub use pdf::{PdfError, StatementExtras};
 pub use present::Lang;

@@ -6,9 +6,9 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
 use super::StatementExtras;
-use super::frozen::{Coverage, IdleLine, UtilizationFigures};
 use super::present::{self, Lang, card_hours, card_hours_f64, change, percent, rate, yuan};
 use crate::billing::TeamBill;
+use crate::ledger::frozen::{Coverage, IdleLine, UtilizationFigures};
 use crate::ledger::{MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
 

@@ -17,6 +17,7 @@
 //! and no second multiplication by `f` here — doing so would bill a 1g.10gb slice at 1/49 of a card.
 //! [`priced_card_hours`] states the identity and [`amount`] is the one way an amount is made from a rate.
 
+pub mod book;
 pub mod catalog;
 pub mod cloud;
 pub mod history;
@@ -29,6 +30,7 @@ use serde::Serialize;
 
 use crate::money::{Money, RatePerCardHour};
 
+pub use book::RateBook;
 pub use catalog::ModelCatalog;
 pub use cloud::{CloudComparison, CloudRates, RentVsBuild, rent_vs_build};
 pub use history::{RateHistory, RateSegment, RateSource, RateVersion, start_of_day};

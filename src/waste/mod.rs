@@ -1,15 +1,13 @@
 //! The idle-waste list (闲置清单, SPEC §7): pods that hold GPUs and memory while barely using them, with the money
-//! actually spent idle in the window and, for pods still running, what holding their cards costs a month. The rule and the ranking here are pure (per-pod sums in, the list out); `report` loads
-//! the sums and rates.
+//! actually spent idle in the window and, for pods still running, what holding their cards costs a month. The rule and the ranking here are pure (per-pod sums in, the list out);
+//! [`crate::usecase::idle`] loads the sums and rates.
 
 mod budget;
 mod fragmentation;
-mod report;
 mod utilization;
 
 pub use budget::{Basis, crossings, forecast};
 pub use fragmentation::{Fragmentation, NodeFree, NodeHourSums, fragmentation};
-pub use report::{extras_for, idle_report, low_utilization, month_extras, month_utilization, statement_extras};
 pub use utilization::{
     CapacitySeconds, DayFigures, DayTeamSums, Figures, TeamFigures, UtilizationReport, utilization_report,
 };

@@ -1,22 +1,25 @@
 //! The ledger: a month's bills from stored usage, the rate history and capacity; closing a month into an
 //! immutable snapshot; restatement lines for changes to closed months on the first open month after them.
 
+pub mod frozen;
+pub mod layout;
+
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
+use crate::access::Scope;
 use crate::billing::{
     BillMode, BillPolicy, CapacityLine, Month, MonthBills, PolicyChoice, RestatementLine, UnallocatedPolicy, UsageLine,
     compute_month, restate_month,
 };
-use crate::db::{self, usage::Scope};
-use crate::export::{FrozenExtras, Layout};
+use crate::db;
 use crate::money::{Money, card_hours_from_seconds};
-use crate::pricing::{ModelCatalog, RateHistory};
 use crate::readiness::{Blocker, Readiness};
+pub use frozen::FrozenExtras;
+pub use layout::Layout;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
@@ -46,6 +49,15 @@ pub enum LedgerError {
         "closed month {month} fails its integrity check: content hash stored {stored}, snapshot hashes to {actual}"
     )]
     Integrity { month: String, stored: String, actual: String },
+}
+
+impl From<db::rates::RateBookError> for LedgerError {
+    fn from(e: db::rates::RateBookError) -> Self {
+        match e {
+            db::rates::RateBookError::Database(e) => LedgerError::Database(e),
+            db::rates::RateBookError::Inconsistent(e) => LedgerError::Rates(e.to_string()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -182,9 +194,7 @@ pub async fn compute(pool: &PgPool, month: Month, policy: BillPolicy) -> Result<
     let usage = db::bills::usage_by_day(pool, from, to, &Scope::all()).await?;
     let capacity = db::bills::capacity_by_day(pool, from, to).await?;
     let mut conn = pool.acquire().await?;
-    let history =
-        RateHistory::new(db::rates::versions(&mut conn).await?).map_err(|e| LedgerError::Rates(e.to_string()))?;
-    let catalog = ModelCatalog::with_overrides(db::rates::aliases(&mut conn).await?);
+    let crate::pricing::RateBook { catalog, history } = db::rates::rate_book(&mut conn).await?;
     let mut keys: BTreeMap<String, String> = BTreeMap::new();
     let mut key = |m: &str| keys.entry(m.to_string()).or_insert_with(|| catalog.key_for(m)).clone();
     // Seconds are summed per bill line and rate period first and turned into card-hours once, so a line's hours
@@ -267,7 +277,7 @@ fn from_closed(month: Month, c: &db::bills::ClosedMonth) -> Result<Statement, Le
 }
 
 /// A closed month (frozen under `frozen`) may be asked for under its frozen policy only.
-fn check_frozen_policy(month: Month, frozen: BillPolicy, choice: PolicyChoice) -> Result<(), LedgerError> {
+pub fn check_frozen_policy(month: Month, frozen: BillPolicy, choice: PolicyChoice) -> Result<(), LedgerError> {
     match choice.conflict(frozen) {
         None => Ok(()),
         Some((field, asked, frozen)) => Err(LedgerError::PolicyMismatch { month, field, asked, frozen }),
@@ -379,16 +389,19 @@ pub const OVERRIDE_REASON_MAX: usize = 2000;
 
 /// Closes an ended month: its statement (with the restatements it carries) becomes immutable. A month that is not
 /// complete ([`crate::readiness`]) is refused with what stands in the way, unless the request overrides it with a
-/// reason: the reason and the blockers are then audited and frozen onto the statement.
-pub async fn close(
+/// reason: the reason and the blockers are then audited and frozen onto the statement. `extras` computes what the
+/// close freezes besides the bills (the PDF's idle list, utilization, coverage, budgets, previous month), once the
+/// month is known to close.
+pub async fn close<E: From<LedgerError> + From<sqlx::Error>>(
     pool: &PgPool,
     month: Month,
     req: CloseRequest,
     tz: chrono_tz::Tz,
     actor: &str,
-) -> Result<Statement, LedgerError> {
+    extras: impl AsyncFnOnce() -> Result<FrozenExtras, E>,
+) -> Result<Statement, E> {
     if month.bounds(tz).1 > Utc::now() {
-        return Err(LedgerError::NotEnded(month));
+        return Err(LedgerError::NotEnded(month).into());
     }
     let reason = match req.override_reason.as_deref() {
         Some(r) => Some(
@@ -400,17 +413,17 @@ pub async fn close(
     let mut tx = pool.begin().await?;
     sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('close:' || $1))", month.to_string()).execute(&mut *tx).await?;
     if db::bills::closed(&mut tx, &month.to_string()).await?.is_some() {
-        return Err(LedgerError::AlreadyClosed(month));
+        return Err(LedgerError::AlreadyClosed(month).into());
     }
     let st = statement(pool, month, PolicyChoice::exactly(req.policy)).await?;
     let ready = crate::readiness::readiness(pool, month, tz, &st.bills, Utc::now()).await?;
     let close_override = match (ready.ready, reason) {
         (true, _) => None,
-        (false, None) => return Err(LedgerError::NotReady(Box::new(ready))),
+        (false, None) => return Err(LedgerError::NotReady(Box::new(ready)).into()),
         (false, Some(reason)) => Some(CloseOverride { reason, by: actor.to_string(), blockers: ready.blockers }),
     };
     // every figure the representations print besides the bills, frozen with them
-    let extras = crate::waste::month_extras(pool, month, tz).await?;
+    let extras = extras().await?;
     let snapshot = Snapshot {
         version: SNAPSHOT_VERSION,
         layout: Some(Layout::CURRENT),
@@ -425,7 +438,7 @@ pub async fn close(
     // unreadable for good
     serde_json::from_value::<Snapshot>(value.clone()).map_err(|e| LedgerError::Snapshot(month.to_string(), e))?;
     if !db::bills::insert_closed(&mut tx, &month.to_string(), actor, &value).await? {
-        return Err(LedgerError::AlreadyClosed(month));
+        return Err(LedgerError::AlreadyClosed(month).into());
     }
     let mut summary = serde_json::json!({
         "policy": st.bills.policy, "capacity_cost": st.bills.capacity_cost, "allocated": st.bills.allocated,
@@ -440,48 +453,7 @@ pub async fn close(
     let closed = db::bills::closed(&mut tx, &month.to_string()).await?;
     tx.commit().await?;
     match closed {
-        Some(c) => from_closed(month, &c),
-        None => Err(LedgerError::AlreadyClosed(month)),
-    }
-}
-
-/// Statements served from memory. A closed month is read once from what was stored at close and kept under its
-/// content hash: it never changes, so only the (tiny) hash is read per request, never the snapshot, and nothing is
-/// recomputed. An open month is computed and kept under the data version, recomputed once that moves.
-#[derive(Default)]
-pub struct StatementCache {
-    open: crate::cache::StampedCache<(Month, PolicyChoice), Statement>,
-    /// Keyed by the content hash and kept under one fixed version: a closed month never changes. Requests
-    /// arriving while it is read wait for that one read instead of each decoding the snapshot.
-    closed: crate::cache::StampedCache<(Month, String), Statement>,
-}
-
-impl StatementCache {
-    pub async fn statement(
-        &self,
-        pool: &PgPool,
-        month: Month,
-        choice: PolicyChoice,
-    ) -> Result<Arc<Statement>, LedgerError> {
-        let (version, closed_hash) = db::version::with_closed_hash(pool, &month.to_string()).await?;
-        match closed_hash {
-            None => {
-                self.open
-                    .get_or_compute_at(version, (month, choice), async || statement(pool, month, choice).await)
-                    .await
-            }
-            // The snapshot is verified against its stored hash when it is read (an altered one is an error, never
-            // cached); should the stored hash change, the key changes and the month is read again.
-            Some(hash) => {
-                let st = self
-                    .closed
-                    .get_or_compute_at(db::version::DataVersion(0), (month, hash), async || {
-                        statement(pool, month, PolicyChoice::NONE).await
-                    })
-                    .await?;
-                check_frozen_policy(month, st.bills.policy, choice)?;
-                Ok(st)
-            }
-        }
+        Some(c) => Ok(from_closed(month, &c)?),
+        None => Err(LedgerError::AlreadyClosed(month).into()),
     }
 }

@@ -1,0 +1,109 @@
+//! `export`, `readiness`, `close`, `budgets`: a month's files, whether it may close, closing it, its budgets.
+
+use anyhow::{Context, bail};
+use chrono::Utc;
+
+use super::{
+    BudgetsArgs, CloseArgs, ExportArgs, ExportFormat, ReadinessArgs, cli_actor, policy_choice, resolve_time, services,
+};
+use crate::access::Scope;
+use crate::ledger::LedgerError;
+use crate::usecase::{self, exports, statements};
+
+pub(super) async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
+    let sv = services(&a.db, 2).await?;
+    // one team's statement is what goes to its lead: no cluster-wide summary then
+    let scope = a.team.clone().map_or_else(Scope::all, |t| Scope::teams(vec![t]));
+    let sel = statements::select(&sv, &scope, a.month, policy_choice(a.mode, a.unallocated), a.team.as_deref()).await?;
+    let bytes = match a.format {
+        // the whole month (no --team) ends with the cluster rows from layout 2 on, as the API's export does
+        ExportFormat::Csv => exports::csv(&sel)?,
+        ExportFormat::Pdf => {
+            // a draft names who ran the export (a closed month's preparer is its close)
+            let user = std::env::var("USER").unwrap_or_else(|_| "cli".into());
+            exports::pdf(&sv, &sel, format!("cli:{user}"), a.lang).await?
+        }
+        ExportFormat::Xlsx => exports::xlsx(&sel)?,
+    };
+    match a.out {
+        Some(path) => {
+            // written next to the target and renamed: a failed export leaves no half-written file
+            let tmp = path.with_extension("partial");
+            std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("wrote {} ({} bytes)", path.display(), bytes.len());
+        }
+        None => {
+            use std::io::Write;
+            std::io::stdout().write_all(&bytes)?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn readiness_cmd(a: ReadinessArgs) -> anyhow::Result<()> {
+    let sv = services(&a.db, 2).await?;
+    let r = statements::readiness(&sv, &Scope::all(), a.month).await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else if r.ready {
+        println!("{}: ready to close", a.month);
+    } else {
+        println!("{}: not ready to close ({} blocker(s))", a.month, r.blockers.len());
+        for b in &r.blockers {
+            println!("  - {b}");
+        }
+    }
+    if !r.ready {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+pub(super) async fn close_cmd(a: CloseArgs) -> anyhow::Result<()> {
+    // finance names the policy it freezes; a configured default decided by someone else earlier is not enough
+    let Some(policy) = policy_choice(a.mode, a.unallocated).complete() else {
+        bail!(
+            "closing freezes a bill policy: give --mode (showback or chargeback) and --unallocated \
+             (kept-by-platform or spread-proportionally); see the draft first with `cardhour export --month {} \
+             --mode … --unallocated …`",
+            a.month
+        );
+    };
+    let sv = services(&a.db, 4).await?;
+    match statements::close(&sv, a.month, policy, a.override_reason, &cli_actor()).await {
+        Ok(st) => {
+            println!(
+                "closed {} (content hash {}){}",
+                a.month,
+                st.content_hash.as_deref().unwrap_or("?"),
+                if st.close_override.is_some() { ", incomplete, by override" } else { "" }
+            );
+            Ok(())
+        }
+        Err(usecase::Error::Ledger(LedgerError::NotReady(r))) => {
+            eprintln!("{} is not ready to close ({} blocker(s)):", a.month, r.blockers.len());
+            for b in &r.blockers {
+                eprintln!("  - {b}");
+            }
+            bail!("not closed: complete the month (ingest the hours, set the rates) or give --override REASON")
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub(super) async fn budgets_cmd(a: BudgetsArgs) -> anyhow::Result<()> {
+    // one connection holds the turn at alerting (alerts::check_budgets) while the others read
+    let sv = services(&a.db, 4).await?;
+    let at = match a.at {
+        Some(t) => resolve_time("--at", t, sv.billing_tz)?,
+        None => Utc::now(),
+    };
+    let month = a.month.unwrap_or_else(|| crate::billing::Month::containing(at, sv.billing_tz));
+    let run = usecase::budgets::check(&sv, month, at, a.webhook.as_deref()).await?;
+    println!("{month}: {} new alerts, {} delivered, {} not delivered", run.raised, run.delivered, run.failed);
+    if run.failed > 0 {
+        bail!("{} alerts could not be delivered; they are retried on the next run", run.failed);
+    }
+    Ok(())
+}

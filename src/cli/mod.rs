@@ -1,0 +1,500 @@
+//! The `cardhour` command line: the arguments (clap) and the dispatch to one module per command group, each of
+//! which calls the use cases and prints their answers.
+//!
+//! Stable contract relied on by automation: `migrate`, `ingest`, `usage`, `DATABASE_URL`.
+
+mod admin;
+mod bills;
+mod ingest;
+mod reports;
+mod serve;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use clap::{Parser, Subcommand};
+
+use crate::billing::Month;
+use crate::config::{DatabaseArgs, SourceArgs, parse_duration, parse_webhook_url};
+use crate::db;
+use crate::db::usage::GroupBy;
+use crate::usage::Format;
+use crate::usecase::Services;
+use crate::validate;
+
+#[derive(Debug, Parser)]
+#[command(name = "cardhour", version, about = "GPU FinOps cost accounting: exact GPU-hours from Prometheus")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+impl Cli {
+    /// Parses the process's arguments. `ingest undo RUN` is `ingest-undo RUN` underneath: clap cannot give a
+    /// command both required flags and a subcommand, and `ingest --cluster … --from … --to …` is a stable
+    /// contract.
+    pub fn parse_args() -> Cli {
+        let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if args.get(1).is_some_and(|a| a == "ingest") && args.get(2).is_some_and(|a| a == "undo") {
+            args.splice(1..3, [std::ffi::OsString::from("ingest-undo")]);
+        }
+        Cli::parse_from(args)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create or update the database schema (run as the role that owns the tables).
+    Migrate(MigrateArgs),
+    /// Write a deterministic simulated GPU cluster as OpenMetrics, with its ground truth.
+    Simulate(SimulateArgs),
+    /// Ingest whole hours [from, to) of one cluster from Prometheus (`ingest undo RUN` puts back what a run
+    /// replaced).
+    Ingest(IngestArgs),
+    /// Put back the rows an ingest run replaced: `cardhour ingest undo RUN` (its id is printed by `ingest`).
+    #[command(name = "ingest-undo", hide = true)]
+    IngestUndo(UndoArgs),
+    /// Ingest continuously: each hour once complete, re-processing a recent span.
+    Worker(WorkerArgs),
+    /// Print stored usage totals.
+    Usage(UsageArgs),
+    /// Ingest health per cluster: watermark and lag, hours kept over smaller reads, recent anomalies.
+    Health(HealthArgs),
+    /// The idle-waste list: pods holding GPUs and memory while barely using them.
+    Idle(IdleArgs),
+    /// Check the month's budgets: record thresholds crossed and POST them to the webhook until delivered.
+    Budgets(BudgetsArgs),
+    /// Export a month's bills: the lines as CSV, or the statements as PDF.
+    Export(ExportArgs),
+    /// What stands in the way of closing a month (exits 1 when something does).
+    Readiness(ReadinessArgs),
+    /// Close an ended month: its statements become immutable. A month that is not complete is refused with what
+    /// stands in the way, unless `--override REASON` is given (audited and printed on the statements).
+    Close(CloseArgs),
+    /// Serve the REST API (and Swagger UI).
+    Serve(ServeArgs),
+    /// Issue, list or revoke API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Namespace → team mappings: import a CMDB export.
+    #[command(subcommand)]
+    Mappings(MappingsCommand),
+    /// Print the OpenAPI document (as committed in openapi/openapi.json).
+    Openapi,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// After migrating, create (if needed) and grant the service's least-privilege role NAME: what ingest, serve
+    /// and worker need, no TRUNCATE, no UPDATE/DELETE of the audit log or closed months, owning nothing.
+    /// Idempotent; repeat it after every migration (docs/database.md).
+    #[arg(long, value_name = "NAME")]
+    pub grant_app_role: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct IdleArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Window end, a whole hour (default: the current hour): a date (its midnight in the billing time zone) or a
+    /// time with or without seconds and offset (2026-11-01T08:00, 2026-11-01 08:00:00+08:00); without an offset,
+    /// billing time zone.
+    #[arg(long, value_parser = valid_time)]
+    pub to: Option<validate::TimeInput>,
+    /// Use the short-term rule (2 hours under 15 %) instead of the weekly one (7 days under 10 %).
+    #[arg(long)]
+    pub short_term: bool,
+    /// Window length in hours (default from the rule).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=2160))]
+    pub hours: Option<u32>,
+    /// Utilization threshold, 0–1 (default from the rule).
+    #[arg(long)]
+    pub max_utilization: Option<f64>,
+    /// Memory a pod must hold to count, in MiB.
+    #[arg(long, default_value_t = 1024.0)]
+    pub min_memory_mib: f64,
+    /// Also list pods that no longer hold cards at the window's end.
+    #[arg(long)]
+    pub include_ended: bool,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: SummaryFormat,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BudgetsArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// The month, YYYY-MM (default: the current one in the billing time zone).
+    #[arg(long, value_parser = valid_month)]
+    pub month: Option<Month>,
+    /// Judge as of this time (default: now): a date or a time with or without seconds and offset; without an
+    /// offset, billing time zone.
+    #[arg(long, value_parser = valid_time)]
+    pub at: Option<validate::TimeInput>,
+    /// Where alerts are POSTed as JSON; without it they are only recorded.
+    #[arg(long, env = "CARDHOUR_WEBHOOK_URL", value_parser = parse_webhook_url)]
+    pub webhook: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// The month, YYYY-MM in the billing time zone.
+    #[arg(long, value_parser = valid_month)]
+    pub month: Month,
+    #[arg(long, value_enum, default_value = "csv")]
+    pub format: ExportFormat,
+    /// Only this team (an unknown team is an error; a known team without lines exports no lines).
+    #[arg(long, value_parser = valid_team)]
+    pub team: Option<String>,
+    /// An open month's draft under this bill mode (default: the configured one). A closed month exports as
+    /// closed: a mode other than its own is an error.
+    #[arg(long, value_enum)]
+    pub mode: Option<CliBillMode>,
+    /// An open month's draft under this unallocated-capacity policy (default: the configured one). A closed month
+    /// exports as closed: a policy other than its own is an error.
+    #[arg(long, value_enum, visible_alias = "policy")]
+    pub unallocated: Option<CliUnallocated>,
+    /// The PDF's language from layout 3 on: zh (zh-CN) or en. A month closed under layout 1 or 2 prints as it
+    /// did then, in English.
+    #[arg(long, value_parser = valid_lang, default_value = "zh")]
+    pub lang: crate::export::Lang,
+    /// Write to this file instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+fn valid_lang(s: &str) -> Result<crate::export::Lang, String> {
+    crate::export::Lang::parse(s).ok_or_else(|| format!("`{}`: use zh or en", s.escape_debug()))
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReadinessArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// The month, YYYY-MM in the billing time zone.
+    #[arg(long, value_parser = valid_month)]
+    pub month: Month,
+    /// Print the readiness as JSON (as `GET /api/v1/bills/{month}/readiness` answers).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CloseArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// The month, YYYY-MM in the billing time zone.
+    #[arg(long, value_parser = valid_month)]
+    pub month: Month,
+    /// Bill mode frozen with the month (required: look at the draft first, `cardhour export --mode …`).
+    #[arg(long, value_enum)]
+    pub mode: Option<CliBillMode>,
+    /// What happens to capacity no team used, frozen with the month (required).
+    #[arg(long, value_enum, visible_alias = "policy")]
+    pub unallocated: Option<CliUnallocated>,
+    /// Close although the month is not complete, for this reason (kept in the audit log and on the statements).
+    #[arg(long = "override", value_name = "REASON")]
+    pub override_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CliBillMode {
+    Showback,
+    Chargeback,
+}
+
+impl From<CliBillMode> for crate::billing::BillMode {
+    fn from(m: CliBillMode) -> Self {
+        match m {
+            CliBillMode::Showback => crate::billing::BillMode::Showback,
+            CliBillMode::Chargeback => crate::billing::BillMode::Chargeback,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CliUnallocated {
+    KeptByPlatform,
+    SpreadProportionally,
+}
+
+impl From<CliUnallocated> for crate::billing::UnallocatedPolicy {
+    fn from(u: CliUnallocated) -> Self {
+        match u {
+            CliUnallocated::KeptByPlatform => crate::billing::UnallocatedPolicy::KeptByPlatform,
+            CliUnallocated::SpreadProportionally => crate::billing::UnallocatedPolicy::SpreadProportionally,
+        }
+    }
+}
+
+/// `--mode` and `--unallocated` as asked (either may be absent).
+fn policy_choice(mode: Option<CliBillMode>, unallocated: Option<CliUnallocated>) -> crate::billing::PolicyChoice {
+    crate::billing::PolicyChoice { mode: mode.map(Into::into), unallocated: unallocated.map(Into::into) }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    Csv,
+    Pdf,
+    Xlsx,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Address to listen on.
+    #[arg(long, env = "CARDHOUR_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: std::net::SocketAddr,
+    /// After SIGTERM or SIGINT: how long in-flight requests may take before the process exits anyway.
+    #[arg(long, env = "CARDHOUR_SHUTDOWN_GRACE", default_value = "8s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Issue a token; it is printed once and stored only as a digest.
+    Create {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        /// Who or what holds the token.
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_enum)]
+        role: crate::auth::Role,
+        /// A team lead's team (repeat for several).
+        #[arg(long = "team")]
+        teams: Vec<String>,
+        /// Refused after this long, e.g. 90d, 12h (default: never expires).
+        #[arg(long, value_parser = parse_duration, conflicts_with = "expires_at")]
+        expires_in: Option<Duration>,
+        /// Refused from this time on: a date (its midnight in the billing time zone) or a time with or without
+        /// seconds and offset; without an offset, billing time zone.
+        #[arg(long, value_parser = valid_time)]
+        expires_at: Option<validate::TimeInput>,
+    },
+    /// Every token: role, teams, expiry, last use and whether it is active (never the secret).
+    List {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        #[arg(long, value_enum, default_value = "text")]
+        format: SummaryFormat,
+    },
+    /// Revoke a token by id.
+    Revoke {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        id: i64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MappingsCommand {
+    /// Import a CMDB export as CSV (header `namespace,team,valid_from`, optional `team_name`, `owner`, `cluster`),
+    /// as `POST /api/v1/mappings/import` does: UTF-8 (with or without BOM) or GBK/GB18030, dates as 2026-11-01,
+    /// 2026/11/01, 2026/11/1 or 20261101; idempotent (equal rows are unchanged); all rows or none. Prints what each
+    /// row did as JSON; refused rows are printed as JSON on standard error (non-zero exit).
+    Import {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        /// The CSV file.
+        file: PathBuf,
+        /// Report what each row would do (insert, update, unchanged) and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// GPUs in the cluster (a multiple of 8; 56 or more covers every node type).
+    #[arg(long, default_value_t = 64)]
+    pub gpus: u32,
+    /// Days simulated, ending at --end.
+    #[arg(long, default_value_t = 2, conflicts_with = "hours")]
+    pub days: u32,
+    /// Hours simulated instead of days.
+    #[arg(long)]
+    pub hours: Option<u32>,
+    /// Scrape interval of every exporter.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub scrape_interval: Duration,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// End of the simulation, a whole hour; default: the whole hour at least 4 h ago (backfills must stay out of
+    /// the last 3 hours). A date or a time with or without seconds and offset; without an offset, the default
+    /// billing time zone (Asia/Shanghai: simulate reads no settings).
+    #[arg(long, value_parser = valid_time)]
+    pub end: Option<validate::TimeInput>,
+    /// Output directory (metrics.om and truth.json).
+    #[arg(long, default_value = "sim")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// First hour, a whole hour: a date (its midnight in the billing time zone) or a time with or without
+    /// seconds and offset (2026-11-01T08:00, 2026-11-01 08:00:00+08:00, 2026-11-01T00:00:00Z); without an
+    /// offset, billing time zone.
+    #[arg(long, value_parser = valid_time)]
+    pub from: validate::TimeInput,
+    /// End of the range, exclusive, a whole hour; read as `--from`.
+    #[arg(long, value_parser = valid_time)]
+    pub to: validate::TimeInput,
+    /// Summary format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: SummaryFormat,
+    /// Replace stored hours even where this read holds fewer rows or samples (e.g. usage that was wrong); without
+    /// it such hours are kept and listed. Audited; `ingest undo RUN` puts the replaced rows back.
+    #[arg(long)]
+    pub replace_smaller: bool,
+    /// Where budget alerts are POSTed as JSON: after the ingest the budgets of the months it touched are checked
+    /// (without it crossings are only recorded, and delivered by the worker or `cardhour budgets`).
+    #[arg(long, env = "CARDHOUR_WEBHOOK_URL", value_parser = parse_webhook_url)]
+    pub webhook: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct HealthArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: SummaryFormat,
+}
+
+/// `cardhour ingest undo RUN`.
+#[derive(Debug, clap::Args)]
+pub struct UndoArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// The run whose replacements to undo.
+    pub run: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SummaryFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Wait after an hour ends before ingesting it.
+    #[arg(long, env = "CARDHOUR_LATENESS", default_value = "10m", value_parser = parse_duration)]
+    pub lateness: Duration,
+    /// Recent hours ingested again every cycle, for late samples.
+    #[arg(long, env = "CARDHOUR_REPROCESS_HOURS", default_value_t = 3)]
+    pub reprocess_hours: u32,
+    /// Hours back a cluster without a watermark starts from.
+    #[arg(long, env = "CARDHOUR_INITIAL_HOURS", default_value_t = 24)]
+    pub initial_hours: u32,
+    /// Run one cycle and exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Where budget alerts are POSTed as JSON: after each cycle the budgets of the months it touched are checked
+    /// (without it crossings are only recorded).
+    #[arg(long, env = "CARDHOUR_WEBHOOK_URL", value_parser = parse_webhook_url)]
+    pub webhook: Option<String>,
+    /// After SIGTERM or SIGINT: how long the hour being stored may take before the process exits anyway (its
+    /// transaction then rolls back; the hour is ingested again by the next run).
+    #[arg(long, env = "CARDHOUR_SHUTDOWN_GRACE", default_value = "8s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UsageArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Start, inclusive: a date (a day in the billing time zone, as bills count days) or a time with or without
+    /// seconds and offset (2026-11-01T08:00, 2026-11-01 08:00:00+08:00, 2026-11-01T00:00:00Z); without an offset,
+    /// billing time zone. `--from 2026-11-01 --to 2026-12-01` is the billing month 2026-11.
+    #[arg(long, value_parser = valid_time)]
+    pub from: validate::TimeInput,
+    /// End, exclusive; read as `--from`.
+    #[arg(long, value_parser = valid_time)]
+    pub to: validate::TimeInput,
+    #[arg(long, value_enum, default_value = "team")]
+    pub group_by: GroupBy,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Only this cluster (default: all).
+    #[arg(long, value_parser = valid_cluster)]
+    pub cluster: Option<String>,
+}
+
+/// A time argument ([`validate::TimeInput`]), resolved in the billing time zone once the settings are read.
+fn valid_time(s: &str) -> Result<validate::TimeInput, String> {
+    validate::TimeInput::parse("time", s).map_err(|e| e.message)
+}
+
+/// A time argument in the billing time zone.
+fn resolve_time(flag: &str, t: validate::TimeInput, tz: chrono_tz::Tz) -> anyhow::Result<DateTime<Utc>> {
+    t.resolve(flag, tz).map_err(|e| anyhow::anyhow!("{}: {}", e.field, e.message))
+}
+
+/// A month argument: `YYYY-MM` from 2000-01 to 2100-12.
+fn valid_month(s: &str) -> Result<Month, String> {
+    validate::month("month", s).map_err(|e| e.message)
+}
+
+fn valid_team(s: &str) -> Result<String, String> {
+    validate::TeamId::parse("team", s).map(validate::TeamId::into_string).map_err(|e| e.message)
+}
+
+fn valid_cluster(s: &str) -> Result<String, String> {
+    validate::cluster("cluster", s).map_err(|e| e.message)
+}
+
+/// Runs the command line; the error is printed by `main` with a non-zero exit.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Migrate(a) => admin::migrate_cmd(a).await?,
+        Command::Simulate(a) => ingest::simulate_cmd(a)?,
+        Command::Ingest(a) => ingest::ingest_cmd(a).await?,
+        Command::IngestUndo(u) => ingest::undo_cmd(u).await?,
+        Command::Health(a) => ingest::health_cmd(a).await?,
+        Command::Worker(a) => ingest::worker_cmd(a).await?,
+        Command::Usage(a) => reports::usage_cmd(a).await?,
+        Command::Idle(a) => reports::idle_cmd(a).await?,
+        Command::Export(a) => bills::export_cmd(a).await?,
+        Command::Readiness(a) => bills::readiness_cmd(a).await?,
+        Command::Close(a) => bills::close_cmd(a).await?,
+        Command::Budgets(a) => bills::budgets_cmd(a).await?,
+        Command::Serve(a) => serve::serve_cmd(a).await?,
+        Command::Token(t) => admin::token_cmd(t).await?,
+        Command::Mappings(m) => admin::mappings_cmd(m).await?,
+        Command::Openapi => print!("{}", crate::api::openapi_json()),
+    }
+    Ok(())
+}
+
+/// The use cases over `pool`, in the billing time zone its settings name.
+async fn services_on(pool: sqlx::PgPool) -> anyhow::Result<Services> {
+    let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+    Ok(Services::new(pool, tz))
+}
+
+/// The use cases over a pool of at most `max_connections` (every statement bounded by `--statement-timeout`).
+async fn services(db: &DatabaseArgs, max_connections: u32) -> anyhow::Result<Services> {
+    let pool = db.connect(max_connections).await.context("cannot connect to the database")?;
+    services_on(pool).await
+}
+
+/// Who runs a command, for the audit log: the login name.
+fn cli_actor() -> String {
+    format!("cli:{}", std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into()))
+}

@@ -1,0 +1,98 @@
+//! Monthly budgets per team: the month's budgets with the spend so far, the forecast at the current run rate and
+//! the alerts raised; setting one (finance).
+
+use chrono::Utc;
+use rust_decimal::Decimal;
+use serde::Serialize;
+
+use super::{Error, Services};
+use crate::access::Scope;
+use crate::billing::{Month, PolicyChoice};
+use crate::db::{self, audit, budgets::Alert, budgets::Budget};
+use crate::money::Money;
+use crate::validate::Invalid;
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct BudgetStatus {
+    #[serde(flatten)]
+    pub budget: Budget,
+    /// The team's statement total so far.
+    pub spent: Money,
+    /// At the current run rate, for the whole month.
+    pub forecast: Money,
+    pub alerts: Vec<Alert>,
+}
+
+/// The month's budgets of the teams of `scope`, with spend, forecast and alerts.
+pub async fn budgets(s: &Services, scope: &Scope, month: Month) -> Result<Vec<BudgetStatus>, Error> {
+    let budgets = db::budgets::for_month(&s.pool, &month.to_string(), scope).await?;
+    let st = super::statements::statement(s, month, PolicyChoice::NONE).await?;
+    let part = crate::alerts::elapsed(month, s.billing_tz, Utc::now());
+    let alerts = db::budgets::alerts(&s.pool, &month.to_string(), false).await?;
+    Ok(budgets
+        .into_iter()
+        .map(|b| {
+            let spent = st.team_total(&b.team_id);
+            BudgetStatus {
+                spent,
+                forecast: crate::waste::forecast(spent, part),
+                alerts: alerts.iter().filter(|a| a.team_id == b.team_id).cloned().collect(),
+                budget: b,
+            }
+        })
+        .collect())
+}
+
+/// Sets `team`'s budget for `month` (finance): `amount` yuan, alerting at the `thresholds` shares (default 0.8
+/// and 1.0). Audited; a budget set below what is spent already alerts now.
+pub async fn set_budget(
+    s: &Services,
+    actor: &str,
+    month: Month,
+    team: &str,
+    amount: Decimal,
+    thresholds: Option<Vec<Decimal>>,
+) -> Result<Budget, Error> {
+    let mut errors = Vec::new();
+    if amount <= Decimal::ZERO || amount > Decimal::from(10_000_000_000u64) {
+        errors.push(Invalid::new("amount", "must be more than 0 and at most 10,000,000,000"));
+    }
+    let mut thresholds = thresholds.unwrap_or_else(|| vec![Decimal::new(8, 1), Decimal::ONE]);
+    thresholds.sort();
+    thresholds.dedup();
+    if thresholds.is_empty() || thresholds.iter().any(|t| *t <= Decimal::ZERO || *t > Decimal::from(10)) {
+        errors.push(Invalid::new("thresholds", "each must be in (0, 10]"));
+    }
+    if !errors.is_empty() {
+        return Err(Error::Invalid(errors));
+    }
+    let mut tx = s.pool.begin().await?;
+    if db::teams::get(&mut tx, team).await?.is_none() {
+        return Err(Error::NotFound(format!("team {team}")));
+    }
+    let budget = Budget { team_id: team.to_string(), month: month.to_string(), amount: amount.round_dp(2), thresholds };
+    let before = db::budgets::upsert(&mut tx, &budget, actor).await?;
+    audit::record(
+        &mut tx,
+        actor,
+        "budget.put",
+        &format!("budget:{team}:{month}"),
+        before.and_then(|b| serde_json::to_value(b).ok()),
+        serde_json::to_value(&budget).ok(),
+    )
+    .await?;
+    tx.commit().await?;
+    crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(month.first_day())).await;
+    Ok(budget)
+}
+
+/// Checks every budget of `month` as of `at`: records the thresholds crossed and delivers what is undelivered to
+/// `webhook` (when given).
+pub async fn check(
+    s: &Services,
+    month: Month,
+    at: chrono::DateTime<Utc>,
+    webhook: Option<&str>,
+) -> Result<crate::alerts::AlertRun, Error> {
+    Ok(crate::alerts::check_budgets(&s.pool, month, s.billing_tz, at, webhook).await?)
+}

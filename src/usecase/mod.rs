@@ -1,0 +1,52 @@
+//! The use cases: what the faces (the JSON API, the pages, the command line) and the exports ask of cardhour —
+//! statements and their files, usage, idle lists, reports, budgets, rates, teams, mappings, the audit log, ingest
+//! health. Every read takes the caller's access scope explicitly; the faces parse input and present answers, the
+//! numbers and rules are here, the SQL in `db`. Nothing here knows HTTP or a terminal.
+
+pub mod audit;
+pub mod budgets;
+pub mod exports;
+pub mod extras;
+pub mod health;
+pub mod idle;
+pub mod mappings;
+pub mod rates;
+pub mod reports;
+pub mod statements;
+pub mod teams;
+pub mod usage;
+
+mod error;
+
+use std::sync::Arc;
+
+use sqlx::PgPool;
+
+pub use error::Error;
+
+use crate::access::Scope;
+use crate::cache::StampedCache;
+
+/// What every use case works with: the database, the billing time zone, and the answers kept in memory until the
+/// data behind them changes (dashboards repeat them). Cheap to clone: the caches are shared.
+#[derive(Clone)]
+pub struct Services {
+    pub pool: PgPool,
+    /// The billing time zone (months and rate dates are in it).
+    pub billing_tz: chrono_tz::Tz,
+    pub statements: Arc<statements::StatementCache>,
+    pub usage: Arc<StampedCache<usage::UsageKey, Vec<crate::usage::UsageRow>>>,
+    pub idle: Arc<StampedCache<idle::IdleKey, Vec<crate::waste::IdlePod>>>,
+}
+
+impl Services {
+    pub fn new(pool: PgPool, billing_tz: chrono_tz::Tz) -> Self {
+        Self { pool, billing_tz, statements: Default::default(), usage: Default::default(), idle: Default::default() }
+    }
+}
+
+/// The cluster-wide use cases are for global readers only: a team-scoped caller is refused (each face also admits
+/// only global readers to them; this keeps a face that forgets from leaking cluster-wide figures).
+fn global_only(scope: &Scope) -> Result<(), Error> {
+    if scope.is_global() { Ok(()) } else { Err(Error::Forbidden) }
+}

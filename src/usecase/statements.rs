@@ -1,0 +1,126 @@
+//! Month statements as a caller may see them: the statement under a policy (served from memory), the teams a
+//! caller may ask for, what an export of it holds, the month's readiness, and closing it.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use sqlx::PgPool;
+
+use super::{Error, Services, global_only};
+use crate::access::Scope;
+use crate::billing::{BillPolicy, Month, PolicyChoice};
+use crate::db;
+use crate::ledger::{self, CloseRequest, LedgerError, Statement, statement as ledger_statement};
+use crate::readiness::Readiness;
+
+/// Statements served from memory. A closed month is read once from what was stored at close and kept under its
+/// content hash: it never changes, so only the (tiny) hash is read per request, never the snapshot, and nothing is
+/// recomputed. An open month is computed and kept under the data version, recomputed once that moves.
+#[derive(Default)]
+pub struct StatementCache {
+    open: crate::cache::StampedCache<(Month, PolicyChoice), Statement>,
+    /// Keyed by the content hash and kept under one fixed version: a closed month never changes. Requests
+    /// arriving while it is read wait for that one read instead of each decoding the snapshot.
+    closed: crate::cache::StampedCache<(Month, String), Statement>,
+}
+
+impl StatementCache {
+    pub async fn statement(
+        &self,
+        pool: &PgPool,
+        month: Month,
+        choice: PolicyChoice,
+    ) -> Result<Arc<Statement>, LedgerError> {
+        let (version, closed_hash) = db::version::with_closed_hash(pool, &month.to_string()).await?;
+        match closed_hash {
+            None => {
+                self.open
+                    .get_or_compute_at(version, (month, choice), async || ledger_statement(pool, month, choice).await)
+                    .await
+            }
+            // The snapshot is verified against its stored hash when it is read (an altered one is an error, never
+            // cached); should the stored hash change, the key changes and the month is read again.
+            Some(hash) => {
+                let st = self
+                    .closed
+                    .get_or_compute_at(db::version::DataVersion(0), (month, hash), async || {
+                        ledger_statement(pool, month, PolicyChoice::NONE).await
+                    })
+                    .await?;
+                ledger::check_frozen_policy(month, st.bills.policy, choice)?;
+                Ok(st)
+            }
+        }
+    }
+}
+
+/// The statement of `month` under `choice` (a closed month: only under its frozen policy), from memory.
+pub async fn statement(s: &Services, month: Month, choice: PolicyChoice) -> Result<Arc<Statement>, Error> {
+    Ok(s.statements.statement(&s.pool, month, choice).await?)
+}
+
+/// A team asked for must be a known team the caller may see: else not found, naming `team` (a team lead learns
+/// nothing of other teams: one outside its scope is as unknown). A known team without lines this month is no error.
+pub async fn check_team(s: &Services, st: &Statement, scope: &Scope, team: &str) -> Result<(), Error> {
+    if scope.allows(team) && ledger::team_known(&s.pool, st, team).await? {
+        return Ok(());
+    }
+    Err(Error::NotFoundField { field: "team".into(), message: format!("unknown team {team}") })
+}
+
+/// What a view or an export of a month holds: its statement, and the teams of it the caller gets (its scope,
+/// narrowed to one team when asked).
+pub struct Selection {
+    pub statement: Arc<Statement>,
+    pub scope: Scope,
+    pub team: Option<String>,
+}
+
+impl Selection {
+    /// Whether team `t` is in the selection (cheap to clone into a rendering thread).
+    pub fn include(&self) -> impl Fn(&str) -> bool + Send + 'static {
+        let (scope, team) = (self.scope.clone(), self.team.clone());
+        move |t: &str| scope.allows(t) && team.as_deref().is_none_or(|only| only == t)
+    }
+
+    /// Every team, for a global reader: the exports then end with the cluster rows.
+    pub fn every_team(&self) -> bool {
+        self.scope.is_global() && self.team.is_none()
+    }
+}
+
+/// The month's statement under `choice` and the teams of it `scope` gets, narrowed to `team` (checked with
+/// [`check_team`]).
+pub async fn select(
+    s: &Services,
+    scope: &Scope,
+    month: Month,
+    choice: PolicyChoice,
+    team: Option<&str>,
+) -> Result<Selection, Error> {
+    let st = statement(s, month, choice).await?;
+    if let Some(t) = team {
+        check_team(s, &st, scope, t).await?;
+    }
+    Ok(Selection { statement: st, scope: scope.clone(), team: team.map(str::to_string) })
+}
+
+/// What stands in the way of closing `month` now (global readers).
+pub async fn readiness(s: &Services, scope: &Scope, month: Month) -> Result<Readiness, Error> {
+    global_only(scope)?;
+    let st = statement(s, month, PolicyChoice::NONE).await?;
+    Ok(crate::readiness::readiness(&s.pool, month, s.billing_tz, &st.bills, Utc::now()).await?)
+}
+
+/// Closes an ended month under `policy` (finance decides it: always named), by `actor`, freezing with it the
+/// extras its representations print ([`super::extras::month_extras`]).
+pub async fn close(
+    s: &Services,
+    month: Month,
+    policy: BillPolicy,
+    override_reason: Option<String>,
+    actor: &str,
+) -> Result<Statement, Error> {
+    let req = CloseRequest { policy, override_reason };
+    ledger::close(&s.pool, month, req, s.billing_tz, actor, async || super::extras::month_extras(s, month).await).await
+}

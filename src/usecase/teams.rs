@@ -1,0 +1,54 @@
+//! Teams: the ones a caller may see, one of them, and creating or renaming one (finance).
+
+use serde::{Deserialize, Serialize};
+
+use super::{Error, Services};
+use crate::access::Scope;
+use crate::db::{self, audit, teams::Team};
+use crate::validate::{self, Invalid, TeamId};
+
+/// The teams `scope` may see (a team lead: its own).
+pub async fn teams(s: &Services, scope: &Scope) -> Result<Vec<Team>, Error> {
+    Ok(db::teams::list(&s.pool, scope).await?)
+}
+
+/// Team `id` (already a team id), when `scope` may see it; outside the scope it does not exist.
+pub async fn team(s: &Services, scope: &Scope, id: &str) -> Result<Team, Error> {
+    let not_found = || Error::NotFound(format!("team {id}"));
+    if !scope.allows(id) {
+        return Err(not_found());
+    }
+    let mut conn = s.pool.acquire().await?;
+    db::teams::get(&mut conn, id).await?.ok_or_else(not_found)
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct TeamInput {
+    pub name: String,
+    pub owner: Option<String>,
+}
+
+/// Creates or renames team `id` (finance). Every field checked, all errors reported at once. Audited.
+pub async fn put_team(s: &Services, actor: &str, id: &str, input: &TeamInput) -> Result<Team, Error> {
+    let team = validate_team(id, &input.name, input.owner.as_deref()).map_err(Error::Invalid)?;
+    let mut tx = s.pool.begin().await?;
+    let before = db::teams::upsert(&mut tx, &team).await?;
+    audit::record(&mut tx, actor, "team.put", &format!("team:{id}"), json(&before), json(&team)).await?;
+    tx.commit().await?;
+    Ok(team)
+}
+
+/// A value as audited: `None` for nothing (or what cannot be written as JSON).
+pub(super) fn json<T: Serialize>(v: &T) -> Option<serde_json::Value> {
+    serde_json::to_value(v).ok().filter(|v| !v.is_null())
+}
+
+fn validate_team(id: &str, name: &str, owner: Option<&str>) -> Result<Team, Vec<Invalid>> {
+    let id = TeamId::parse("id", id);
+    let name = validate::text("name", name, validate::NAME_MAX);
+    let owner = validate::optional_text("owner", owner, validate::NAME_MAX);
+    match (id, name, owner) {
+        (Ok(id), Ok(name), Ok(owner)) => Ok(Team { id: id.into_string(), name, owner }),
+        (id, name, owner) => Err([id.err(), name.err(), owner.err()].into_iter().flatten().collect()),
+    }
+}
