@@ -23,6 +23,7 @@ use crate::export::{Layout, since};
 use crate::ledger::{CloseOverride, MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
 use crate::readiness::{Blocker, Readiness};
+use crate::usecase::closing;
 use crate::usecase::exports;
 use crate::usecase::statements::{self, Selection};
 
@@ -462,7 +463,7 @@ async fn close_month(
     };
     let policy = close_policy(&input)?;
     let override_reason = input.override_.map(|o| o.reason);
-    let st = statements::close(&s.cases, month, policy, override_reason, &p.actor()).await?;
+    let st = closing::close(&s.cases, month, policy, override_reason, &p.actor()).await?;
     let snapshot_hash = st
         .content_hash
         .clone()
@@ -481,7 +482,7 @@ async fn month_readiness(
     GlobalReader(reader): GlobalReader,
     Path(month): Path<String>,
 ) -> Result<Json<Readiness>, ApiError> {
-    Ok(Json(statements::readiness(&s.cases, &reader.scope(), parse_month(&month)?).await?))
+    Ok(Json(closing::readiness(&s.cases, &reader.scope(), parse_month(&month)?).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

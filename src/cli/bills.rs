@@ -8,7 +8,7 @@ use super::{
 };
 use crate::access::Scope;
 use crate::ledger::LedgerError;
-use crate::usecase::{self, exports, statements};
+use crate::usecase::{self, closing, exports, statements};
 
 pub(super) async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
     let sv = services(&a.db, 2).await?;
@@ -43,7 +43,7 @@ pub(super) async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
 
 pub(super) async fn readiness_cmd(a: ReadinessArgs) -> anyhow::Result<()> {
     let sv = services(&a.db, 2).await?;
-    let r = statements::readiness(&sv, &Scope::all(), a.month).await?;
+    let r = closing::readiness(&sv, &Scope::all(), a.month).await?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else if r.ready {
@@ -71,7 +71,7 @@ pub(super) async fn close_cmd(a: CloseArgs) -> anyhow::Result<()> {
         );
     };
     let sv = services(&a.db, 4).await?;
-    match statements::close(&sv, a.month, policy, a.override_reason, &cli_actor()).await {
+    match closing::close(&sv, a.month, policy, a.override_reason, &cli_actor()).await {
         Ok(st) => {
             println!(
                 "closed {} (content hash {}){}",

@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod budgets;
+pub mod closing;
 pub mod exports;
 pub mod extras;
 pub mod health;

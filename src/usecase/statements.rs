@@ -1,17 +1,15 @@
 //! Month statements as a caller may see them: the statement under a policy (served from memory), the teams a
-//! caller may ask for, what an export of it holds, the month's readiness, and closing it.
+//! caller may ask for, and what a view or an export of it holds.
 
 use std::sync::Arc;
 
-use chrono::Utc;
 use sqlx::PgPool;
 
-use super::{Error, Services, global_only};
+use super::{Error, Services};
 use crate::access::Scope;
-use crate::billing::{BillPolicy, Month, PolicyChoice};
+use crate::billing::{Month, PolicyChoice};
 use crate::db;
-use crate::ledger::{self, CloseRequest, LedgerError, Statement, statement as ledger_statement};
-use crate::readiness::Readiness;
+use crate::ledger::{self, LedgerError, Statement, statement as ledger_statement};
 
 /// Statements served from memory. A closed month is read once from what was stored at close and kept under its
 /// content hash: it never changes, so only the (tiny) hash is read per request, never the snapshot, and nothing is
@@ -103,24 +101,4 @@ pub async fn select(
         check_team(s, &st, scope, t).await?;
     }
     Ok(Selection { statement: st, scope: scope.clone(), team: team.map(str::to_string) })
-}
-
-/// What stands in the way of closing `month` now (global readers).
-pub async fn readiness(s: &Services, scope: &Scope, month: Month) -> Result<Readiness, Error> {
-    global_only(scope)?;
-    let st = statement(s, month, PolicyChoice::NONE).await?;
-    Ok(crate::readiness::readiness(&s.pool, month, s.billing_tz, &st.bills, Utc::now()).await?)
-}
-
-/// Closes an ended month under `policy` (finance decides it: always named), by `actor`, freezing with it the
-/// extras its representations print ([`super::extras::month_extras`]).
-pub async fn close(
-    s: &Services,
-    month: Month,
-    policy: BillPolicy,
-    override_reason: Option<String>,
-    actor: &str,
-) -> Result<Statement, Error> {
-    let req = CloseRequest { policy, override_reason };
-    ledger::close(&s.pool, month, req, s.billing_tz, actor, async || super::extras::month_extras(s, month).await).await
 }

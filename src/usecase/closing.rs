@@ -1,0 +1,31 @@
+//! Closing a month: what stands in the way of it, and the close itself, which freezes the statement with every
+//! figure its representations print.
+
+use chrono::Utc;
+
+use super::statements::statement;
+use super::{Error, Services, global_only};
+use crate::access::Scope;
+use crate::billing::{BillPolicy, Month, PolicyChoice};
+use crate::ledger::{self, CloseRequest, Statement};
+use crate::readiness::Readiness;
+
+/// What stands in the way of closing `month` now (global readers).
+pub async fn readiness(s: &Services, scope: &Scope, month: Month) -> Result<Readiness, Error> {
+    global_only(scope)?;
+    let st = statement(s, month, PolicyChoice::NONE).await?;
+    Ok(crate::readiness::readiness(&s.pool, month, s.billing_tz, &st.bills, Utc::now()).await?)
+}
+
+/// Closes an ended month under `policy` (finance decides it: always named), by `actor`, freezing with it the
+/// extras its representations print ([`super::extras::month_extras`]).
+pub async fn close(
+    s: &Services,
+    month: Month,
+    policy: BillPolicy,
+    override_reason: Option<String>,
+    actor: &str,
+) -> Result<Statement, Error> {
+    let req = CloseRequest { policy, override_reason };
+    ledger::close(&s.pool, month, req, s.billing_tz, actor, async || super::extras::month_extras(s, month).await).await
+}
