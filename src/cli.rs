@@ -78,6 +78,9 @@ pub enum Command {
     /// Namespace → team mappings: import a CMDB export.
     #[command(subcommand)]
     Mappings(MappingsCommand),
+    /// Configure nodes whose cards, replicas or model nothing on the node tells.
+    #[command(subcommand)]
+    Nodes(crate::node_cli::NodesCommand),
     /// Print the OpenAPI document (as committed in openapi/openapi.json).
     Openapi,
 }
@@ -332,6 +335,9 @@ pub struct SimulateArgs {
     /// Output directory (metrics.om and truth.json).
     #[arg(long, default_value = "sim")]
     pub out: PathBuf,
+    /// `standard` (every feature, 7 node types) or `shared` (shared cards as clusters run them, 9 node types).
+    #[arg(long, default_value = "standard")]
+    pub profile: simulate::Profile,
 }
 
 #[derive(Debug, clap::Args)]
@@ -484,6 +490,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(a) => serve_cmd(a).await?,
         Command::Token(t) => token_cmd(t).await?,
         Command::Mappings(m) => mappings_cmd(m).await?,
+        Command::Nodes(n) => crate::node_cli::run(n).await?,
         Command::Openapi => print!("{}", crate::api::openapi_json()),
     }
     Ok(())
@@ -499,8 +506,15 @@ fn simulate_cmd(a: SimulateArgs) -> anyhow::Result<()> {
     if a.scrape_interval.subsec_nanos() != 0 || secs > u64::from(u32::MAX) {
         bail!("--scrape-interval must be a whole number of seconds");
     }
-    let params =
-        simulate::SimParams { gpus: a.gpus, hours, scrape_interval_s: secs as u32, seed: a.seed, end, out: a.out };
+    let params = simulate::SimParams {
+        gpus: a.gpus,
+        hours,
+        scrape_interval_s: secs as u32,
+        seed: a.seed,
+        end,
+        out: a.out,
+        profile: a.profile,
+    };
     let s = simulate::run(&params)?;
     println!(
         "simulated {} GPUs, {} pods, {} series, {} samples, {} .. {}\n  metrics: {}\n  truth:   {}",

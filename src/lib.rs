@@ -15,6 +15,7 @@ pub mod ledger;
 pub mod mappings;
 pub mod metering;
 pub mod money;
+pub mod node_cli;
 pub mod pricing;
 pub mod prom;
 pub mod readiness;

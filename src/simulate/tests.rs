@@ -13,7 +13,15 @@ fn end() -> DateTime<Utc> {
 }
 
 fn params(dir: &Path, gpus: u32, hours: u32, step: u32, seed: u64) -> SimParams {
-    SimParams { gpus, hours, scrape_interval_s: step, seed, end: end(), out: dir.to_path_buf() }
+    SimParams {
+        gpus,
+        hours,
+        scrape_interval_s: step,
+        seed,
+        end: end(),
+        out: dir.to_path_buf(),
+        profile: Profile::Standard,
+    }
 }
 
 struct Run {
