@@ -81,6 +81,8 @@ pub enum Command {
     /// Configure nodes whose cards, replicas or model nothing on the node tells.
     #[command(subcommand)]
     Nodes(crate::node_cli::NodesCommand),
+    /// Oversubscription per node, GPU model and cluster per day, with the cards' utilization beside it.
+    Oversubscription(crate::oversub_cli::OversubscriptionArgs),
     /// Print the OpenAPI document (as committed in openapi/openapi.json).
     Openapi,
 }
@@ -491,6 +493,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token(t) => token_cmd(t).await?,
         Command::Mappings(m) => mappings_cmd(m).await?,
         Command::Nodes(n) => crate::node_cli::run(n).await?,
+        Command::Oversubscription(a) => crate::oversub_cli::run(a).await?,
         Command::Openapi => print!("{}", crate::api::openapi_json()),
     }
     Ok(())

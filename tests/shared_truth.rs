@@ -232,4 +232,43 @@ fn shared_cards_are_metered_as_the_truth_and_the_uncounted_node_restated_once_co
     let uncounted = nodes.iter().find(|n| n["node"] == UNCOUNTED).unwrap();
     assert!(rel(cap[UNCOUNTED].0, num(uncounted, "card_hours")) <= 1e-9, "{:?}", cap[UNCOUNTED]);
     assert_eq!(cap[UNCOUNTED].1, "NVIDIA L40S");
+
+    // oversubscription per node against the truth: a time-slicing replica promises a whole card, every other
+    // unit its share; over the physical cards of the same days
+    let (from, to) = (sim.start_arg(), sim.end_arg());
+    let report: Value = serde_json::from_str(&run_cardhour_ok(
+        ["oversubscription", "--from", &from, "--to", &to, "--cluster", "sim", "--format", "json"],
+        &db.env(),
+    ))
+    .unwrap();
+    let mut got: BTreeMap<&str, (f64, f64, f64)> = BTreeMap::new();
+    for r in report["nodes"].as_array().unwrap() {
+        let e = got.entry(r["node"].as_str().unwrap()).or_default();
+        e.0 += num(r, "promised_card_hours");
+        e.1 += num(r, "card_hours");
+    }
+    let mut want: BTreeMap<&str, f64> = BTreeMap::new();
+    for p in truth["by_pod"].as_array().unwrap() {
+        let f = if p["kind"] == "timeslice" { num(p, "fraction") } else { 1.0 };
+        *want.entry(p["node"].as_str().unwrap()).or_default() += num(p, "gpu_hours") / f;
+    }
+    assert_eq!(got.len(), 9);
+    let mut figures = Vec::new();
+    for n in nodes {
+        let node = n["node"].as_str().unwrap();
+        let (promised, card_hours, _) = got[node];
+        assert!(rel(promised, want[node]) <= 1e-9, "{node}: promised {promised} vs {}", want[node]);
+        assert!(rel(card_hours, num(n, "card_hours")) <= 1e-9, "{node}: {card_hours} card-hours");
+        figures.push(format!("{node} {:.3}", promised / card_hours));
+    }
+    let cluster: (f64, f64) = report["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .fold((0.0, 0.0), |a, r| (a.0 + num(r, "promised_card_hours"), a.1 + num(r, "card_hours")));
+    println!(
+        "oversubscription (promised / physical card-hours): {}; cluster {:.3}",
+        figures.join(", "),
+        cluster.0 / cluster.1
+    );
 }

@@ -8,6 +8,7 @@ pub mod health;
 pub mod history;
 pub mod idempotency;
 pub mod nodes;
+pub mod oversubscription;
 pub mod rates;
 pub mod readiness;
 pub mod reports;

@@ -4,11 +4,15 @@
 
 mod budget;
 mod fragmentation;
+mod oversubscription;
 mod report;
 mod utilization;
 
 pub use budget::{Basis, crossings, forecast};
 pub use fragmentation::{Fragmentation, NodeFree, NodeHourSums, fragmentation};
+pub use oversubscription::{
+    CapacityDay, HeldDay, OversubscriptionReport, OversubscriptionRow, oversubscription, promised_seconds,
+};
 pub use report::{extras_for, idle_report, low_utilization, month_extras, month_utilization, statement_extras};
 pub use utilization::{
     CapacitySeconds, DayFigures, DayTeamSums, Figures, TeamFigures, UtilizationReport, utilization_report,
