@@ -80,6 +80,7 @@ impl SourceArgs {
             default_timeslice_replicas: self.timeslice_replicas,
             hami_split: self.hami_split,
             hami_policy: self.hami_policy,
+            nodes: Default::default(),
         }
     }
 }

@@ -16,6 +16,8 @@ pub mod ledger;
 pub mod mappings;
 pub mod metering;
 pub mod money;
+pub mod node_cli;
+pub mod oversub_cli;
 pub mod pricing;
 pub mod prom;
 pub mod readiness;

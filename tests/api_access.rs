@@ -293,6 +293,13 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
             Body::None,
             global,
         ),
+        (
+            "GET /reports/oversubscription",
+            g.clone(),
+            "/api/v1/reports/oversubscription?from=2026-10-01&to=2026-10-08".into(),
+            Body::None,
+            global,
+        ),
         ("GET /budgets/{month}", g.clone(), format!("/api/v1/budgets/{m}"), Body::None, all),
         (
             "PUT /budgets/{month}/{team}",

@@ -610,11 +610,18 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     let (status, refused) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, Some(policy.clone())).await;
     assert_eq!((status, refused["code"].as_str()), (409, Some("not_ready")), "{refused}");
     let blockers = refused["blockers"].as_array().unwrap();
-    assert_eq!(blockers.len(), 1, "{refused}");
+    assert_eq!(blockers.len(), 2, "{refused}");
     assert_eq!(
         (blockers[0]["kind"].as_str(), blockers[0]["gpu_model"].as_str()),
         (Some("unknown_gpu_model"), Some("unknown"))
     );
+    // nothing counts that node's cards either (no DCGM, no GFD label): its units are taken at face value
+    assert_eq!(
+        (blockers[1]["kind"].as_str(), blockers[1]["anomaly"].as_str()),
+        (Some("unverified_node"), Some("unverified_node")),
+        "{refused}"
+    );
+    assert!(blockers[1]["node"].as_str().unwrap().contains("h100-nodcgm"), "{refused}");
     let reason = json!({"mode": "showback", "unallocated": "kept_by_platform", "override": {"reason": "the cards of the node without dcgm-exporter are billed at 0"}});
     let (status, closed) = api.call(Method::POST, "/api/v1/bills/2026-09/close", fin, Some(reason)).await;
     assert_eq!(status, 201, "{closed}");

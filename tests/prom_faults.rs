@@ -18,7 +18,7 @@ use sqlx::PgPool;
 
 const EMPTY: &str = r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
 
-/// A one-route server on a loopback port answering every query with `answer(call number)`.
+/// A server of the two query routes on a loopback port answering every query with `answer(call number)`.
 async fn serve<F>(answer: F) -> (String, Arc<AtomicUsize>)
 where
     F: Fn(usize) -> (StatusCode, &'static str, Duration) + Send + Sync + 'static,
@@ -34,7 +34,8 @@ where
             (status, [("content-type", "application/json")], body).into_response()
         }
     };
-    let app = Router::new().route("/api/v1/query", post(handler));
+    // the range query is the trailing day's devices (one per chunk)
+    let app = Router::new().route("/api/v1/query", post(handler.clone())).route("/api/v1/query_range", post(handler));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });

@@ -25,7 +25,7 @@ const STREAMED: &str = "application/x-streamed-protobuf; proto=prometheus.Chunke
 
 type Answer = (StatusCode, &'static str, Vec<u8>);
 
-/// A server whose remote read answers `read(call number)` and whose query API answers every query with no series.
+/// A server whose remote read answers `read(call number)` and whose query API answers every query (instant or range) with no series.
 async fn serve(read: impl Fn(usize) -> Answer + Send + Sync + 'static) -> (String, Arc<AtomicUsize>) {
     let calls = Arc::new(AtomicUsize::new(0));
     let counter = calls.clone();
@@ -38,7 +38,11 @@ async fn serve(read: impl Fn(usize) -> Answer + Send + Sync + 'static) -> (Strin
         }
     };
     let query = || async { ([("content-type", "application/json")], EMPTY).into_response() };
-    let app = Router::new().route("/api/v1/read", post(handler)).route("/api/v1/query", post(query));
+    // the range query is the trailing day's devices (one per chunk)
+    let app = Router::new()
+        .route("/api/v1/read", post(handler))
+        .route("/api/v1/query", post(query))
+        .route("/api/v1/query_range", post(query));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });

@@ -24,6 +24,47 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(monthly_utilization))
         .routes(routes!(team_ranking))
         .routes(routes!(cluster_fragmentation))
+        .routes(routes!(oversubscription))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct OversubscriptionQuery {
+    /// Range start (default: 7 days before `to`): a date (its midnight in the billing time zone) or a time with or without seconds and offset; without an offset, billing time zone.
+    #[param(value_type = Option<String>)]
+    pub from: Option<validate::TimeInput>,
+    /// Range end (default: the current hour): a date (its midnight in the billing time zone) or a time with or without seconds and offset; without an offset, billing time zone.
+    #[param(value_type = Option<String>)]
+    pub to: Option<validate::TimeInput>,
+    /// Only this cluster (default: all).
+    pub cluster: Option<String>,
+}
+
+/// Oversubscription (超卖) per node, GPU model and cluster per day: cards' worth promised (a time-slicing replica a
+/// whole card, MPS 1/replicas, HAMi gpucores/100, MIG g/slices) over the physical cards, with the same cards'
+/// utilization beside it (global readers).
+#[utoipa::path(get, path = "/reports/oversubscription", tag = "reports", security(("bearer" = [])), params(OversubscriptionQuery),
+    responses((status = 200, description = "Promised over physical cards per node, model and cluster per day", body = crate::waste::OversubscriptionReport), ReaderErrors))]
+async fn oversubscription(
+    State(s): State<AppState>,
+    GlobalReader(reader): GlobalReader,
+    ApiQuery(q): ApiQuery<OversubscriptionQuery>,
+) -> Result<Json<crate::waste::OversubscriptionReport>, ApiError> {
+    let to = match q.to.map(|t| t.resolve("to", s.billing_tz)).transpose()? {
+        Some(t) => validate::instant("to", t)?,
+        None => floor_hour(Utc::now()),
+    };
+    let from = match q.from.map(|t| t.resolve("from", s.billing_tz)).transpose()? {
+        Some(f) => validate::instant("from", f)?,
+        None => to - Duration::days(7),
+    };
+    if from >= to {
+        return Err(ApiError::invalid("from", "must be before `to`"));
+    }
+    let cluster = q.cluster.as_deref().map(|c| validate::cluster("cluster", c)).transpose()?;
+    let report = reports::oversubscription(&s.cases, &reader.scope(), from, to, cluster.as_deref()).await?;
+    Ok(Json(report))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

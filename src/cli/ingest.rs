@@ -27,8 +27,15 @@ pub(super) fn simulate_cmd(a: SimulateArgs) -> anyhow::Result<()> {
     if a.scrape_interval.subsec_nanos() != 0 || secs > u64::from(u32::MAX) {
         bail!("--scrape-interval must be a whole number of seconds");
     }
-    let params =
-        simulate::SimParams { gpus: a.gpus, hours, scrape_interval_s: secs as u32, seed: a.seed, end, out: a.out };
+    let params = simulate::SimParams {
+        gpus: a.gpus,
+        hours,
+        scrape_interval_s: secs as u32,
+        seed: a.seed,
+        end,
+        out: a.out,
+        profile: a.profile,
+    };
     let s = simulate::run(&params)?;
     println!(
         "simulated {} GPUs, {} pods, {} series, {} samples, {} .. {}\n  metrics: {}\n  truth:   {}",

@@ -81,6 +81,11 @@ pub enum Command {
     /// Namespace → team mappings: import a CMDB export.
     #[command(subcommand)]
     Mappings(MappingsCommand),
+    /// Configure nodes whose cards, replicas or model nothing on the node tells.
+    #[command(subcommand)]
+    Nodes(crate::node_cli::NodesCommand),
+    /// Oversubscription per node, GPU model and cluster per day, with the cards' utilization beside it.
+    Oversubscription(crate::oversub_cli::OversubscriptionArgs),
     /// Print the OpenAPI document (as committed in openapi/openapi.json).
     Openapi,
 }
@@ -335,6 +340,9 @@ pub struct SimulateArgs {
     /// Output directory (metrics.om and truth.json).
     #[arg(long, default_value = "sim")]
     pub out: PathBuf,
+    /// `standard` (every feature, 7 node types) or `shared` (shared cards as clusters run them, 9 node types).
+    #[arg(long, default_value = "standard")]
+    pub profile: crate::simulate::Profile,
 }
 
 #[derive(Debug, clap::Args)]
@@ -477,6 +485,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(a) => serve::serve_cmd(a).await?,
         Command::Token(t) => admin::token_cmd(t).await?,
         Command::Mappings(m) => admin::mappings_cmd(m).await?,
+        Command::Nodes(n) => crate::node_cli::run(n).await?,
+        Command::Oversubscription(a) => crate::oversub_cli::run(a).await?,
         Command::Openapi => print!("{}", crate::api::openapi_json()),
     }
     Ok(())

@@ -57,6 +57,37 @@ pub async fn anomalies(pool: &PgPool, since: DateTime<Utc>) -> Result<Vec<Anomal
     .await
 }
 
+/// A node of a cluster with an anomaly of one of the node kinds (unverified, unknown model…) since a time, with
+/// the hours it had it and its capacity card-hours over them.
+#[derive(Debug, Clone)]
+pub struct NodeIssueRow {
+    pub cluster: String,
+    pub node: String,
+    pub kind: String,
+    pub hours: i64,
+    pub card_hours: Option<f64>,
+}
+
+pub async fn node_issues(
+    pool: &PgPool,
+    since: DateTime<Utc>,
+    kinds: &[String],
+) -> Result<Vec<NodeIssueRow>, sqlx::Error> {
+    sqlx::query_as!(
+        NodeIssueRow,
+        r#"SELECT a.cluster, a.subject AS node, a.kind, count(*) AS "hours!",
+                  sum(c.card_seconds) / 3600 AS card_hours
+           FROM (SELECT DISTINCT cluster, hour, subject, kind FROM ingest_anomalies
+                 WHERE hour >= $1 AND kind = ANY($2)) a
+           LEFT JOIN node_capacity_hourly c ON c.cluster = a.cluster AND c.hour = a.hour AND c.node = a.subject
+           GROUP BY a.cluster, a.subject, a.kind ORDER BY a.cluster, a.subject, a.kind"#,
+        since,
+        kinds
+    )
+    .fetch_all(pool)
+    .await
+}
+
 #[derive(Debug, Clone)]
 pub struct MergedLabelsRow {
     pub team_id: String,

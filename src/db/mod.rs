@@ -7,6 +7,8 @@ pub mod clusters;
 pub mod health;
 pub mod history;
 pub mod idempotency;
+pub mod nodes;
+pub mod oversubscription;
 pub mod rates;
 pub mod readiness;
 pub mod reports;

@@ -1,10 +1,10 @@
 //! One round of Prometheus queries for a run of hours, normalised from every label variant into metering input.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::metering::{
-    CapacitySeries, ContainerKey, DeviceSeries, HamiSeries, HourInput, NamespaceSeries, RequestSeries, RunningSeries,
-    Sample, UnschedulableSeries, UtilMetric,
+    CapacitySeries, ContainerKey, DeviceSeries, GfdLabels, HamiSeries, HourInput, NamespaceSeries, NodeLabelSeries,
+    RequestSeries, RunningSeries, Sample, SeenDevice, UnschedulableSeries, UtilMetric,
 };
 use futures_util::TryStreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -40,17 +40,25 @@ impl FetchSpec {
     }
 }
 
+/// The hours before a window whose DCGM devices count towards its hours' cards (a trailing day with the hour).
+pub const TRAILING_HOURS: i64 = 23;
+
+/// Labels that name a DCGM series' node and device, in the order they are tried.
+const HOST_LABELS: [&str; 4] = ["Hostname", "hostname", "kubernetes_node", "node"];
+
 /// The normalised series of `[start_ms, end_ms)` (utilization with its margin).
 #[derive(Debug, Default)]
 pub struct Fetched {
     input: HourInput,
+    /// DCGM devices seen in each hour (its start in ms) of the trailing day before the window.
+    seen_before: BTreeMap<i64, BTreeSet<SeenDevice>>,
     /// (metric, timestamp) of every NaN/±Inf sample dropped.
     non_finite: Vec<(String, i64)>,
     pub samples_read: u64,
 }
 
-/// The eight selectors one window reads, each with the margin it is read with.
-pub fn selectors(spec: &FetchSpec) -> [(String, i64); 8] {
+/// The nine selectors one window reads, each with the margin it is read with.
+pub fn selectors(spec: &FetchSpec) -> [(String, i64); 9] {
     [
         (spec.selector("kube_pod_container_resource_requests", r#"unit="integer""#), 0),
         (spec.selector("kube_pod_status_phase", r#"phase="Running""#), 0),
@@ -60,7 +68,29 @@ pub fn selectors(spec: &FetchSpec) -> [(String, i64); 8] {
         (spec.selector(HAMI_UTIL, ""), UTIL_MARGIN_MS),
         (spec.selector("kube_node_status_allocatable", GPU_RESOURCES), 0),
         (spec.selector("kube_node_spec_unschedulable", ""), 0),
+        (spec.selector("kube_node_labels", ""), 0),
     ]
+}
+
+/// The query giving, at `h + 1 h − 1 ms`, the DCGM devices (node and UUID) with a sample in hour `[h, h + 1 h)`
+/// (a Prometheus 2.x range includes both ends, so `3599999ms` is the hour exactly).
+fn seen_devices_query(spec: &FetchSpec) -> String {
+    let labels = [HOST_LABELS.as_slice(), &["UUID", "uuid", "gpu"]].concat().join(",");
+    // one metric at a time: a range function drops the name, and series of two metrics would collide
+    DCGM_METRICS
+        .split('|')
+        .map(|m| format!("group by ({labels}) (count_over_time({}[3599999ms]))", spec.selector(m, "")))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+fn seen_device(s: &RawSeries) -> Option<SeenDevice> {
+    let host = s.label_any(&HOST_LABELS)?.to_string();
+    let uuid = s
+        .label_any(&["UUID", "uuid"])
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{host}:{}", s.label("gpu").unwrap_or("")));
+    Some(SeenDevice { host, uuid })
 }
 
 /// Reads `[start_ms, end_ms)` from `source`: the eight selectors, concurrently, each retried per `policy`.
@@ -85,10 +115,23 @@ pub async fn fetch(
             async move { answer.await.map(|series| (i, series)) }
         })
         .collect();
+    let seen = async {
+        let (start, end) = (start_ms - TRAILING_HOURS * HOUR_MS, start_ms - 1);
+        let q = seen_devices_query(spec);
+        with_retry(policy, "Prometheus read", || source.query_range(&q, start + HOUR_MS - 1, end, HOUR_MS)).await
+    };
     let mut out = Fetched::default();
-    while let Some((i, series)) = pending.try_next().await? {
-        out.absorb(spec, i, series);
-    }
+    let ((), seen) = futures_util::future::try_join(
+        async {
+            while let Some((i, series)) = pending.try_next().await? {
+                out.absorb(spec, i, series);
+            }
+            Ok::<(), PromError>(())
+        },
+        seen,
+    )
+    .await?;
+    out.absorb_seen(seen);
     Ok(out)
 }
 
@@ -112,7 +155,7 @@ impl Fetched {
     pub fn absorb(&mut self, spec: &FetchSpec, which: usize, answer: Vec<RawSeries>) {
         let (mut requests, mut running, mut namespaces, mut capacity, mut dcgm, mut hami) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let (mut allocatable, mut unschedulable) = (Vec::new(), Vec::new());
+        let (mut allocatable, mut unschedulable, mut node_labels) = (Vec::new(), Vec::new(), Vec::new());
         match which {
             0 => requests = answer,
             1 => running = answer,
@@ -121,7 +164,8 @@ impl Fetched {
             4 => dcgm = answer,
             5 => hami = answer,
             6 => allocatable = answer,
-            _ => unschedulable = answer,
+            7 => unschedulable = answer,
+            _ => node_labels = answer,
         }
         let out = self;
         let mut note = |s: &RawSeries, fallback: &str| {
@@ -178,6 +222,22 @@ impl Fetched {
             let Some(node) = s.label("node") else { continue };
             input.unschedulable.push(UnschedulableSeries { node: node.to_string(), samples: s.samples });
         }
+        for s in node_labels {
+            note(&s, "kube_node_labels");
+            let Some(node) = s.label("node") else { continue };
+            let number = |l: &str| s.label(l).and_then(|v| v.trim().parse::<u32>().ok());
+            let gfd = GfdLabels {
+                product: s.label("label_nvidia_com_gpu_product").map(str::to_string),
+                count: number("label_nvidia_com_gpu_count"),
+                replicas: number("label_nvidia_com_gpu_replicas"),
+                sharing_strategy: s.label("label_nvidia_com_gpu_sharing_strategy").map(str::to_string),
+                mig_strategy: s.label("label_nvidia_com_mig_strategy").map(str::to_string),
+            };
+            // a node without GPU feature discovery says nothing of its cards
+            if !gfd.is_empty() {
+                input.node_labels.push(NodeLabelSeries { node: node.to_string(), gfd, samples: s.samples });
+            }
+        }
         for s in dcgm {
             note(&s, "DCGM");
             let Some(metric) = UtilMetric::from_metric_name(s.name()) else { continue };
@@ -188,7 +248,7 @@ impl Fetched {
                 &["exported_pod", "pod"],
                 &["exported_container", "container"],
             );
-            let host = s.label_any(&["Hostname", "hostname", "kubernetes_node", "node"]).map(str::to_string);
+            let host = s.label_any(&HOST_LABELS).map(str::to_string);
             let uuid = s
                 .label_any(&["UUID", "uuid"])
                 .map(str::to_string)
@@ -201,6 +261,7 @@ impl Fetched {
                 mig_profile: s.label("GPU_I_PROFILE").map(str::to_string),
                 mig_instance: s.label("GPU_I_ID").map(str::to_string),
                 vgpu: s.label("vgpu").map(str::to_string),
+                per_process: s.label("pod_uid").is_some(),
                 host,
                 samples: s.samples,
             });
@@ -217,6 +278,16 @@ impl Fetched {
         }
     }
 
+    /// Takes the answer of the trailing day's device query (one sample per hour the device was seen in).
+    pub fn absorb_seen(&mut self, answer: Vec<RawSeries>) {
+        for s in answer {
+            let Some(device) = seen_device(&s) else { continue };
+            for p in &s.samples {
+                self.seen_before.entry(p.t_ms + 1 - HOUR_MS).or_default().insert(device.clone());
+            }
+        }
+    }
+
     /// Splits the window into the metering inputs of its hours (each `[h, h + 1 h)`), moving the samples out
     /// series by series so the window is never held twice. Utilization samples within the margin of an hour's
     /// edge go to both hours.
@@ -225,7 +296,23 @@ impl Fetched {
             .iter()
             .map(|&h| (HourInput { start_ms: h, end_ms: h + HOUR_MS, ..HourInput::default() }, BTreeMap::new()))
             .collect();
-        let Fetched { input, non_finite, .. } = self;
+        let Fetched { input, non_finite, mut seen_before, .. } = self;
+        // the devices of each hour of the window, then each hour's trailing day before it
+        for d in &input.devices {
+            let Some(host) = d.host.as_deref() else { continue };
+            for &h in hours_ms {
+                if !slice(&d.samples, h, h + HOUR_MS).is_empty() {
+                    let device = SeenDevice { host: host.to_string(), uuid: d.uuid.clone() };
+                    seen_before.entry(h).or_default().insert(device);
+                }
+            }
+        }
+        for (i, _) in &mut out {
+            let h = i.start_ms;
+            let trailing: BTreeSet<&SeenDevice> =
+                seen_before.range(h - TRAILING_HOURS * HOUR_MS..h).flat_map(|(_, s)| s.iter()).collect();
+            i.trailing_devices = trailing.into_iter().cloned().collect();
+        }
         let ksm = |h: i64| (h, h + HOUR_MS);
         let util = |h: i64| (h - UTIL_MARGIN_MS, h + HOUR_MS + UTIL_MARGIN_MS);
         split(input.requests, &mut out, ksm, |r| &mut r.samples, |i, r| i.requests.push(r));
@@ -236,6 +323,7 @@ impl Fetched {
         split(input.unschedulable, &mut out, ksm, |u| &mut u.samples, |i, u| i.unschedulable.push(u));
         split(input.devices, &mut out, util, |d| &mut d.samples, |i, d| i.devices.push(d));
         split(input.hami, &mut out, util, |h| &mut h.samples, |i, h| i.hami.push(h));
+        split(input.node_labels, &mut out, ksm, |n| &mut n.samples, |i, n| i.node_labels.push(n));
         for (metric, t) in non_finite {
             if let Some((_, counts)) = out.iter_mut().find(|(i, _)| t >= i.start_ms && t < i.end_ms) {
                 *counts.entry(metric).or_default() += 1;

@@ -30,7 +30,25 @@ pub struct ClusterHealth {
     pub failed_windows: Vec<FailedWindow>,
     /// Anomalies of the hours of the last 24 h (unknown resources, non-finite samples …).
     pub anomalies: Vec<AnomalyCount>,
+    /// Nodes of the last 31 days whose cards nothing counts (a unit taken as a card: `unverified_node`, or
+    /// renamed replicas at the assumed count: `default_replicas`) or whose GPU model nothing names
+    /// (`unknown_gpu_model`), with their hours and card-hours: configure them (`cardhour nodes set`).
+    pub node_issues: Vec<NodeIssue>,
 }
+
+/// One node with a problem that its bills carry until configuration settles it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct NodeIssue {
+    pub node: String,
+    /// `unverified_node`, `default_replicas` or `unknown_gpu_model`.
+    pub kind: String,
+    pub hours: i64,
+    /// The node's capacity card-hours over those hours (as counted: at face value where unverified).
+    pub card_hours: Option<f64>,
+}
+
+/// The anomaly kinds listed per node in health.
+pub const NODE_ISSUE_KINDS: &[&str] = &["unverified_node", "default_replicas", "unknown_gpu_model"];
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct FailedWindow {
@@ -70,6 +88,8 @@ pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<IngestHealth, s
     let kept = db::history::kept_hours(pool, None).await?;
     let failures = db::readiness::open_failures(pool, DateTime::<Utc>::UNIX_EPOCH, now).await?;
     let clusters = db::health::clusters(pool).await?;
+    let kinds: Vec<String> = NODE_ISSUE_KINDS.iter().map(|k| (*k).to_string()).collect();
+    let node_issues = db::health::node_issues(pool, ended - Duration::days(31), &kinds).await?;
     let merged_team_labels = db::health::merged_team_labels(pool)
         .await?
         .into_iter()
@@ -95,6 +115,16 @@ pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<IngestHealth, s
                 .iter()
                 .filter(|a| a.cluster == c.cluster)
                 .map(|a| AnomalyCount { kind: a.kind.clone(), subjects: a.subjects, count: a.count })
+                .collect(),
+            node_issues: node_issues
+                .iter()
+                .filter(|n| n.cluster == c.cluster)
+                .map(|n| NodeIssue {
+                    node: n.node.clone(),
+                    kind: n.kind.clone(),
+                    hours: n.hours,
+                    card_hours: n.card_hours,
+                })
                 .collect(),
             cluster: c.cluster,
             prometheus_url: c.prometheus_url,

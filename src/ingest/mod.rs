@@ -178,6 +178,14 @@ pub async fn backfill_until(
 ) -> Result<IngestSummary, IngestError> {
     validate_cluster_name(&opts.cluster)?;
     let hours = window::hours(from, to)?;
+    // the nodes configured for this cluster (cards, replicas, model, sharing) where nothing on them tells it
+    let mut meter_cfg = opts.meter.clone();
+    {
+        let mut conn = pool.acquire().await?;
+        for (node, settings) in db::nodes::for_cluster(&mut conn, &opts.cluster).await? {
+            meter_cfg.nodes.entry(node).or_insert(settings);
+        }
+    }
     let mut summary = IngestSummary {
         cluster: opts.cluster.clone(),
         source: source.kind().as_str().to_string(),
@@ -223,7 +231,7 @@ pub async fn backfill_until(
                 break 'chunks;
             }
             let samples = input_samples(&input);
-            let meter = opts.meter.clone();
+            let meter = meter_cfg.clone();
             let started = Instant::now();
             let mut out = tokio::task::spawn_blocking(move || meter_hour(&input, &meter))
                 .await
@@ -291,7 +299,8 @@ fn input_samples(i: &crate::metering::HourInput) -> u64 {
         + i.namespaces.iter().map(|s| s.samples.len()).sum::<usize>()
         + i.capacity.iter().map(|s| s.samples.len()).sum::<usize>()
         + i.allocatable.iter().map(|s| s.samples.len()).sum::<usize>()
-        + i.unschedulable.iter().map(|s| s.samples.len()).sum::<usize>();
+        + i.unschedulable.iter().map(|s| s.samples.len()).sum::<usize>()
+        + i.node_labels.iter().map(|s| s.samples.len()).sum::<usize>();
     n as u64
 }
 

@@ -109,6 +109,18 @@ impl SampleSource {
         self.client.decode_time()
     }
 
+    /// A PromQL range query by the query API, whatever the source of raw samples (a server that streams remote
+    /// reads answers PromQL too): for small aggregates such as the devices each hour saw.
+    pub async fn query_range(
+        &self,
+        query: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+    ) -> Result<Vec<RawSeries>, PromError> {
+        self.client.query_range(query, start_ms, end_ms, step_ms).await
+    }
+
     /// Raw samples of `selector` in `[start_ms, end_ms)`, each sample in exactly one window by its own timestamp.
     pub async fn raw_samples(&self, selector: &str, start_ms: i64, end_ms: i64) -> Result<Vec<RawSeries>, PromError> {
         match self.kind {

@@ -1,32 +1,29 @@
 //! Node capacity of one hour: physical cards per node and card-seconds, and the part of them offered to
 //! workloads (SPEC §3: not cordoned, allocatable), integrated over the same grid points.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
-use super::hour::{Anomalies, Grid, MeterConfig, NodeInfo};
+use super::hour::{Anomalies, Grid, MeterConfig};
 use super::input::HourInput;
+use super::node::{NodeFacts, Nodes, Sharing};
 use super::output::{AnomalyKind, CapacityRow, OfferedSource, UsageRow};
 use super::resource::{ResourceKind, classify_resource, mig_compute_slices};
 use super::sample::{Sample, match_at};
 
-/// The cards `v` advertised units of `resource` are on `node`; `None` for a resource that is not a GPU.
-fn advertised_cards(
-    resource: &str,
-    v: f64,
-    node: &str,
-    model: &str,
-    hami_nodes: &HashSet<&str>,
-    cfg: &MeterConfig,
-) -> Option<f64> {
+/// The cards `v` advertised units of `resource` are on a node; `None` for a resource that is not a GPU. Units
+/// of a shared node are its replicas (or HAMi's virtual GPUs, or MIG instances of the single strategy).
+fn advertised_cards(resource: &str, v: f64, facts: Option<&NodeFacts>, cfg: &MeterConfig) -> Option<f64> {
+    let model = facts.map_or("unknown", |f| f.model.as_str());
     Some(match classify_resource(resource) {
-        ResourceKind::Whole if hami_nodes.contains(node) => v / f64::from(cfg.hami_split.max(1)),
-        ResourceKind::Whole => v,
-        ResourceKind::TimeSlice => v / f64::from(cfg.default_timeslice_replicas.max(1)),
+        ResourceKind::Whole => v / facts.map_or(1.0, |f| f.plain_per_card),
+        ResourceKind::TimeSlice => {
+            let default = f64::from(cfg.default_timeslice_replicas.max(1));
+            v / facts.and_then(|f| f.shared_replicas).filter(|r| *r >= 1.0).unwrap_or(default)
+        }
         ResourceKind::Mig { slices, .. } => v * f64::from(slices) / f64::from(mig_compute_slices(model).unwrap_or(7)),
         _ => return None,
     })
 }
-
 /// A node's advertised GPU capacity in one hour.
 #[derive(Default)]
 struct Advertised<'a> {
@@ -42,8 +39,7 @@ struct Advertised<'a> {
 
 pub(super) fn capacity_rows(
     input: &HourInput,
-    nodes: &NodeInfo,
-    hami_nodes: &HashSet<&str>,
+    nodes: &Nodes,
     cfg: &MeterConfig,
     grid: &Grid,
     anomalies: &mut Anomalies,
@@ -53,8 +49,7 @@ pub(super) fn capacity_rows(
     for c in &input.capacity {
         let Some(last) = c.samples.last() else { continue };
         let node = c.node.as_str();
-        let model = nodes.model.get(node).copied().unwrap_or("unknown");
-        let Some(cards) = advertised_cards(&c.resource, last.v, node, model, hami_nodes, cfg) else { continue };
+        let Some(cards) = advertised_cards(&c.resource, last.v, nodes.get(node), cfg) else { continue };
         let points = c.samples.iter().filter(|s| grid.contains(s.t_ms)).count() as u64;
         let e = advertised.entry(node).or_default();
         e.cards += cards;
@@ -64,20 +59,18 @@ pub(super) fn capacity_rows(
             e.instants = &c.samples;
         }
     }
-    let offered = Offered::new(input, nodes, hami_nodes, cfg, grid);
+    let offered = Offered::new(input, nodes, cfg, grid);
     let mut rows = Vec::new();
     for (node, adv) in advertised {
         let (advertised_cards, points) = (adv.cards, adv.points);
-        let cards = match nodes.physical_cards(node) {
+        let facts = nodes.get(node);
+        let cards = match facts.and_then(|f| f.cards) {
             Some(n) => {
-                let n = n as f64;
-                // Time-slicing replicas are inferred from this very count; MIG partitions that leave slices unused
-                // advertise fewer slices than the card has. Whole cards and HAMi must agree exactly.
-                let shared = nodes.capacity(node, "nvidia_com_gpu_shared").is_some();
-                let mig = nodes
-                    .capacity
-                    .get(node)
-                    .is_some_and(|m| m.keys().any(|r| matches!(classify_resource(r), ResourceKind::Mig { .. })));
+                // Replicas are inferred from this very count; MIG partitions that leave slices unused advertise
+                // fewer slices than the card has. Whole cards must agree exactly.
+                let shared = adv.resources.iter().any(|(r, _)| *r == "nvidia_com_gpu_shared")
+                    || facts.is_some_and(|f| f.sharing != Sharing::Exclusive);
+                let mig = adv.resources.iter().any(|(r, _)| matches!(classify_resource(r), ResourceKind::Mig { .. }));
                 let disagrees = if mig { advertised_cards > n + 1e-9 } else { (n - advertised_cards).abs() > 1e-9 };
                 if !shared && disagrees {
                     anomalies.add(
@@ -100,7 +93,7 @@ pub(super) fn capacity_rows(
         let offered_card_seconds = seconds(offered_points).min(card_seconds);
         rows.push(CapacityRow {
             node: node.to_string(),
-            gpu_model: nodes.model.get(node).copied().unwrap_or("unknown").to_string(),
+            gpu_model: nodes.model(node).to_string(),
             cards,
             card_seconds,
             offered_card_seconds,
@@ -132,27 +125,20 @@ pub(super) fn count_held_cards_as_offered(mut capacity: Vec<CapacityRow>, usage:
 struct Offered<'a> {
     allocatable: HashMap<(&'a str, &'a str), &'a [Sample]>,
     cordoned: HashMap<&'a str, Vec<&'a [Sample]>>,
-    nodes: &'a NodeInfo<'a>,
-    hami_nodes: &'a HashSet<&'a str>,
+    nodes: &'a Nodes<'a>,
     cfg: &'a MeterConfig,
     grid: &'a Grid,
 }
 
 impl<'a> Offered<'a> {
-    fn new(
-        input: &'a HourInput,
-        nodes: &'a NodeInfo<'a>,
-        hami_nodes: &'a HashSet<&'a str>,
-        cfg: &'a MeterConfig,
-        grid: &'a Grid,
-    ) -> Self {
+    fn new(input: &'a HourInput, nodes: &'a Nodes<'a>, cfg: &'a MeterConfig, grid: &'a Grid) -> Self {
         let allocatable =
             input.allocatable.iter().map(|a| ((a.node.as_str(), a.resource.as_str()), a.samples.as_slice())).collect();
         let mut cordoned: HashMap<&str, Vec<&[Sample]>> = HashMap::new();
         for u in &input.unschedulable {
             cordoned.entry(u.node.as_str()).or_default().push(&u.samples);
         }
-        Self { allocatable, cordoned, nodes, hami_nodes, cfg, grid }
+        Self { allocatable, cordoned, nodes, cfg, grid }
     }
 
     /// The grid points of `adv` weighted by the share of the node's cards offered at each (1 at a point where
@@ -164,7 +150,7 @@ impl<'a> Offered<'a> {
         } else {
             OfferedSource::Capacity
         };
-        let model = self.nodes.model.get(node).copied().unwrap_or("unknown");
+        let facts = self.nodes.get(node);
         let half = self.grid.half;
         let cordons = self.cordoned.get(node).map(Vec::as_slice).unwrap_or(&[]);
         let mut points = 0.0;
@@ -185,7 +171,7 @@ impl<'a> Offered<'a> {
                     .and_then(|a| match_at(a, t, half))
                     .filter(|v| v.is_finite())
                     .map_or(capacity, |v| v.clamp(0.0, capacity));
-                offered += advertised_cards(resource, units, node, model, self.hami_nodes, self.cfg).unwrap_or(0.0);
+                offered += advertised_cards(resource, units, facts, self.cfg).unwrap_or(0.0);
             }
             points += (offered / adv.cards).clamp(0.0, 1.0);
         }
@@ -225,6 +211,7 @@ mod tests {
                 mig_profile: None,
                 mig_instance: None,
                 vgpu: None,
+                per_process: false,
                 samples: grid(-5, 65, 0.0),
             })
             .collect()

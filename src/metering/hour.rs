@@ -1,9 +1,10 @@
 //! Metering one hour window: the grid walk of docs/metering.md.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::capacity::{capacity_rows, count_held_cards_as_offered};
 use super::input::{ContainerKey, DeviceSeries, HourInput, RequestSeries, UtilMetric};
+use super::node::{CardsSource, ModelSource, NodeSettings, Nodes, Sharing};
 use super::output::{Anomaly, AnomalyKind, HourOutput, UsageRow, UtilSource};
 use super::resource::{HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices};
 use super::sample::{Sample, infer_interval_ms, match_at};
@@ -18,11 +19,19 @@ pub struct MeterConfig {
     /// Virtual GPUs per card on a HAMi node (its `deviceSplitCount`).
     pub hami_split: u32,
     pub hami_policy: HamiPolicy,
+    /// Per-node configuration (cards, replicas, model, sharing) where nothing on the node tells it.
+    pub nodes: BTreeMap<String, NodeSettings>,
 }
 
 impl Default for MeterConfig {
     fn default() -> Self {
-        Self { scrape_interval_ms: None, default_timeslice_replicas: 4, hami_split: 10, hami_policy: HamiPolicy::Cores }
+        Self {
+            scrape_interval_ms: None,
+            default_timeslice_replicas: 4,
+            hami_split: 10,
+            hami_policy: HamiPolicy::Cores,
+            nodes: BTreeMap::new(),
+        }
     }
 }
 
@@ -37,7 +46,21 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
         return HourOutput::default();
     };
     let grid = Grid { start: input.start_ms, end: input.end_ms, interval_ms, half: interval_ms / 2 };
-    let nodes = NodeInfo::new(input);
+    let nodes = Nodes::new(input, cfg);
+    for (node, facts) in nodes.iter() {
+        // a unit taken as a card: only plain units say nothing of their sharing (renamed replicas are reported
+        // with the replica count assumed for them)
+        if facts.cards_source == CardsSource::FaceValue && !matches!(facts.sharing, Sharing::MigSingle { .. }) {
+            let plain = input.capacity.iter().any(|c| c.node == node && c.resource == "nvidia_com_gpu")
+                || input.requests.iter().any(|r| r.node == node && r.resource == "nvidia_com_gpu");
+            if plain {
+                anomalies.add(AnomalyKind::UnverifiedNode, node.to_string(), 1);
+            }
+        }
+        if facts.cards_source == CardsSource::FaceValue && matches!(facts.sharing, Sharing::MigSingle { .. }) {
+            anomalies.add(AnomalyKind::UnverifiedNode, node.to_string(), 1);
+        }
+    }
     let devices = DeviceIndex::new(&input.devices);
     let running: HashMap<&str, &[Sample]> =
         input.running.iter().map(|r| (r.uid.as_str(), r.samples.as_slice())).collect();
@@ -53,14 +76,10 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
     }
 
     let mut rows: BTreeMap<(ContainerKey, String, String), UsageRow> = BTreeMap::new();
-    let mut hami_nodes: HashSet<&str> = HashSet::new();
     for ((uid, key), series) in &containers {
         let running = running.get(uid).copied().unwrap_or(&[]);
         let plans = plan_container(key, series, &nodes, cfg, &mut anomalies);
         for plan in plans {
-            if plan.kind == Kind::Hami {
-                hami_nodes.insert(plan.node);
-            }
             let Some(plan) = plan.resolve(&nodes, &devices, cfg, &mut anomalies) else { continue };
             let hami = hami_util.get(key).map(Vec::as_slice).unwrap_or(&[]);
             let acc = walk(&plan, running, &devices, hami, &grid);
@@ -115,8 +134,18 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
             r
         })
         .collect();
-    let capacity = capacity_rows(input, &nodes, &hami_nodes, cfg, &grid, &mut anomalies);
+    let capacity = capacity_rows(input, &nodes, cfg, &grid, &mut anomalies);
     let capacity = count_held_cards_as_offered(capacity, &rows);
+    // a model nothing names (no DCGM, no GFD product, no configuration) on a node with cards or usage
+    let unnamed: BTreeSet<&str> = capacity
+        .iter()
+        .map(|c| c.node.as_str())
+        .chain(rows.iter().map(|r| r.node.as_str()))
+        .filter(|n| nodes.get(n).is_some_and(|f| f.model_source == ModelSource::Unknown))
+        .collect();
+    for node in unnamed {
+        anomalies.add(AnomalyKind::UnknownGpuModel, node.to_string(), 1);
+    }
     HourOutput { interval_ms: Some(interval_ms), rows, capacity, anomalies: anomalies.into_vec() }
 }
 
@@ -146,50 +175,12 @@ impl Anomalies {
     }
 }
 
-/// What DCGM and KSM say about each node.
-pub(super) struct NodeInfo<'a> {
-    pub(super) model: HashMap<&'a str, &'a str>,
-    uuids: HashMap<&'a str, HashSet<&'a str>>,
-    pub(super) capacity: HashMap<&'a str, HashMap<&'a str, f64>>,
-}
-
-impl<'a> NodeInfo<'a> {
-    fn new(input: &'a HourInput) -> Self {
-        let mut model = HashMap::new();
-        let mut uuids: HashMap<&str, HashSet<&str>> = HashMap::new();
-        for d in &input.devices {
-            if let Some(host) = d.host.as_deref() {
-                if let Some(m) = d.model.as_deref() {
-                    model.entry(host).or_insert(m);
-                }
-                if !d.samples.is_empty() {
-                    uuids.entry(host).or_default().insert(d.uuid.as_str());
-                }
-            }
-        }
-        let mut capacity: HashMap<&str, HashMap<&str, f64>> = HashMap::new();
-        for c in &input.capacity {
-            if let Some(last) = c.samples.last() {
-                capacity.entry(c.node.as_str()).or_default().insert(c.resource.as_str(), last.v);
-            }
-        }
-        Self { model, uuids, capacity }
-    }
-
-    pub(super) fn physical_cards(&self, node: &str) -> Option<usize> {
-        self.uuids.get(node).map(HashSet::len).filter(|n| *n > 0)
-    }
-
-    pub(super) fn capacity(&self, node: &str, resource: &str) -> Option<f64> {
-        self.capacity.get(node).and_then(|m| m.get(resource)).copied()
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Whole,
     Mig,
     TimeSlice,
+    Mps,
     Hami,
     Unknown,
 }
@@ -200,6 +191,7 @@ impl Kind {
             Kind::Whole => "whole",
             Kind::Mig => "mig",
             Kind::TimeSlice => "timeslice",
+            Kind::Mps => "mps",
             Kind::Hami => "hami",
             Kind::Unknown => "unknown",
         }
@@ -238,7 +230,7 @@ fn last_value(s: &[Sample]) -> Option<f64> {
 fn plan_container<'a>(
     key: &'a ContainerKey,
     series: &[&'a RequestSeries],
-    nodes: &NodeInfo<'a>,
+    nodes: &Nodes<'a>,
     cfg: &MeterConfig,
     anomalies: &mut Anomalies,
 ) -> Vec<Plan<'a>> {
@@ -249,7 +241,7 @@ fn plan_container<'a>(
     let mut plans = Vec::new();
     if let Some(anchor) = cores.or(mem).or(mem_pct) {
         let whole = find(ResourceKind::Whole);
-        let model = nodes.model.get(anchor.node.as_str()).copied();
+        let model = Some(nodes.model(anchor.node.as_str())).filter(|m| *m != "unknown");
         let cores_share = cores.and_then(|s| last_value(&s.samples)).map(|c| c / 100.0);
         let mem_share = mem_pct.and_then(|s| last_value(&s.samples)).map(|p| p / 100.0).or_else(|| {
             let mib = mem.and_then(|s| last_value(&s.samples))?;
@@ -305,52 +297,65 @@ fn plan_container<'a>(
 impl<'a> Plan<'a> {
     fn resolve(
         self,
-        nodes: &NodeInfo<'a>,
+        nodes: &Nodes<'a>,
         devices: &'a DeviceIndex<'a>,
         cfg: &MeterConfig,
         anomalies: &mut Anomalies,
     ) -> Option<ResolvedPlan<'a>> {
+        let facts = nodes.get(self.node);
+        let mut kind = self.kind;
+        let mut mig = self.mig.clone();
+        // what the node advertises decides what a plain `nvidia_com_gpu` is, not the resource's name
+        if kind == Kind::Whole {
+            match facts.map(|f| &f.sharing) {
+                Some(Sharing::Replicas { mps, .. }) => kind = if *mps { Kind::Mps } else { Kind::TimeSlice },
+                Some(Sharing::MigSingle { profile, g }) => {
+                    kind = Kind::Mig;
+                    mig = Some((profile.clone(), *g));
+                }
+                _ => {}
+            }
+        }
+        if self.kind == Kind::TimeSlice && facts.is_some_and(|f| f.shared_mps) {
+            kind = Kind::Mps;
+        }
         let own = devices.by_workload.get(self.key).map(Vec::as_slice).unwrap_or(&[]);
-        let mig_profile = self.mig.as_ref().map(|(p, _)| p.clone());
-        let devices: Vec<&Device> = match self.kind {
-            Kind::Whole | Kind::TimeSlice => own.iter().filter(|d| d.mig_profile.is_none()).collect(),
+        let mig_profile = mig.as_ref().map(|(p, _)| p.clone());
+        let mut devices: Vec<&Device> = match kind {
+            Kind::Whole | Kind::TimeSlice | Kind::Mps => own.iter().filter(|d| d.mig_profile.is_none()).collect(),
             Kind::Mig => own.iter().filter(|d| d.mig_profile == mig_profile.as_deref()).collect(),
             Kind::Hami | Kind::Unknown => Vec::new(),
         };
-        let gpu_model = devices
-            .iter()
-            .find_map(|d| d.model)
-            .or_else(|| nodes.model.get(self.node).copied())
-            .unwrap_or("unknown")
-            .to_string();
-        let fraction = match self.kind {
+        // a pod's own per-process series of a card wins over the copies of the card's value
+        let per_process: HashSet<&str> = devices.iter().filter(|d| d.per_process).map(|d| d.uuid).collect();
+        devices.retain(|d| d.per_process || !per_process.contains(d.uuid));
+        let gpu_model = devices.iter().find_map(|d| d.model).unwrap_or_else(|| nodes.model(self.node)).to_string();
+        let fraction = match kind {
             Kind::Whole | Kind::Unknown => 1.0,
             Kind::Hami => self.hami_fraction.unwrap_or(1.0),
             Kind::Mig => {
-                let (_, g) = self.mig.as_ref()?;
+                let (_, g) = mig.as_ref()?;
                 let slices = mig_compute_slices(&gpu_model).unwrap_or_else(|| {
                     anomalies.add(AnomalyKind::UnknownMigModel, format!("{}: {gpu_model}", self.node), 1);
                     7
                 });
                 f64::from(*g) / f64::from(slices)
             }
-            Kind::TimeSlice => {
-                let replicas = nodes
-                    .capacity(self.node, "nvidia_com_gpu_shared")
-                    .zip(nodes.physical_cards(self.node))
-                    .map(|(units, cards)| units / cards as f64)
-                    .filter(|r| *r >= 1.0)
-                    .unwrap_or_else(|| {
-                        anomalies.add(AnomalyKind::DefaultReplicas, self.node.to_string(), 1);
-                        f64::from(cfg.default_timeslice_replicas.max(1))
-                    });
-                1.0 / replicas
+            Kind::TimeSlice | Kind::Mps => {
+                let replicas = match (self.kind, facts.map(|f| &f.sharing)) {
+                    (Kind::Whole, Some(Sharing::Replicas { replicas, .. })) => Some(*replicas),
+                    _ => facts.and_then(|f| f.shared_replicas),
+                };
+                1.0 / replicas.filter(|r| *r >= 1.0).unwrap_or_else(|| {
+                    anomalies.add(AnomalyKind::DefaultReplicas, self.node.to_string(), 1);
+                    f64::from(cfg.default_timeslice_replicas.max(1))
+                })
             }
         };
         Some(ResolvedPlan {
             resource: self.resource,
             node: self.node,
-            kind: self.kind,
+            kind,
             units: self.units,
             fraction,
             gpu_model,
@@ -360,42 +365,58 @@ impl<'a> Plan<'a> {
     }
 }
 
-/// One device (or MIG instance, or time-slicing copy) held by one workload, with its chosen source.
+/// One device (or MIG instance, or time-slicing copy, or per-process series) held by one workload, with its
+/// chosen source.
 struct Device<'a> {
     uuid: &'a str,
     model: Option<&'a str>,
     mig_profile: Option<&'a str>,
+    /// A `--kubernetes-virtual-gpus` copy of the whole card's value.
     copy: bool,
+    /// dcgm-exporter ≥ 4.8.2's per-process series of this workload alone.
+    per_process: bool,
     source: UtilMetric,
-    util: &'a [Sample],
-    fb: Option<&'a [Sample]>,
+    /// The series of `source` (several for a per-process device: one per replica, or per restart of the pod
+    /// name within the hour; the first matching a grid point counts, once).
+    util: Vec<&'a [Sample]>,
+    fb: Vec<&'a [Sample]>,
+}
+
+/// The value of the first of `series` with a sample matching `t`.
+fn first_match(series: &[&[Sample]], t: i64, half: i64) -> Option<f64> {
+    series.iter().find_map(|s| match_at(s, t, half))
 }
 
 struct DeviceIndex<'a> {
     by_workload: HashMap<&'a ContainerKey, Vec<Device<'a>>>,
-    /// Per physical card, the utilization samples of every workload-attributed series on it: `n(t)` counts them.
+    /// Per physical card, the utilization samples of every copy on it: `n(t)` counts them. Every copy is one
+    /// replica, so splitting the card's value by copies splits it in proportion to the pods' fractions.
     holders: HashMap<&'a str, Vec<&'a [Sample]>>,
 }
 
 impl<'a> DeviceIndex<'a> {
     fn new(series: &'a [DeviceSeries]) -> Self {
-        type Id<'a> = (&'a ContainerKey, &'a str, Option<&'a str>, Option<&'a str>);
+        // a per-process series is the pod's own, whichever replica (`vgpu`) it is labelled with: one per card
+        type Id<'a> = (&'a ContainerKey, &'a str, Option<&'a str>, Option<&'a str>, bool);
         let mut grouped: BTreeMap<Id<'a>, Vec<&'a DeviceSeries>> = BTreeMap::new();
         for s in series {
             if let Some(w) = &s.workload {
-                grouped.entry((w, &s.uuid, s.mig_instance.as_deref(), s.vgpu.as_deref())).or_default().push(s);
+                let vgpu = if s.per_process { None } else { s.vgpu.as_deref() };
+                grouped.entry((w, &s.uuid, s.mig_instance.as_deref(), vgpu, s.per_process)).or_default().push(s);
             }
         }
         let mut by_workload: HashMap<&ContainerKey, Vec<Device>> = HashMap::new();
         let mut holders: HashMap<&str, Vec<&[Sample]>> = HashMap::new();
-        for ((workload, uuid, _, vgpu), metrics) in grouped {
+        for ((workload, uuid, _, vgpu, per_process), metrics) in grouped {
             let best = metrics
                 .iter()
                 .filter(|s| s.metric != UtilMetric::FbUsed && !s.samples.is_empty())
                 .min_by_key(|s| s.metric);
             let Some(best) = best else { continue };
-            let fb = metrics.iter().find(|s| s.metric == UtilMetric::FbUsed).map(|s| s.samples.as_slice());
-            if best.mig_profile.is_none() {
+            let of = |m: UtilMetric| -> Vec<&[Sample]> {
+                metrics.iter().filter(|s| s.metric == m).map(|s| s.samples.as_slice()).collect()
+            };
+            if best.mig_profile.is_none() && !per_process {
                 holders.entry(uuid).or_default().push(&best.samples);
             }
             by_workload.entry(workload).or_default().push(Device {
@@ -403,15 +424,16 @@ impl<'a> DeviceIndex<'a> {
                 model: metrics.iter().find_map(|s| s.model.as_deref()),
                 mig_profile: best.mig_profile.as_deref(),
                 copy: vgpu.is_some(),
+                per_process,
                 source: best.metric,
-                util: &best.samples,
-                fb,
+                util: if per_process { of(best.metric) } else { vec![best.samples.as_slice()] },
+                fb: of(UtilMetric::FbUsed),
             });
         }
         Self { by_workload, holders }
     }
 
-    /// How many workload series on card `uuid` have a sample matching `t`.
+    /// How many copies on card `uuid` have a sample matching `t`.
     fn holders_at(&self, uuid: &str, t: i64, half: i64) -> usize {
         self.holders.get(uuid).map_or(0, |hs| hs.iter().filter(|s| match_at(s, t, half).is_some()).count())
     }
@@ -428,18 +450,23 @@ struct Walk {
     peak_fb: Option<f64>,
 }
 
-fn source_of(m: UtilMetric) -> UtilSource {
-    match m {
+fn source_of(d: &Device) -> UtilSource {
+    if d.per_process {
+        return UtilSource::DcgmPod;
+    }
+    match d.source {
         UtilMetric::SmActive => UtilSource::SmActive,
         UtilMetric::GrEngineActive => UtilSource::GrEngineActive,
         UtilMetric::GpuUtil | UtilMetric::FbUsed => UtilSource::GpuUtil,
     }
 }
 
-/// The grid walk: every KSM sample of the plan's units at which the pod is Running counts `q·f·Δ`.
+/// The grid walk: every KSM sample of the plan's units at which the pod is Running counts `q·f·Δ`. A
+/// container's own HAMi series win over any DCGM device of it (HAMi's DCGM carries no workload labels).
 fn walk(plan: &ResolvedPlan, running: &[Sample], devices: &DeviceIndex, hami: &[&[Sample]], grid: &Grid) -> Walk {
     let mut w = Walk::default();
     let dt = grid.interval_ms as f64;
+    let own_hami = plan.kind == Kind::Hami || !hami.is_empty();
     for s in plan.units {
         if !(grid.contains(s.t_ms) && s.v.is_finite() && s.v > 0.0) {
             continue;
@@ -456,7 +483,7 @@ fn walk(plan: &ResolvedPlan, running: &[Sample], devices: &DeviceIndex, hami: &[
         let mut used = 0.0;
         let mut matched = false;
         let mut fb: Option<f64> = None;
-        if plan.kind == Kind::Hami {
+        if own_hami {
             for series in hami {
                 if let Some(v) = match_at(series, t, grid.half) {
                     used += (v / 100.0).clamp(0.0, 1.0);
@@ -466,16 +493,18 @@ fn walk(plan: &ResolvedPlan, running: &[Sample], devices: &DeviceIndex, hami: &[
             }
         } else {
             for d in &plan.devices {
-                let Some(v) = match_at(d.util, t, grid.half) else { continue };
+                let Some(v) = first_match(&d.util, t, grid.half) else { continue };
                 let ratio = d.source.to_ratio(v);
                 used += if d.mig_profile.is_some() {
                     plan.fraction * ratio
+                } else if d.per_process {
+                    ratio
                 } else {
                     ratio / devices.holders_at(d.uuid, t, grid.half).max(1) as f64
                 };
                 matched = true;
-                w.source = w.source.merge(source_of(d.source));
-                if let Some(m) = d.fb.and_then(|fb| match_at(fb, t, grid.half)) {
+                w.source = w.source.merge(source_of(d));
+                if let Some(m) = first_match(&d.fb, t, grid.half) {
                     // a time-slicing copy carries the whole card's memory: copies overlap, they do not add up
                     fb = Some(match fb {
                         Some(acc) if d.copy => acc.max(m),

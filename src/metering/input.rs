@@ -70,6 +70,8 @@ pub struct DeviceSeries {
     pub mig_profile: Option<String>,
     pub mig_instance: Option<String>,
     pub vgpu: Option<String>,
+    /// dcgm-exporter ≥ 4.8.2's per-process series of one pod (it carries `pod_uid`), beside the device's own.
+    pub per_process: bool,
     pub samples: Vec<Sample>,
 }
 
@@ -104,6 +106,47 @@ pub struct UnschedulableSeries {
     pub samples: Vec<Sample>,
 }
 
+/// The GPU feature discovery labels of one node as kube-state-metrics exports them in `kube_node_labels`
+/// (`label_nvidia_com_gpu_product`, `_count`, `_replicas`, `_sharing_strategy`, `label_nvidia_com_mig_strategy`;
+/// present only where KSM's `--metric-labels-allowlist` lets them through).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GfdLabels {
+    /// `nvidia.com/gpu.product`, e.g. `NVIDIA-A100-SXM4-80GB`, `…-SHARED` when replicas are renamed, or
+    /// `…-MIG-3g.40gb` under MIG's single strategy.
+    pub product: Option<String>,
+    /// `nvidia.com/gpu.count`: physical cards, or under MIG's single strategy the MIG devices.
+    pub count: Option<u32>,
+    /// `nvidia.com/gpu.replicas`: time-slicing or MPS replicas per card.
+    pub replicas: Option<u32>,
+    /// `nvidia.com/gpu.sharing-strategy`: `time-slicing`, `mps` or `none`.
+    pub sharing_strategy: Option<String>,
+    /// `nvidia.com/mig.strategy`: `single`, `mixed` or `none`.
+    pub mig_strategy: Option<String>,
+}
+
+impl GfdLabels {
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// `kube_node_labels` of one node that carries GPU feature discovery labels.
+#[derive(Debug, Clone)]
+pub struct NodeLabelSeries {
+    pub node: String,
+    pub gfd: GfdLabels,
+    pub samples: Vec<Sample>,
+}
+
+/// A DCGM device (its `UUID`) seen on a node (its `Hostname`) somewhere in the trailing day before an hour's end:
+/// dcgm-exporter before 4.8.2 drops an idle card's series while another card of the node is busy, so the cards a
+/// node has are counted over a day, never from one hour's series.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SeenDevice {
+    pub host: String,
+    pub uuid: String,
+}
+
 /// Everything one hour window `[start_ms, end_ms)` needs. KSM series hold the window's samples only; utilization
 /// series may reach a few minutes beyond either edge so edge grid points find their match.
 #[derive(Debug, Clone, Default)]
@@ -120,4 +163,8 @@ pub struct HourInput {
     /// kube-state-metrics that does not export it.
     pub allocatable: Vec<CapacitySeries>,
     pub unschedulable: Vec<UnschedulableSeries>,
+    /// GFD labels of the nodes that have them (empty where KSM does not export them).
+    pub node_labels: Vec<NodeLabelSeries>,
+    /// Devices seen over the trailing day ending with this hour (besides this hour's own series).
+    pub trailing_devices: Vec<SeenDevice>,
 }

@@ -5,14 +5,18 @@
 mod capacity;
 mod hour;
 mod input;
+mod node;
 mod output;
 mod resource;
 mod sample;
 
 pub use hour::{MeterConfig, meter_hour};
 pub use input::{
-    CapacitySeries, ContainerKey, DeviceSeries, HamiSeries, HourInput, NamespaceSeries, RequestSeries, RunningSeries,
-    UnschedulableSeries, UtilMetric,
+    CapacitySeries, ContainerKey, DeviceSeries, GfdLabels, HamiSeries, HourInput, NamespaceSeries, NodeLabelSeries,
+    RequestSeries, RunningSeries, SeenDevice, UnschedulableSeries, UtilMetric,
+};
+pub use node::{
+    CardsSource, ModelSource, NodeSettings, SharingSetting, gfd_mig_profile, gfd_model, mig_instances_per_card,
 };
 pub use output::{Anomaly, AnomalyKind, CapacityRow, HourOutput, OfferedSource, UsageRow, UtilSource};
 pub use resource::{

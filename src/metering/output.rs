@@ -11,6 +11,8 @@ pub enum UtilSource {
     GrEngineActive,
     GpuUtil,
     Hami,
+    /// dcgm-exporter ≥ 4.8.2's per-process `DCGM_FI_DEV_GPU_UTIL` of the pod itself.
+    DcgmPod,
     Mixed,
     #[default]
     None,
@@ -23,6 +25,7 @@ impl UtilSource {
             Self::GrEngineActive => "gr_engine_active",
             Self::GpuUtil => "gpu_util",
             Self::Hami => "hami",
+            Self::DcgmPod => "dcgm_pod",
             Self::Mixed => "mixed",
             Self::None => "none",
         }
@@ -44,7 +47,7 @@ impl UtilSource {
 pub struct UsageRow {
     pub key: ContainerKey,
     pub resource: String,
-    /// `whole`, `mig`, `timeslice` or `hami`.
+    /// `whole`, `mig`, `timeslice`, `mps` or `hami`.
     pub kind: &'static str,
     pub gpu_model: String,
     pub mig_profile: Option<String>,
@@ -111,6 +114,10 @@ pub enum AnomalyKind {
     HamiMemoryUnknown,
     /// DCGM's device count and the node's advertised capacity disagree.
     CapacityMismatch,
+    /// A node whose cards nothing counts (no DCGM device, no GFD label, no configuration): a unit taken as a card.
+    UnverifiedNode,
+    /// A node whose GPU model neither DCGM, GFD nor configuration names.
+    UnknownGpuModel,
 }
 
 impl AnomalyKind {
@@ -122,6 +129,8 @@ impl AnomalyKind {
             Self::DefaultReplicas => "default_replicas",
             Self::HamiMemoryUnknown => "hami_memory_unknown",
             Self::CapacityMismatch => "capacity_mismatch",
+            Self::UnverifiedNode => "unverified_node",
+            Self::UnknownGpuModel => "unknown_gpu_model",
         }
     }
 }

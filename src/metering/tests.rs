@@ -41,6 +41,7 @@ fn device(pod: Option<&str>, metric: UtilMetric, uuid: &str, host: &str, offset_
         mig_profile: None,
         mig_instance: None,
         vgpu: None,
+        per_process: false,
         samples: (-5..65).map(|m| Sample::new(H + m * DT + offset_ms, v)).collect(),
     }
 }
@@ -236,5 +237,143 @@ proptest! {
         i.requests.reverse();
         i.devices.reverse();
         prop_assert_eq!(meter_hour(&i, &cfg), out);
+    }
+}
+
+fn capacity(node: &str, resource: &str, v: f64) -> CapacitySeries {
+    CapacitySeries { node: node.into(), resource: resource.into(), samples: grid(0, 60, v) }
+}
+
+fn gfd(node: &str, labels: GfdLabels) -> NodeLabelSeries {
+    NodeLabelSeries { node: node.into(), gfd: labels, samples: grid(0, 60, 1.0) }
+}
+
+#[test]
+fn plain_units_above_the_cards_are_replicas_counted_over_the_trailing_day() {
+    // 2 cards × 4 replicas advertised as plain nvidia_com_gpu (the device plugin's default names); this hour
+    // only card a has series (an exporter before 4.8.2 drops the idle card b), the trailing day saw both
+    let mut i = input();
+    i.capacity.push(capacity("ts", "nvidia_com_gpu", 8.0));
+    i.trailing_devices.push(SeenDevice { host: "ts".into(), uuid: "GPU-b".into() });
+    i.requests.push(request("p", "nvidia_com_gpu", 2.0, "ts"));
+    i.running.push(running("p", 0, 60));
+    let mut copy = |vgpu: &str| {
+        let mut d = device(Some("p"), UtilMetric::GrEngineActive, "GPU-a", "ts", 0, 0.6);
+        d.vgpu = Some(vgpu.into());
+        i.devices.push(d);
+    };
+    copy("0-0");
+    copy("0-1");
+    let out = meter_hour(&i, &MeterConfig::default());
+    let r = only_row(&out);
+    assert_eq!((r.kind, r.fraction), ("timeslice", 0.25));
+    close(r.gpu_seconds, 2.0 * 0.25 * 3600.0);
+    // two copies, the only ones on the card: the card's 0.6 is the pod's, once
+    close(r.effective_gpu_seconds, 0.5 * 3600.0);
+    assert_eq!(out.capacity[0].cards, 2.0);
+    assert!(out.anomalies.is_empty(), "{:?}", out.anomalies);
+    // without the trailing day the hour's one card would double the replicas and halve the share
+    i.trailing_devices.clear();
+    assert_eq!(meter_hour(&i, &MeterConfig::default()).rows[0].fraction, 0.125);
+}
+
+#[test]
+fn per_process_series_win_and_the_device_series_is_never_added() {
+    let mut i = input();
+    i.capacity.push(capacity("n", "nvidia_com_gpu", 10.0));
+    i.requests.push(request("p", "nvidia_com_gpu", 2.0, "n"));
+    i.running.push(running("p", 0, 60));
+    // the card's own series (90 % busy) and the pod's per-process series on each of its two replicas (30 %)
+    i.devices.push(device(None, UtilMetric::GrEngineActive, "GPU-a", "n", 0, 0.9));
+    for vgpu in ["0-3", "0-4"] {
+        let mut d = device(Some("p"), UtilMetric::GpuUtil, "GPU-a", "n", 0, 30.0);
+        d.vgpu = Some(vgpu.into());
+        d.per_process = true;
+        i.devices.push(d);
+    }
+    let r = meter_hour(&i, &MeterConfig::default()).rows.remove(0);
+    assert_eq!((r.kind, r.util_source), ("timeslice", UtilSource::DcgmPod));
+    close(r.fraction, 0.1);
+    close(r.effective_gpu_seconds, 0.2 * 3600.0); // 0.3 clamped to the 2 × 0.1 it holds
+    i.requests[0].samples = grid(0, 60, 4.0);
+    close(meter_hour(&i, &MeterConfig::default()).rows[0].effective_gpu_seconds, 0.3 * 3600.0);
+}
+
+#[test]
+fn mig_single_strategy_by_gfd_alone_and_hami_whole_cards() {
+    // an A30 node known only by GFD: 4 cards × two 2g.12gb advertised as 8 nvidia_com_gpu
+    let mut i = input();
+    i.capacity.push(capacity("mig", "nvidia_com_gpu", 8.0));
+    let labels = GfdLabels {
+        product: Some("NVIDIA-A30-MIG-2g.12gb".into()),
+        count: Some(8),
+        mig_strategy: Some("single".into()),
+        ..GfdLabels::default()
+    };
+    i.node_labels.push(gfd("mig", labels));
+    i.requests.push(request("m", "nvidia_com_gpu", 1.0, "mig"));
+    i.running.push(running("m", 0, 60));
+    // a HAMi node (cards × 10): one container asks for cores, one for nvidia_com_gpu alone
+    i.capacity.push(capacity("hami", "nvidia_com_gpu", 20.0));
+    for g in ["GPU-h0", "GPU-h1"] {
+        i.devices.push(device(None, UtilMetric::GrEngineActive, g, "hami", 0, 0.5));
+    }
+    i.requests.push(request("c", "nvidia_com_gpucores", 30.0, "hami"));
+    i.requests.push(request("c", "nvidia_com_gpu", 1.0, "hami"));
+    i.running.push(running("c", 0, 60));
+    i.requests.push(request("w", "nvidia_com_gpu", 1.0, "hami"));
+    i.running.push(running("w", 0, 60));
+    i.hami.push(HamiSeries { workload: key("w"), device: "GPU-h1".into(), samples: grid(0, 60, 70.0) });
+    let out = meter_hour(&i, &MeterConfig::default());
+    let row = |pod: &str| out.rows.iter().find(|r| r.key.pod == pod).unwrap();
+    assert_eq!((row("m").kind, row("m").gpu_model.as_str()), ("mig", "NVIDIA A30"));
+    assert_eq!((row("m").mig_profile.as_deref(), row("m").fraction), (Some("2g.12gb"), 0.5));
+    assert_eq!((row("c").kind, row("c").fraction), ("hami", 0.3));
+    assert_eq!((row("w").kind, row("w").fraction, row("w").util_source), ("whole", 1.0, UtilSource::Hami));
+    close(row("w").effective_gpu_seconds, 0.7 * 3600.0);
+    let cards: Vec<(&str, f64)> = out.capacity.iter().map(|c| (c.node.as_str(), c.cards)).collect();
+    assert_eq!(cards, [("hami", 2.0), ("mig", 4.0)]);
+    assert!(out.anomalies.is_empty(), "{:?}", out.anomalies);
+}
+
+#[test]
+fn a_node_nothing_counts_is_taken_at_face_value_until_configured() {
+    let mut i = input();
+    i.capacity.push(capacity("dark", "nvidia_com_gpu", 16.0));
+    i.requests.push(request("p", "nvidia_com_gpu", 1.0, "dark"));
+    i.running.push(running("p", 0, 60));
+    let out = meter_hour(&i, &MeterConfig::default());
+    assert_eq!((out.rows[0].kind, out.rows[0].fraction, out.capacity[0].cards), ("whole", 1.0, 16.0));
+    let kinds: Vec<AnomalyKind> = out.anomalies.iter().map(|a| a.kind).collect();
+    assert_eq!(kinds, [AnomalyKind::UnverifiedNode, AnomalyKind::UnknownGpuModel]);
+    let settings = NodeSettings { replicas: Some(4), gpu_model: Some("NVIDIA L40S".into()), ..NodeSettings::default() };
+    let cfg = MeterConfig { nodes: [("dark".to_string(), settings)].into(), ..MeterConfig::default() };
+    let out = meter_hour(&i, &cfg);
+    assert_eq!((out.rows[0].kind, out.rows[0].fraction, out.capacity[0].cards), ("timeslice", 0.25, 4.0));
+    assert_eq!(out.rows[0].gpu_model, "NVIDIA L40S");
+    assert!(out.anomalies.is_empty(), "{:?}", out.anomalies);
+}
+
+proptest! {
+    /// Whatever a node advertises and however its cards are known, a pod's GPU-seconds are its units × the
+    /// physical share of each, and a node's capacity its physical cards.
+    #[test]
+    fn replicas_are_advertised_units_over_physical_cards(cards in 1u32..=8, replicas in 1u32..=10, q in 1u32..=3, by_gfd in any::<bool>()) {
+        let mut i = input();
+        i.capacity.push(capacity("n", "nvidia_com_gpu", f64::from(cards * replicas)));
+        if by_gfd {
+            i.node_labels.push(gfd("n", GfdLabels { count: Some(cards), ..GfdLabels::default() }));
+        } else {
+            for c in 0..cards {
+                i.trailing_devices.push(SeenDevice { host: "n".into(), uuid: format!("GPU-{c}") });
+            }
+        }
+        i.requests.push(request("p", "nvidia_com_gpu", f64::from(q), "n"));
+        i.running.push(running("p", 0, 60));
+        let out = meter_hour(&i, &MeterConfig::default());
+        let r = &out.rows[0];
+        prop_assert!((r.gpu_seconds - f64::from(q) / f64::from(replicas) * 3600.0).abs() < 1e-6);
+        prop_assert_eq!(r.kind, if replicas > 1 { "timeslice" } else { "whole" });
+        prop_assert_eq!(out.capacity[0].cards, f64::from(cards));
     }
 }

@@ -8,10 +8,12 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use super::layout::{NAMESPACES, NodeType};
+use super::layout::{Exporter, NAMESPACES, NodeType};
 use super::model::{Cluster, Emitter, EmitterKind, Grid, Holder, Kind, Node, Pod};
 use super::om::OmWriter;
-use super::values::{DCGM_METRICS, Metric, exclusive_value, hami_percent, published, shared_value};
+use super::values::{
+    DCGM_METRICS, Metric, exclusive_value, hami_percent, per_pod_fb, per_pod_percent, published, shared_value,
+};
 
 /// What was written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -31,6 +33,7 @@ const PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", "Unknown
 pub fn write_metrics<W: Write>(c: &Cluster, grid: &Grid, out: W) -> io::Result<(Counts, W)> {
     let mut w = OmWriter::new(out);
     namespace_labels(&mut w, grid)?;
+    node_labels(&mut w, c, grid)?;
     node_capacity(&mut w, c, grid)?;
     let pods = requests(&mut w, c, grid)?;
     phases(&mut w, c, grid)?;
@@ -58,6 +61,27 @@ fn namespace_labels<W: Write>(w: &mut OmWriter<W>, grid: &Grid) -> io::Result<()
             Some(t) => w.series(NAME, [("namespace", ns), ("label_team", t)]),
             None => w.series(NAME, [("namespace", ns)]),
         }
+        every_grid_point(w, grid, 1)?;
+    }
+    Ok(())
+}
+
+/// `kube_node_labels` of the nodes GPU feature discovery labels (none in the standard profile: the family is left
+/// out).
+fn node_labels<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::Result<()> {
+    const NAME: &str = "kube_node_labels";
+    if c.nodes.iter().all(|n| n.ty.gfd_labels().is_empty()) {
+        return Ok(());
+    }
+    w.family(NAME)?;
+    for node in &c.nodes {
+        let gfd = node.ty.gfd_labels();
+        if gfd.is_empty() {
+            continue;
+        }
+        let mut labels = vec![("node", node.name.as_str())];
+        labels.extend(gfd.iter().map(|(k, v)| (*k, v.as_str())));
+        w.series(NAME, labels);
         every_grid_point(w, grid, 1)?;
     }
     Ok(())
@@ -169,6 +193,8 @@ enum Key {
     /// Workload labels of a pod name (restarts with the same name share the series); `lane` is
     /// the time-slicing replica (`vgpu`), 0 elsewhere.
     Held { lane: u8, name_id: usize },
+    /// A per-process series of one pod object (its `pod_uid`) on one replica.
+    Pod { lane: u8, pod: usize },
 }
 
 /// How an emitter's samples split into series.
@@ -182,6 +208,8 @@ enum Style {
     DeviceOnly,
     /// HAMi per-container series.
     HamiPods,
+    /// dcgm-exporter ≥ 4.8.2's per-process series, one per pod object and replica.
+    PerPod,
 }
 
 /// Series of an emitter in `style`, each with the segments it has samples in (in time order).
@@ -202,8 +230,16 @@ fn plan(c: &Cluster, e: &Emitter, style: Style) -> BTreeMap<Key, Vec<usize>> {
                 }
             }
             Style::HamiPods => {
+                // a container holding every lane of a card (a whole-card request) has one series
+                for (j, h) in seg.holders.iter().enumerate() {
+                    if seg.holders[..j].iter().all(|o| o.pod != h.pod) {
+                        m.entry(Key::Held { lane: 0, name_id: name(h) }).or_default().push(i);
+                    }
+                }
+            }
+            Style::PerPod => {
                 for h in &seg.holders {
-                    m.entry(Key::Held { lane: 0, name_id: name(h) }).or_default().push(i);
+                    m.entry(Key::Pod { lane: h.lane, pod: h.pod }).or_default().push(i);
                 }
             }
         }
@@ -215,6 +251,7 @@ fn plan(c: &Cluster, e: &Emitter, style: Style) -> BTreeMap<Key, Vec<usize>> {
 fn holder_for<'a>(c: &Cluster, holders: &'a [Holder], key: Key, style: Style) -> Option<&'a Holder> {
     match key {
         Key::Plain => None,
+        Key::Pod { lane, pod } => holders.iter().find(|h| h.lane == lane && h.pod == pod),
         Key::Held { lane, name_id } => holders.iter().find(|h| match style {
             Style::Copies => h.lane == lane,
             _ => c.pods[h.pod].name_id == name_id,
@@ -247,14 +284,29 @@ fn dcgm_family<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid, metric: 
             if !published(node.ty, &e.kind).contains(&metric) {
                 continue;
             }
-            let style = match e.kind {
-                EmitterKind::Whole | EmitterKind::MigInstance { .. } => Style::Exclusive,
-                EmitterKind::TimeSlice => Style::Copies,
-                EmitterKind::Hami => Style::DeviceOnly,
+            let style = match (e.kind, node.ty.exporter()) {
+                (EmitterKind::Whole | EmitterKind::MigInstance { .. }, _) => Style::Exclusive,
+                (EmitterKind::TimeSlice, Exporter::Copies | Exporter::CopiesDropIdle) => Style::Copies,
+                _ => Style::DeviceOnly,
             };
             let base = device_labels(node, e);
-            for (key, segs) in plan(c, e, style) {
+            // before 4.8.2 an idle card has no series while another card of its node is busy
+            let drop_idle = node.ty.exporter() == Exporter::CopiesDropIdle;
+            let mut series = plan(c, e, style);
+            if node.ty.exporter() == Exporter::PerPod && matches!(metric, Metric::GpuUtil | Metric::FbUsed) {
+                series.extend(plan(c, e, Style::PerPod));
+            }
+            for (key, segs) in series {
+                let style = if matches!(key, Key::Pod { .. }) { Style::PerPod } else { style };
                 let mut labels = base.clone();
+                if let Key::Pod { lane, pod } = key {
+                    let p = &c.pods[pod];
+                    labels.push(("vgpu", format!("{}-{}", e.gpu, lane)));
+                    labels.push(("namespace", NAMESPACES[p.ns].0.to_string()));
+                    labels.push(("pod", c.pod_name(pod).to_string()));
+                    labels.push(("container", p.container.to_string()));
+                    labels.push(("pod_uid", p.uid.clone()));
+                }
                 if let Key::Held { lane, name_id } = key {
                     let h = segs.iter().find_map(|&si| holder_for(c, &e.segs[si].holders, key, style));
                     let pod = &c.pods[h.map_or(0, |h| h.pod)];
@@ -272,8 +324,19 @@ fn dcgm_family<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid, metric: 
                     let h = holder_for(c, &seg.holders, key, style);
                     for (a, b) in node.up_ranges(seg.ka, seg.kb) {
                         for k in a..b {
+                            if drop_idle && key == Key::Plain && node_busy(c, node, k) {
+                                continue;
+                            }
                             let s = grid.at(k) + node.offset_ms;
                             let v = match (style, h) {
+                                (Style::PerPod, Some(h)) => {
+                                    let pod = &c.pods[h.pod];
+                                    if metric == Metric::FbUsed {
+                                        per_pod_fb(pod, s)
+                                    } else {
+                                        per_pod_percent(pod, s) as f64
+                                    }
+                                }
                                 (Style::Exclusive, Some(h)) => {
                                     if metric == Metric::SmActive && node.is_nan(ei, k) {
                                         f64::NAN
@@ -294,9 +357,14 @@ fn dcgm_family<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid, metric: 
     Ok(())
 }
 
+/// Whether some card of `node` is held at sample `k`.
+fn node_busy(c: &Cluster, node: &Node, k: u64) -> bool {
+    node.emitters.clone().any(|e| !c.emitters[e].seg_at(k).holders.is_empty())
+}
+
 fn hami_family<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::Result<()> {
     w.family(HAMI_UTIL)?;
-    for node in c.nodes.iter().filter(|n| n.ty == NodeType::HamiA100) {
+    for node in c.nodes.iter().filter(|n| matches!(n.ty, NodeType::HamiA100 | NodeType::HamiWholeA100)) {
         for ei in node.emitters.clone() {
             let e = &c.emitters[ei];
             for (key, segs) in plan(c, e, Style::HamiPods) {

@@ -11,6 +11,61 @@ pub const TS_REPLICAS: u32 = 4;
 pub const HAMI_SPLIT: u32 = 10;
 /// MIG compute slices of an A100.
 pub const MIG_SLICES: u32 = 7;
+/// Replicas per card of the 10-way time-slicing nodes of the shared profile.
+pub const TS_REPLICAS_10: u32 = 10;
+
+/// Which cluster is simulated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Profile {
+    /// The seven node types of every feature (`ALL_NODE_TYPES`).
+    #[default]
+    Standard,
+    /// Shared cards as clusters really run them (`SHARED_NODE_TYPES`): time-slicing under the device plugin's
+    /// default names and renamed, 4 and 10 replicas, dcgm-exporter before and after 4.8.2, MPS, HAMi with
+    /// whole-card requests, MIG's single strategy (known by DCGM and by GFD alone), a node nothing counts.
+    Shared,
+}
+
+impl std::str::FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "standard" => Ok(Self::Standard),
+            "shared" => Ok(Self::Shared),
+            other => Err(format!("unknown profile `{other}` (expected standard or shared)")),
+        }
+    }
+}
+
+impl Profile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Standard => "standard",
+            Self::Shared => "shared",
+        }
+    }
+
+    pub fn node_types(self) -> &'static [NodeType] {
+        match self {
+            Self::Standard => &ALL_NODE_TYPES,
+            Self::Shared => &SHARED_NODE_TYPES,
+        }
+    }
+}
+
+/// How a node's dcgm-exporter reports shared cards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exporter {
+    /// Before 4.8.2 with `--kubernetes-virtual-gpus`: a copy of the card's value per held replica; an idle card
+    /// has no series while another card of the node is busy.
+    CopiesDropIdle,
+    /// The copies without the drop (the standard profile's time-slicing node).
+    Copies,
+    /// 4.8.2 and later: the card's unlabelled series always, and per-pod `GPU_UTIL` / `FB_USED` (per replica).
+    PerPod,
+    /// Without `--kubernetes-virtual-gpus`: device-level series only.
+    DeviceOnly,
+}
 
 /// The seven node types; node `i` gets type `i mod 7`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +84,40 @@ pub enum NodeType {
     HamiA100,
     /// Whole H100 cards without any dcgm-exporter: its pods are entirely unmetered.
     NoDcgmH100,
+    /// Shared profile: L40S time-sliced 4 ways under the default names (`nvidia_com_gpu` = cards × 4), copies
+    /// with idle cards dropped (dcgm-exporter < 4.8.2), GFD labels (product, count, replicas, time-slicing).
+    TsPlainL40S,
+    /// Shared profile: A100 time-sliced 10 ways, renamed (`nvidia_com_gpu_shared`), copies with idle cards
+    /// dropped, no GFD labels (cards from DCGM over a day).
+    TsRenamedA100,
+    /// Shared profile: A100 time-sliced 10 ways under the default names, dcgm-exporter 4.8.2 per-pod series.
+    TsPodSeriesA100,
+    /// Shared profile: L40S with MPS, 4 replicas under the default names, GFD labels (mps), dcgm-exporter
+    /// without `--kubernetes-virtual-gpus` (device-level series only: its pods are unmetered).
+    MpsL40S,
+    /// Shared profile: HAMi A100 (cards × 10) where some containers ask for `nvidia_com_gpu` alone (whole cards).
+    HamiWholeA100,
+    /// Shared profile: A100 in MIG's single strategy, two 3g.40gb per card, known by DCGM and GFD.
+    MigSingleA100,
+    /// Shared profile: A30 in MIG's single strategy, two 2g.12gb per card, known by GFD labels alone.
+    MigSingleA30,
+    /// Shared profile: L40S time-sliced 4 ways under the default names with nothing to count its cards (no
+    /// DCGM, no GFD): taken at face value until configured.
+    UncountableL40S,
 }
+
+/// The shared profile's node types; node `i` gets type `i mod 9`.
+pub const SHARED_NODE_TYPES: [NodeType; 9] = [
+    NodeType::TsPlainL40S,
+    NodeType::TsRenamedA100,
+    NodeType::TsPodSeriesA100,
+    NodeType::MpsL40S,
+    NodeType::HamiWholeA100,
+    NodeType::MigSingleA100,
+    NodeType::MigSingleA30,
+    NodeType::UncountableL40S,
+    NodeType::WholeA100,
+];
 
 /// All node types in the order of `NodeType::of_node`.
 pub const ALL_NODE_TYPES: [NodeType; 7] = [
@@ -45,11 +133,13 @@ pub const ALL_NODE_TYPES: [NodeType; 7] = [
 const A100: &str = "NVIDIA A100-SXM4-80GB";
 const H100: &str = "NVIDIA H100 80GB HBM3";
 const L40S: &str = "NVIDIA L40S";
+const A30: &str = "NVIDIA A30";
 
 impl NodeType {
-    /// The type of node number `i`.
-    pub fn of_node(i: usize) -> Self {
-        ALL_NODE_TYPES[i % ALL_NODE_TYPES.len()]
+    /// The type of node number `i` of a profile.
+    pub fn of_node(profile: Profile, i: usize) -> Self {
+        let types = profile.node_types();
+        types[i % types.len()]
     }
 
     /// The part of the node name that tells the type, e.g. `a100` in `gpu-a100-00`.
@@ -62,15 +152,34 @@ impl NodeType {
             NodeType::TimeSliceL40S => "l40s-ts",
             NodeType::HamiA100 => "a100-hami",
             NodeType::NoDcgmH100 => "h100-nodcgm",
+            NodeType::TsPlainL40S => "l40s-ts4",
+            NodeType::TsRenamedA100 => "a100-tsr10",
+            NodeType::TsPodSeriesA100 => "a100-ts10pod",
+            NodeType::MpsL40S => "l40s-mps4",
+            NodeType::HamiWholeA100 => "a100-hamiw",
+            NodeType::MigSingleA100 => "a100-migs",
+            NodeType::MigSingleA30 => "a30-migs-gfd",
+            NodeType::UncountableL40S => "l40s-uncounted",
         }
     }
 
     /// The physical card model (the DCGM `modelName`, where the node has DCGM).
     pub fn model(self) -> &'static str {
         match self {
-            NodeType::WholeA100 | NodeType::MigA100 | NodeType::HamiA100 => A100,
+            NodeType::WholeA100
+            | NodeType::MigA100
+            | NodeType::HamiA100
+            | NodeType::TsRenamedA100
+            | NodeType::TsPodSeriesA100
+            | NodeType::HamiWholeA100
+            | NodeType::MigSingleA100 => A100,
             NodeType::WholeH100 | NodeType::NoDcgmH100 => H100,
-            NodeType::WholeL40S | NodeType::TimeSliceL40S => L40S,
+            NodeType::WholeL40S
+            | NodeType::TimeSliceL40S
+            | NodeType::TsPlainL40S
+            | NodeType::MpsL40S
+            | NodeType::UncountableL40S => L40S,
+            NodeType::MigSingleA30 => A30,
         }
     }
 
@@ -79,13 +188,87 @@ impl NodeType {
         match self.model() {
             A100 => 81920,
             H100 => 81559,
+            A30 => 24576,
             _ => 46068,
         }
     }
 
     /// Whether a dcgm-exporter runs on the node.
     pub fn has_dcgm(self) -> bool {
-        self != NodeType::NoDcgmH100
+        !matches!(self, NodeType::NoDcgmH100 | NodeType::MigSingleA30 | NodeType::UncountableL40S)
+    }
+
+    /// How its dcgm-exporter reports shared cards.
+    pub fn exporter(self) -> Exporter {
+        match self {
+            NodeType::TsPlainL40S | NodeType::TsRenamedA100 => Exporter::CopiesDropIdle,
+            NodeType::TsPodSeriesA100 => Exporter::PerPod,
+            NodeType::MpsL40S | NodeType::HamiA100 | NodeType::HamiWholeA100 => Exporter::DeviceOnly,
+            _ => Exporter::Copies,
+        }
+    }
+
+    /// The GPU model cardhour can know: DCGM's `modelName`, or GFD's product label.
+    pub fn known_model(self) -> Option<&'static str> {
+        (self.has_dcgm() || self.gfd_labels().iter().any(|(l, _)| *l == "label_nvidia_com_gpu_product"))
+            .then(|| self.model())
+    }
+
+    /// Replicas per card of a time-slicing or MPS node (0 elsewhere).
+    pub fn replicas(self) -> u32 {
+        match self {
+            NodeType::TimeSliceL40S | NodeType::TsPlainL40S | NodeType::MpsL40S | NodeType::UncountableL40S => {
+                TS_REPLICAS
+            }
+            NodeType::TsRenamedA100 | NodeType::TsPodSeriesA100 => TS_REPLICAS_10,
+            _ => 0,
+        }
+    }
+
+    /// The KSM resource its time-slicing or MPS pods request.
+    pub fn shared_resource(self) -> &'static str {
+        match self {
+            NodeType::TimeSliceL40S | NodeType::TsRenamedA100 => "nvidia_com_gpu_shared",
+            _ => "nvidia_com_gpu",
+        }
+    }
+
+    /// The MIG profile of a single-strategy node, and the compute slices of its card.
+    pub fn mig_single(self) -> Option<(MigProfile, u32)> {
+        match self {
+            NodeType::MigSingleA100 => Some((MIG_3G, MIG_SLICES)),
+            NodeType::MigSingleA30 => Some((MIG_2G_A30, 4)),
+            _ => None,
+        }
+    }
+
+    /// The GPU feature discovery labels of `kube_node_labels` (KSM's names), empty where GFD is not exported.
+    pub fn gfd_labels(self) -> Vec<(&'static str, String)> {
+        let cards = GPUS_PER_NODE;
+        let product = |suffix: &str| self.model().replace(' ', "-") + suffix;
+        match self {
+            NodeType::TsPlainL40S => vec![
+                ("label_nvidia_com_gpu_product", product("")),
+                ("label_nvidia_com_gpu_count", cards.to_string()),
+                ("label_nvidia_com_gpu_replicas", TS_REPLICAS.to_string()),
+                ("label_nvidia_com_gpu_sharing_strategy", "time-slicing".into()),
+            ],
+            NodeType::MpsL40S => vec![
+                ("label_nvidia_com_gpu_product", product("")),
+                ("label_nvidia_com_gpu_count", cards.to_string()),
+                ("label_nvidia_com_gpu_replicas", TS_REPLICAS.to_string()),
+                ("label_nvidia_com_gpu_sharing_strategy", "mps".into()),
+            ],
+            NodeType::MigSingleA100 | NodeType::MigSingleA30 => {
+                let (p, _) = self.mig_single().unwrap_or((MIG_3G, MIG_SLICES));
+                vec![
+                    ("label_nvidia_com_gpu_product", product(&format!("-MIG-{}", p.name))),
+                    ("label_nvidia_com_gpu_count", (cards * MIG_SINGLE_PER_CARD).to_string()),
+                    ("label_nvidia_com_mig_strategy", "single".into()),
+                ]
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// The host label name of the node's DCGM series.
@@ -119,7 +302,15 @@ impl NodeType {
                 ("nvidia_com_mig_7g_80gb", 1),
             ],
             NodeType::TimeSliceL40S => &[("nvidia_com_gpu_shared", GPUS_PER_NODE * TS_REPLICAS)],
-            NodeType::HamiA100 => &[("nvidia_com_gpu", GPUS_PER_NODE * HAMI_SPLIT)],
+            NodeType::HamiA100 | NodeType::HamiWholeA100 => &[("nvidia_com_gpu", GPUS_PER_NODE * HAMI_SPLIT)],
+            NodeType::TsPlainL40S | NodeType::MpsL40S | NodeType::UncountableL40S => {
+                &[("nvidia_com_gpu", GPUS_PER_NODE * TS_REPLICAS)]
+            }
+            NodeType::TsRenamedA100 => &[("nvidia_com_gpu_shared", GPUS_PER_NODE * TS_REPLICAS_10)],
+            NodeType::TsPodSeriesA100 => &[("nvidia_com_gpu", GPUS_PER_NODE * TS_REPLICAS_10)],
+            NodeType::MigSingleA100 | NodeType::MigSingleA30 => {
+                &[("nvidia_com_gpu", GPUS_PER_NODE * MIG_SINGLE_PER_CARD)]
+            }
         }
     }
 }
@@ -141,6 +332,11 @@ pub const MIG_1G: MigProfile = MigProfile { g: 1, name: "1g.10gb", resource: "nv
 pub const MIG_2G: MigProfile = MigProfile { g: 2, name: "2g.20gb", resource: "nvidia_com_mig_2g_20gb", mem_mib: 19968 };
 pub const MIG_3G: MigProfile = MigProfile { g: 3, name: "3g.40gb", resource: "nvidia_com_mig_3g_40gb", mem_mib: 40192 };
 pub const MIG_7G: MigProfile = MigProfile { g: 7, name: "7g.80gb", resource: "nvidia_com_mig_7g_80gb", mem_mib: 80896 };
+/// The A30's 2g.12gb (under the single strategy its units are plain `nvidia_com_gpu`).
+pub const MIG_2G_A30: MigProfile =
+    MigProfile { g: 2, name: "2g.12gb", resource: "nvidia_com_mig_2g_12gb", mem_mib: 11776 };
+/// MIG instances per card on the single-strategy nodes (two 3g.40gb on an A100, two 2g.12gb on an A30).
+pub const MIG_SINGLE_PER_CARD: u32 = 2;
 
 /// The MIG node's partition: (card, profile, GPU_I_ID). Cards 4–7 are whole.
 pub const MIG_LAYOUT: [(u32, MigProfile, u32); 14] = [

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, SecondsFormat, Timelike, Utc};
 
+pub use layout::Profile;
 pub use truth::{Figures, Truth};
 
 /// Parameters of a simulation run.
@@ -43,6 +44,8 @@ pub struct SimParams {
     pub end: DateTime<Utc>,
     /// Output directory (created if missing).
     pub out: PathBuf,
+    /// Which cluster: every feature (`standard`) or shared cards as clusters run them (`shared`).
+    pub profile: Profile,
 }
 
 /// What a run wrote.
@@ -120,7 +123,7 @@ pub fn run(params: &SimParams) -> Result<SimSummary, SimError> {
         params.end.timestamp_millis(),
         params.scrape_interval_s as i64 * 1000,
     );
-    let cluster = schedule::build(params.gpus, params.seed, grid);
+    let cluster = schedule::build(params.profile, params.gpus, params.seed, grid);
 
     fs::create_dir_all(&params.out).map_err(io_err(&params.out))?;
     let metrics_path = params.out.join(METRICS_FILE);
@@ -134,6 +137,7 @@ pub fn run(params: &SimParams) -> Result<SimSummary, SimError> {
         hours: params.hours,
         scrape_interval_s: params.scrape_interval_s,
         seed: params.seed,
+        profile: params.profile.as_str().to_string(),
         start: fmt(start),
         end: fmt(params.end),
     };

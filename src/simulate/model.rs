@@ -65,6 +65,8 @@ pub enum Kind {
     Whole,
     Mig(MigProfile),
     TimeSlice,
+    /// MPS replicas (capped at their share of the card).
+    Mps,
     Hami,
     /// A GPU-like resource cardhour does not know (`example_com_gpu`): reported, never metered.
     Unknown,
@@ -77,6 +79,7 @@ impl Kind {
             Kind::Whole => "whole",
             Kind::Mig(_) => "mig",
             Kind::TimeSlice => "timeslice",
+            Kind::Mps => "mps",
             Kind::Hami => "hami",
             Kind::Unknown => "unknown",
         }

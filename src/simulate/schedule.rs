@@ -9,8 +9,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::layout::{
-    GPUS_PER_NODE, HAMI_LANE_LAYOUTS, MIG_1G, MIG_2G, MIG_3G, MIG_7G, MIG_LAYOUT, MIG_SLICES, MIG_WHOLE_CARDS,
-    MigProfile, NS_SANDBOX, NodeType, TS_REPLICAS,
+    GPUS_PER_NODE, HAMI_LANE_LAYOUTS, MIG_1G, MIG_2G, MIG_3G, MIG_7G, MIG_LAYOUT, MIG_SINGLE_PER_CARD, MIG_SLICES,
+    MIG_WHOLE_CARDS, MigProfile, NS_SANDBOX, NodeType, Profile,
 };
 use super::model::{Cluster, DAY_MS, Emitter, EmitterKind, Grid, HOUR_MS, Hold, Kind, Lane, LaneRef, Node, Pod};
 use super::workload::{Class, Draw, Pattern, hash2, hash3};
@@ -47,6 +47,8 @@ enum Constraint {
     SameCard,
     /// HAMi: each requested GPU on a different card.
     DistinctCards,
+    /// A HAMi container asking for `nvidia_com_gpu` alone: every lane of one card.
+    WholeCard,
 }
 
 /// The kind of unit a lane group offers.
@@ -56,9 +58,12 @@ enum GroupKind {
     Mig(MigProfile),
     TimeSlice,
     Hami,
+    /// A HAMi container asking for a whole card.
+    HamiWhole,
 }
 
 struct Builder {
+    profile: Profile,
     grid: Grid,
     seed: u64,
     nodes: Vec<Node>,
@@ -70,10 +75,11 @@ struct Builder {
     force_restart: bool,
 }
 
-/// Build the cluster for `gpus` cards (a multiple of 8) on `grid`.
-pub fn build(gpus: u32, seed: u64, grid: Grid) -> Cluster {
+/// Build the cluster of `profile` for `gpus` cards (a multiple of 8) on `grid`.
+pub fn build(profile: Profile, gpus: u32, seed: u64, grid: Grid) -> Cluster {
     let n_nodes = (gpus / GPUS_PER_NODE) as usize;
     let mut b = Builder {
+        profile,
         grid,
         seed,
         nodes: Vec::with_capacity(n_nodes),
@@ -130,7 +136,8 @@ impl Builder {
     }
 
     fn add_node(&mut self, i: usize) {
-        let ty = NodeType::of_node(i);
+        let ty = NodeType::of_node(self.profile, i);
+        let shared_profile = self.profile == Profile::Shared;
         let mut rng = self.rng(i as u64, SALT_LAYOUT);
         let frac = OFFSET_FRACTIONS[rng.random_range(0..OFFSET_FRACTIONS.len())];
         let offset_ms = (frac * self.grid.step_ms as f64).round() as i64;
@@ -138,12 +145,21 @@ impl Builder {
         let push = |b: &mut Builder, rng: &mut ChaCha8Rng, card: u32, kind: EmitterKind, budgets: &[u32]| {
             let lanes = budgets
                 .iter()
-                .map(|&budget| Lane {
-                    // Lanes start busy for a while before the window, so pods are already
-                    // running (or pending) at its start.
-                    free_at: sec(b.grid.start_ms - rng.int(0, 6 * HOUR_MS)),
-                    budget,
-                    holds: Vec::new(),
+                .map(|&budget| {
+                    let before = rng.int(0, 6 * HOUR_MS);
+                    Lane {
+                        // Lanes start busy for a while before the window, so pods are already running (or
+                        // pending) at its start. The shared profile starts idle: every card of a node keeps its
+                        // series in the first minutes (an exporter before 4.8.2 drops idle cards only while
+                        // another is busy), so the cards are seen from the first hour.
+                        free_at: if shared_profile {
+                            sec(b.grid.start_ms + 2 * MIN_MS + before / 36)
+                        } else {
+                            sec(b.grid.start_ms - before)
+                        },
+                        budget,
+                        holds: Vec::new(),
+                    }
                 })
                 .collect();
             let uuid = b.uuid(i, card);
@@ -158,12 +174,21 @@ impl Builder {
                     push(self, &mut rng, card, EmitterKind::Whole, &[0]);
                 }
             }
-            NodeType::TimeSliceL40S => {
+            _ if ty.replicas() > 0 => {
+                let lanes = vec![0; ty.replicas() as usize];
                 for card in 0..GPUS_PER_NODE {
-                    push(self, &mut rng, card, EmitterKind::TimeSlice, &[0; TS_REPLICAS as usize]);
+                    push(self, &mut rng, card, EmitterKind::TimeSlice, &lanes);
                 }
             }
-            NodeType::HamiA100 => {
+            _ if ty.mig_single().is_some() => {
+                let (profile, _) = ty.mig_single().unwrap_or((MIG_3G, MIG_SLICES));
+                for card in 0..GPUS_PER_NODE {
+                    for gi in 0..MIG_SINGLE_PER_CARD {
+                        push(self, &mut rng, card, EmitterKind::MigInstance { profile, gi_id: 1 + gi }, &[0]);
+                    }
+                }
+            }
+            NodeType::HamiA100 | NodeType::HamiWholeA100 => {
                 for card in 0..GPUS_PER_NODE {
                     let layout = HAMI_LANE_LAYOUTS[rng.random_range(0..HAMI_LANE_LAYOUTS.len())];
                     push(self, &mut rng, card, EmitterKind::Hami, layout);
@@ -225,11 +250,16 @@ impl Builder {
                     self.fill(&mut rng, i, &group, GroupKind::Mig(p), Constraint::Any);
                 }
             }
-            NodeType::TimeSliceL40S => {
+            _ if ty.replicas() > 0 => {
                 let all = lanes_of(self, &|_| true);
                 self.fill(&mut rng, i, &all, GroupKind::TimeSlice, Constraint::SameCard);
             }
-            NodeType::HamiA100 => {
+            _ if ty.mig_single().is_some() => {
+                let (profile, _) = ty.mig_single().unwrap_or((MIG_3G, MIG_SLICES));
+                let all = lanes_of(self, &|_| true);
+                self.fill(&mut rng, i, &all, GroupKind::Mig(profile), Constraint::Any);
+            }
+            NodeType::HamiA100 | NodeType::HamiWholeA100 => {
                 let all = lanes_of(self, &|_| true);
                 self.fill(&mut rng, i, &all, GroupKind::Hami, Constraint::DistinctCards);
             }
@@ -257,6 +287,18 @@ impl Builder {
                     }
                 }
                 out
+            }
+            Constraint::WholeCard => {
+                // the card whose lanes are all free first
+                let mut cards: Vec<usize> = c.iter().map(|x| x.1.emitter).collect();
+                cards.sort_unstable();
+                cards.dedup();
+                let lanes_of = |e: usize| c.iter().filter(move |x| x.1.emitter == e);
+                cards
+                    .into_iter()
+                    .min_by_key(|e| (lanes_of(*e).map(|x| x.0).max().unwrap_or(i64::MAX), *e))
+                    .map(|e| lanes_of(e).map(|x| x.1).collect())
+                    .unwrap_or_default()
             }
             Constraint::SameCard => {
                 let mut best: Option<(i64, Vec<LaneRef>)> = None;
@@ -291,6 +333,9 @@ impl Builder {
             if earliest >= end {
                 break;
             }
+            // on the HAMi node with whole-card requests, one container in four asks for nvidia_com_gpu alone
+            let whole = self.nodes[node].ty == NodeType::HamiWholeA100 && rng.random_bool(0.25);
+            let (gk, cons) = if whole { (GroupKind::HamiWhole, Constraint::WholeCard) } else { (gk, cons) };
             let class = pick_class(rng, gk);
             let q = pick_q(rng, class, gk).min(group.len());
             let lanes = self.pick_lanes(group, q, cons);
@@ -423,7 +468,7 @@ impl Builder {
         let name_id = self.new_name(stem);
         let pattern = class.pattern(rng);
         let frac = class.fb_frac(rng);
-        let q = lanes.len() as u32;
+        let q = if gk == GroupKind::HamiWhole { 1 } else { lanes.len() as u32 };
         let card_mem = ty.card_mem_mib() as f64;
         let mut pod = Pod {
             ns,
@@ -459,18 +504,30 @@ impl Builder {
             GroupKind::Whole => {}
             GroupKind::Mig(p) => {
                 pod.kind = Kind::Mig(p);
-                pod.resource = p.resource;
-                pod.f = p.g as f64 / MIG_SLICES as f64;
+                // under the single strategy a MIG instance is a plain nvidia_com_gpu
+                let (resource, slices) = match ty.mig_single() {
+                    Some((_, slices)) => ("nvidia_com_gpu", slices),
+                    None => (p.resource, MIG_SLICES),
+                };
+                pod.resource = resource;
+                pod.f = p.g as f64 / slices as f64;
                 pod.fb_base_mib = p.mem_mib as f64 * frac;
                 pod.fb_cap_mib = p.mem_mib as f64;
             }
             GroupKind::TimeSlice => {
-                pod.kind = Kind::TimeSlice;
-                pod.resource = "nvidia_com_gpu_shared";
-                pod.f = 1.0 / TS_REPLICAS as f64;
-                // Time-slicing does not isolate: a pod may use more or less than its share.
-                pod.scale = q as f64 * pod.f * rng.range(0.5, 2.0);
-                pod.fb_base_mib = q as f64 * card_mem / TS_REPLICAS as f64 * frac;
+                let replicas = ty.replicas().max(1);
+                pod.kind = if ty == NodeType::MpsL40S { Kind::Mps } else { Kind::TimeSlice };
+                pod.resource = ty.shared_resource();
+                pod.f = 1.0 / replicas as f64;
+                // Time-slicing does not isolate: a pod may use more or less than its share. MPS caps it.
+                let over = rng.range(0.5, 2.0);
+                pod.scale = q as f64 * pod.f * if pod.kind == Kind::Mps { over.min(1.0) } else { over };
+                pod.fb_base_mib = q as f64 * card_mem / replicas as f64 * frac;
+            }
+            GroupKind::HamiWhole => {
+                // HAMi's default for a container without gpucores / gpumem: the whole card
+                pod.kind = Kind::Whole;
+                pod.resource = "nvidia_com_gpu";
             }
             GroupKind::Hami => {
                 let budget = lanes.iter().map(|r| self.lane(*r).budget).min().unwrap_or(20).max(20);
@@ -613,6 +670,7 @@ fn pick_class(rng: &mut ChaCha8Rng, gk: GroupKind) -> Class {
         GroupKind::Mig(_) => [0.6, 0.0, 0.4, 0.0],
         GroupKind::TimeSlice => [0.0, 0.25, 0.4, 0.35],
         GroupKind::Hami => [0.0, 0.25, 0.45, 0.3],
+        GroupKind::HamiWhole => [0.3, 0.3, 0.4, 0.0],
     };
     CLASSES[rng.weighted(&w)]
 }
@@ -629,5 +687,6 @@ fn pick_q(rng: &mut ChaCha8Rng, class: Class, gk: GroupKind) -> usize {
         GroupKind::Mig(_) => 1,
         GroupKind::TimeSlice => [1, 2][rng.weighted(&[0.7, 0.3])],
         GroupKind::Hami => [1, 2][rng.weighted(&[0.85, 0.15])],
+        GroupKind::HamiWhole => 1,
     }
 }

@@ -13,7 +13,15 @@ fn end() -> DateTime<Utc> {
 }
 
 fn params(dir: &Path, gpus: u32, hours: u32, step: u32, seed: u64) -> SimParams {
-    SimParams { gpus, hours, scrape_interval_s: step, seed, end: end(), out: dir.to_path_buf() }
+    SimParams {
+        gpus,
+        hours,
+        scrape_interval_s: step,
+        seed,
+        end: end(),
+        out: dir.to_path_buf(),
+        profile: Profile::Standard,
+    }
 }
 
 struct Run {
@@ -512,4 +520,41 @@ fn truth_matches_reference_meter_on_written_samples() {
             }
         }
     }
+}
+
+#[test]
+fn shared_profile_is_deterministic_well_formed_and_covers_its_setups() {
+    let run = |seed: u64| {
+        let dir = tempfile::tempdir().unwrap();
+        let p = SimParams { profile: Profile::Shared, ..params(dir.path(), 72, 6, 60, seed) };
+        run(&p).unwrap();
+        (
+            std::fs::read_to_string(dir.path().join(METRICS_FILE)).unwrap(),
+            std::fs::read_to_string(dir.path().join(TRUTH_FILE)).unwrap(),
+        )
+    };
+    let (metrics, truth_raw) = run(3);
+    assert_eq!(run(3), (metrics.clone(), truth_raw.clone()), "same seed, same bytes");
+    let series = parse_checked(&metrics);
+    let truth: Truth = serde_json::from_str(&truth_raw).unwrap();
+    assert_eq!(truth.params.profile, "shared");
+    // GFD labels, per-pod series with pod_uid beside the device series, copies, HAMi's own series
+    let has = |name: &str, label: &str| series.iter().any(|s| s.name == name && s.l(label).is_some());
+    assert!(has("kube_node_labels", "label_nvidia_com_gpu_replicas"));
+    assert!(has("kube_node_labels", "label_nvidia_com_mig_strategy"));
+    assert!(has("DCGM_FI_DEV_GPU_UTIL", "pod_uid"));
+    assert!(has("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "vgpu"));
+    assert!(has("hami_container_device_utilization_ratio", "deviceuuid"));
+    for kind in ["whole", "mig", "timeslice", "mps", "hami"] {
+        assert!(truth.by_pod.iter().any(|p| p.kind == kind), "kind {kind}");
+    }
+    assert!(truth.by_pod.iter().any(|p| p.unverified) && truth.capacity.iter().any(|c| c.unverified));
+    assert!(truth.by_pod.iter().any(|p| p.kind == "whole" && p.util_source == "hami"), "HAMi whole-card requests");
+    // an exporter before 4.8.2 drops an idle card's series while another card of its node is busy
+    let ts4: Vec<&PSeries> = series
+        .iter()
+        .filter(|s| s.name == "DCGM_FI_DEV_FB_USED" && s.l("Hostname") == Some("gpu-l40s-ts4-00"))
+        .collect();
+    let plain_samples: usize = ts4.iter().filter(|s| s.l("vgpu").is_none()).map(|s| s.samples.len()).sum();
+    assert!(plain_samples > 0 && plain_samples < 8 * 6 * 60, "idle cards' series dropped: {plain_samples}");
 }

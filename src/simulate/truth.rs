@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::layout::{NAMESPACES, TEAMS, team_of};
+use super::layout::{Exporter, NAMESPACES, NodeType, TEAMS, team_of};
 use super::model::{Cluster, Grid, HOUR_MS, Kind};
-use super::values::{Metric, best_metric, exclusive_value, hami_percent, shared_value};
+use super::values::{Metric, best_metric, exclusive_value, hami_percent, per_pod_fb, per_pod_percent, shared_value};
 
 /// GPU-hours, effective GPU-hours and unmetered GPU-hours.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -30,6 +30,8 @@ pub struct ParamsOut {
     pub hours: u32,
     pub scrape_interval_s: u32,
     pub seed: u64,
+    #[serde(default)]
+    pub profile: String,
     pub start: String,
     pub end: String,
 }
@@ -100,9 +102,13 @@ pub struct PodRow {
     pub segments: u32,
     pub squatter: bool,
     pub peak_fb_used_mib: Option<f64>,
-    /// `sm_active`, `gr_engine_active`, `gpu_util`, `hami`, or `none` without device data.
+    /// `sm_active`, `gr_engine_active`, `gpu_util`, `hami`, `dcgm_pod`, or `none` without device data.
     pub util_source: String,
     pub uids: Vec<String>,
+    /// Its node's cards cannot be counted: cardhour takes a unit as a card until the node is configured (the
+    /// figures here are the physical ones, at `fraction`).
+    #[serde(default)]
+    pub unverified: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -113,6 +119,12 @@ pub struct CapacityRow {
     /// The physical model, also where no exporter tells it.
     pub hardware_model: String,
     pub cards: u32,
+    /// What the node advertises (`kube_node_status_capacity`, all GPU resources).
+    #[serde(default)]
+    pub advertised_units: u32,
+    /// Nothing counts its cards: until configured, cardhour counts `advertised_units` cards.
+    #[serde(default)]
+    pub unverified: bool,
     pub card_hours: f64,
     /// The part of `card_hours` offered to workloads: all of it (no node is cordoned, every card allocatable).
     pub offered_card_hours: f64,
@@ -201,11 +213,14 @@ fn measure(c: &Cluster, grid: &Grid, p: usize, k: u64) -> Measured {
     let node = &c.nodes[pod.node];
     let s = grid.at(k) + node.offset_ms;
     let mut m = Measured { present: false, u: 0.0, fb: None };
-    if pod.kind == Kind::Hami {
-        // HAMi's own per-container series; the node's DCGM has no workload labels.
-        for r in &pod.devices {
-            let seg = c.emitters[r.emitter].seg_at(k);
-            if let Some(h) = seg.holders.iter().find(|h| h.pod == p && h.lane == r.lane) {
+    // each card a pod holds, once (a pod may hold several replicas, or all HAMi lanes, of one card)
+    let mut cards: Vec<usize> = pod.devices.iter().map(|r| r.emitter).collect();
+    cards.dedup();
+    if matches!(node.ty, NodeType::HamiA100 | NodeType::HamiWholeA100) {
+        // HAMi's own per-container series (one per container and card); the node's DCGM has no workload labels.
+        for &e in &cards {
+            let seg = c.emitters[e].seg_at(k);
+            if let Some(h) = seg.holders.iter().find(|h| h.pod == p) {
                 m.present = true;
                 m.u += hami_percent(c, h, s) as f64 / 100.0;
             }
@@ -215,13 +230,30 @@ fn measure(c: &Cluster, grid: &Grid, p: usize, k: u64) -> Measured {
     if !node.up(k) {
         return m;
     }
+    if matches!(pod.kind, Kind::TimeSlice | Kind::Mps) && node.ty.exporter() != Exporter::Copies {
+        // 4.8.2's per-process series are the pod's own (the same on each replica: counted once per card);
+        // without copies the card's value cannot be attributed at all
+        if node.ty.exporter() == Exporter::PerPod {
+            for &e in &cards {
+                if c.emitters[e].seg_at(k).holders.iter().any(|h| h.pod == p) {
+                    m.present = true;
+                    m.u += Metric::GpuUtil.as_ratio(per_pod_percent(pod, s) as f64);
+                    let fb = per_pod_fb(pod, s);
+                    m.fb = Some(m.fb.unwrap_or(0.0) + fb);
+                }
+            }
+        }
+        if node.ty.exporter() != Exporter::CopiesDropIdle {
+            return m;
+        }
+    }
     for r in &pod.devices {
         let e = &c.emitters[r.emitter];
         let seg = e.seg_at(k);
         let Some(h) = seg.holders.iter().find(|h| h.pod == p && h.lane == r.lane) else { continue };
         let Some(best) = best_metric(node.ty, &e.kind) else { continue };
         match pod.kind {
-            Kind::TimeSlice => {
+            Kind::TimeSlice | Kind::Mps => {
                 let card_mem = node.ty.card_mem_mib();
                 let fb = shared_value(c, &seg.holders, s, Metric::FbUsed, card_mem);
                 m.fb = Some(m.fb.map_or(fb, |x| x.max(fb)));
@@ -316,10 +348,7 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
             entry.acc.add(&a);
             by_hour[grid.hour_of(k) * n_ns + pod.ns].add(&a);
             let ty = c.nodes[pod.node].ty;
-            by_line
-                .entry((grid.hour_of(k), pod.ns, ty.has_dcgm().then(|| ty.model()), pod.kind.as_str()))
-                .or_default()
-                .add(&a);
+            by_line.entry((grid.hour_of(k), pod.ns, ty.known_model(), pod.kind.as_str())).or_default().add(&a);
         }
     }
 
@@ -333,9 +362,11 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
         ns_acc[pod.ns].add(&pa.acc);
         kind_acc.entry(pod.kind.as_str()).or_default().add(&pa.acc);
         totals.add(&pa.acc);
+        let hami_node = matches!(node.ty, NodeType::HamiA100 | NodeType::HamiWholeA100);
         let source = match (pod.kind, pa.any_device) {
             (_, false) => "none",
-            (Kind::Hami, true) => "hami",
+            _ if hami_node => "hami",
+            (Kind::TimeSlice | Kind::Mps, true) if node.ty.exporter() == Exporter::PerPod => "dcgm_pod",
             _ => {
                 let kind = c.emitters[pod.devices[0].emitter].kind;
                 match best_metric(node.ty, &kind) {
@@ -353,7 +384,7 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
             kind: pod.kind.as_str().to_string(),
             workload: pod.class.as_str().to_string(),
             resource: pod.resource.to_string(),
-            gpu_model: node.ty.has_dcgm().then(|| node.ty.model().to_string()),
+            gpu_model: node.ty.known_model().map(str::to_string),
             node: node.name.clone(),
             units: pod.q,
             fraction: pod.f,
@@ -364,6 +395,7 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
             peak_fb_used_mib: pa.peak_fb,
             util_source: source.to_string(),
             uids: pa.uids.clone(),
+            unverified: node.ty == NodeType::UncountableL40S,
         });
     }
 
@@ -388,8 +420,9 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
             TeamRow { team: t.to_string(), figures: a.hours() }
         })
         .collect();
-    let by_kind = ["whole", "mig", "timeslice", "hami"]
+    let by_kind = ["whole", "mig", "timeslice", "mps", "hami"]
         .iter()
+        .filter(|k| **k != "mps" || kind_acc.contains_key("mps"))
         .map(|k| KindRow { kind: k.to_string(), figures: kind_acc.get(k).copied().unwrap_or_default().hours() })
         .collect();
     let mut by_hour_namespace = Vec::new();
@@ -424,9 +457,11 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
         .iter()
         .map(|n| CapacityRow {
             node: n.name.clone(),
-            gpu_model: n.ty.has_dcgm().then(|| n.ty.model().to_string()),
+            gpu_model: n.ty.known_model().map(str::to_string),
             hardware_model: n.ty.model().to_string(),
             cards,
+            advertised_units: n.ty.capacity().iter().map(|(_, u)| u).sum(),
+            unverified: n.ty == NodeType::UncountableL40S,
             card_hours: cards as f64 * grid.len as f64 * step_s / 3600.0,
             offered_card_hours: cards as f64 * grid.len as f64 * step_s / 3600.0,
         })

@@ -51,13 +51,15 @@ impl Metric {
 pub fn published(ty: NodeType, kind: &EmitterKind) -> &'static [Metric] {
     use Metric::*;
     match (ty, kind) {
-        (NodeType::NoDcgmH100, _) => &[],
+        _ if !ty.has_dcgm() => &[],
         (NodeType::WholeA100, _) => &[SmActive, GrEngineActive, GpuUtil, FbUsed],
         (NodeType::WholeH100, _) => &[GrEngineActive, GpuUtil, FbUsed],
         (NodeType::WholeL40S, _) => &[GpuUtil, FbUsed],
         (NodeType::MigA100, EmitterKind::MigInstance { .. }) => &[SmActive, GrEngineActive, FbUsed],
         (NodeType::MigA100, _) => &[SmActive, GrEngineActive, GpuUtil, FbUsed],
-        (NodeType::TimeSliceL40S, _) | (NodeType::HamiA100, _) => &[GrEngineActive, FbUsed],
+        (NodeType::MigSingleA100, _) => &[SmActive, GrEngineActive, FbUsed],
+        (NodeType::TsPodSeriesA100, _) => &[GrEngineActive, GpuUtil, FbUsed],
+        _ => &[GrEngineActive, FbUsed],
     }
 }
 
@@ -122,6 +124,17 @@ pub fn shared_value(c: &Cluster, holders: &[Holder], t: i64, metric: Metric, car
         Metric::FbUsed => shared_fb(c, holders, t, card_mem_mib),
         m => m.value_for(shared_util(c, holders, t)),
     }
+}
+
+/// dcgm-exporter ≥ 4.8.2's per-process `DCGM_FI_DEV_GPU_UTIL` of a pod on a shared card: the pod's own demand
+/// in integer percent of the card (the same on each of its replicas' series).
+pub fn per_pod_percent(pod: &Pod, t: i64) -> i64 {
+    (demand(pod, 0, t) * 100.0).round() as i64
+}
+
+/// The per-process `DCGM_FI_DEV_FB_USED` of a pod on a shared card (MiB).
+pub fn per_pod_fb(pod: &Pod, t: i64) -> f64 {
+    pod_fb(pod, 0, t)
 }
 
 /// `hami_container_device_utilization_ratio` of a pod on a device: integer percent of the whole

@@ -119,3 +119,15 @@ pub async fn fragmentation(s: &Services, scope: &Scope, hour: Option<DateTime<Ut
         .collect();
     Ok(crate::waste::fragmentation(&nodes))
 }
+
+/// Oversubscription (SPEC §7) per node, GPU model and cluster per day over `[from, to)`; cluster-wide readers only.
+pub async fn oversubscription(
+    s: &Services,
+    scope: &Scope,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    cluster: Option<&str>,
+) -> Result<crate::waste::OversubscriptionReport, Error> {
+    global_only(scope)?;
+    Ok(db::oversubscription::report(&s.pool, from, to, s.billing_tz, cluster).await?)
+}

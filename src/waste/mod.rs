@@ -4,10 +4,14 @@
 
 mod budget;
 mod fragmentation;
+mod oversubscription;
 mod utilization;
 
 pub use budget::{Basis, crossings, forecast};
 pub use fragmentation::{Fragmentation, NodeFree, NodeHourSums, fragmentation};
+pub use oversubscription::{
+    CapacityDay, HeldDay, OversubscriptionReport, OversubscriptionRow, oversubscription, promised_seconds,
+};
 pub use utilization::{
     CapacitySeconds, DayFigures, DayTeamSums, Figures, TeamFigures, UtilizationReport, utilization_report,
 };

@@ -1,0 +1,75 @@
+//! `cardhour oversubscription`: the cards' worth promised over the physical cards per node, GPU model and
+//! cluster per day, with the same cards' utilization beside it (SPEC §7; the API's `/reports/oversubscription`).
+
+use anyhow::{Context, bail};
+
+use crate::config::DatabaseArgs;
+use crate::db;
+use crate::validate;
+use crate::waste::OversubscriptionRow;
+
+#[derive(Debug, clap::Args)]
+pub struct OversubscriptionArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Start, inclusive: a date (a day in the billing time zone) or a time with or without seconds and offset;
+    /// without an offset, billing time zone.
+    #[arg(long, value_parser = valid_time)]
+    pub from: validate::TimeInput,
+    /// End, exclusive; read as `--from`.
+    #[arg(long, value_parser = valid_time)]
+    pub to: validate::TimeInput,
+    /// Only this cluster (default: all).
+    #[arg(long, value_parser = valid_cluster)]
+    pub cluster: Option<String>,
+    /// `text` (one line per node and day, then per model and per cluster) or `json`.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub format: String,
+}
+
+fn valid_time(s: &str) -> Result<validate::TimeInput, String> {
+    validate::TimeInput::parse("time", s).map_err(|e| e.message)
+}
+
+fn valid_cluster(s: &str) -> Result<String, String> {
+    validate::cluster("cluster", s).map_err(|e| e.message)
+}
+
+fn line(r: &OversubscriptionRow) -> String {
+    let pct = |x: Option<f64>| x.map_or_else(|| "—".to_string(), |x| format!("{:.1} %", 100.0 * x));
+    let what = match (&r.node, &r.gpu_model) {
+        (Some(n), Some(m)) => format!("{} {n} ({m})", r.cluster),
+        (None, Some(m)) => format!("{} {m}", r.cluster),
+        _ => r.cluster.clone(),
+    };
+    format!(
+        "{}  {what:<50} cards {:>9.3} h  promised {:>9.3} h  ratio {:>6}  busy {:>7}  utilization {:>7}",
+        r.day,
+        r.card_hours,
+        r.promised_card_hours,
+        r.compute_ratio.map_or_else(|| "—".to_string(), |x| format!("{x:.2}")),
+        pct(r.busy),
+        pct(r.utilization),
+    )
+}
+
+pub async fn run(a: OversubscriptionArgs) -> anyhow::Result<()> {
+    let pool = a.db.connect(2).await.context("cannot connect to the database")?;
+    let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+    let resolve = |flag: &str, t: validate::TimeInput| {
+        t.resolve(flag, tz).map_err(|e| anyhow::anyhow!("{}: {}", e.field, e.message))
+    };
+    let (from, to) = (resolve("--from", a.from)?, resolve("--to", a.to)?);
+    if to <= from {
+        bail!("--to {} must be after --from {}", to.to_rfc3339(), from.to_rfc3339());
+    }
+    let report = db::oversubscription::report(&pool, from, to, tz, a.cluster.as_deref()).await?;
+    if a.format == "json" {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for r in report.nodes.iter().chain(&report.gpu_models).chain(&report.clusters) {
+            println!("{}", line(r));
+        }
+    }
+    Ok(())
+}
