@@ -115,6 +115,18 @@ pub fn card_hours_from_seconds(seconds: f64) -> Decimal {
         .round_dp_with_strategy(6, RoundingStrategy::MidpointAwayFromZero)
 }
 
+/// Digits with thousands separated by commas: `1234567` → `1,234,567` (the integer part of a figure as shown).
+pub fn thousands(digits: &str) -> String {
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

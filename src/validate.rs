@@ -4,9 +4,11 @@
 
 use std::fmt;
 
-use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, Utc};
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, Utc};
 
 use crate::billing::{BillMode, Month, PolicyChoice, UnallocatedPolicy};
+
+pub mod decimal;
 
 /// The first and last day any stored date may be: data outside them is a typo, and Postgres refuses some of it.
 pub const FIRST_DATE: NaiveDate = NaiveDate::from_ymd_opt(2000, 1, 1).expect("valid date");
@@ -39,10 +41,31 @@ pub fn text_pattern() -> String {
 pub fn namespace_pattern() -> String {
     format!("^[^{FORBIDDEN_CLASS}\\s]+$")
 }
-/// A decimal as the API reads one (amounts, rates, TCO inputs travel as strings, so no float rounds them).
-pub const DECIMAL_PATTERN: &str = r"^-?[0-9]{1,15}(\.[0-9]{1,10})?$";
-/// An instant's year within [`FIRST_DATE`] ..= [`LAST_DATE`] (with `format: date-time`; see [`instant`]).
-pub const INSTANT_PATTERN: &str = r"^(20[0-9]{2}|2100)-";
+/// A calendar date of [`FIRST_DATE`] ..= [`LAST_DATE`]: the months' lengths and the leap days spelled out, so
+/// that whatever the pattern accepts is a day.
+macro_rules! calendar_date {
+    () => {
+        concat!(
+            r"(?:(?:20[0-9]{2}|2100)-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-",
+            r"(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))|20(?:[02468][048]|[13579][26])-02-29)"
+        )
+    };
+}
+/// What [`TimeInput::parse`] reads (see [`TIME_FORMATS`]): a date, or a date and a time of day (`T`, `t` or one
+/// space between), minutes, optional seconds with up to 9 decimals, and an optional offset (`Z`, `±HH:MM`,
+/// `±HHMM`). The parser checks it first, so the document's pattern is the rule.
+pub const INSTANT_PATTERN: &str = concat!(
+    "^",
+    calendar_date!(),
+    r"(?:[Tt ](?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,9})?)?",
+    r"(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):?[0-5][0-9])?)?$"
+);
+static INSTANT_RE: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| regex::Regex::new(INSTANT_PATTERN).expect("a valid pattern"));
+pub use decimal::{DECIMAL_PATTERN, DecimalRange};
+/// A team's budget for a month, yuan; and the shares of it that raise an alert.
+pub const BUDGET_AMOUNT: DecimalRange = DecimalRange::above(0, 10_000_000_000);
+pub const BUDGET_THRESHOLD: DecimalRange = DecimalRange::above(0, 10);
 /// The bill modes, unallocated policies and idle rules the API reads.
 pub const BILL_MODES: [&str; 2] = ["showback", "chargeback"];
 pub const UNALLOCATED_POLICIES: [&str; 2] = ["kept_by_platform", "spread_proportionally"];
@@ -258,8 +281,9 @@ pub fn month(field: &str, s: &str) -> Result<Month, Invalid> {
 
 /// An instant within the date range (UTC).
 pub fn instant(field: &str, t: DateTime<Utc>) -> Result<DateTime<Utc>, Invalid> {
-    let first = FIRST_DATE.and_hms_opt(0, 0, 0).expect("midnight").and_utc();
-    let end = (LAST_DATE + Duration::days(1)).and_hms_opt(0, 0, 0).expect("midnight").and_utc();
+    // a day of margin each side: a time typed on the first or last day, in any zone, is in range
+    let first = (FIRST_DATE - Duration::days(1)).and_hms_opt(0, 0, 0).expect("midnight").and_utc();
+    let end = (LAST_DATE + Duration::days(2)).and_hms_opt(0, 0, 0).expect("midnight").and_utc();
     if (first..=end).contains(&t) {
         Ok(t)
     } else {
@@ -285,8 +309,16 @@ pub const TIME_FORMATS: &str = "a date (2026-11-01, a day in the billing time zo
 
 impl TimeInput {
     pub fn parse(field: &str, s: &str) -> Result<TimeInput, Invalid> {
-        let t = s.trim();
+        let t = s;
         let refuse = || Invalid::new(field, format!("`{}` is not a time: use {TIME_FORMATS}", s.escape_debug()));
+        if !INSTANT_RE.is_match(t) {
+            // a well-formed time of another century is out of range, not malformed: say so
+            let year = t.get(..4).filter(|_| t.as_bytes().get(4) == Some(&b'-')).and_then(|y| y.parse::<i32>().ok());
+            if year.is_some_and(|y| !(FIRST_DATE.year()..=LAST_DATE.year()).contains(&y)) {
+                return Err(Invalid::new(field, format!("must be between {FIRST_DATE} and {LAST_DATE}")));
+            }
+            return Err(refuse());
+        }
         if t.len() == 10 {
             let d = NaiveDate::parse_from_str(t, "%Y-%m-%d").map_err(|_| refuse())?;
             return Ok(TimeInput::Local(date(field, d)?.and_hms_opt(0, 0, 0).expect("midnight")));

@@ -606,7 +606,7 @@ async fn export_pdf(
 ) -> Result<Response, ApiError> {
     let lang = match q.lang.as_deref() {
         None => crate::export::Lang::default(),
-        Some(l) => crate::export::Lang::parse(l)
+        Some(l) => crate::export::Lang::from_code(l)
             .ok_or_else(|| ApiError::invalid("lang", format!("`{}`: use zh or en", l.escape_debug())))?,
     };
     let scope = reader.scope();

@@ -30,9 +30,11 @@ fn parse_month(s: &str) -> Result<Month, ApiError> {
 pub struct BudgetInput {
     /// Yuan for the month.
     #[schema(value_type = String)]
+    #[serde(deserialize_with = "validate::decimal::decimal")]
     pub amount: Decimal,
     /// Shares of the budget that raise an alert (default 0.8 and 1.0).
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(value_type = Option<Vec<String>>, min_items = 1)]
+    #[serde(default, deserialize_with = "validate::decimal::optional_decimals")]
     pub thresholds: Option<Vec<Decimal>>,
 }
 

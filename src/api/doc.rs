@@ -184,7 +184,8 @@ fn rule(name: &str) -> Option<Value> {
         "hours" => json!({"minimum": 1, "maximum": validate::IDLE_HOURS_MAX}),
         "share" => json!({"minimum": 0, "maximum": 1}),
         "non_negative" => json!({"minimum": 0}),
-        "decimal" => json!({"pattern": validate::DECIMAL_PATTERN}),
+        "cursor" => json!({"pattern": super::page::CURSOR_PATTERN, "minLength": 1}),
+        "lang" => json!({"enum": crate::export::LANGS}),
         "instant" => json!({"pattern": validate::INSTANT_PATTERN}),
         "mode" => json!({"enum": validate::BILL_MODES}),
         "unallocated" => json!({"enum": validate::UNALLOCATED_POLICIES}),
@@ -209,6 +210,8 @@ fn parameter_rule(path: &str, name: &str) -> Option<&'static str> {
         "unallocated" => "unallocated",
         "rule" if path.ends_with("/idle") => "rule",
         "max_utilization" => "share",
+        "after" => "cursor",
+        "lang" => "lang",
         "min_memory_mib" => "non_negative",
         _ => return None,
     })
@@ -226,9 +229,37 @@ fn property_rule(schema: &str, property: &str) -> Option<&'static str> {
         ("OverrideInput", "reason") => "reason",
         ("CloseInput", "mode") => "mode",
         ("CloseInput", "unallocated") => "unallocated",
-        ("TcoInputs" | "CloudRates", _) | ("RateInput", "rate") | ("BudgetInput", "amount") => "decimal",
         _ => return None,
     })
+}
+
+/// The range a decimal property of a component schema takes (it travels as a string: the range is a pattern).
+fn decimal_rule(schema: &str, property: &str) -> Option<validate::DecimalRange> {
+    use crate::pricing::tco;
+    Some(match (schema, property) {
+        ("TcoInputs", "card_price" | "server_share_per_card" | "datacenter_per_card_year" | "staff_per_card_year") => {
+            tco::YUAN
+        }
+        ("TcoInputs", "depreciation_years") => tco::YEARS,
+        ("TcoInputs", "avg_power_kw") => tco::POWER_KW,
+        ("TcoInputs", "pue" | "system_factor") => tco::FACTOR,
+        ("TcoInputs", "electricity_price") => tco::ELECTRICITY_PRICE,
+        ("TcoInputs", "recovery_utilization") => tco::SHARE,
+        ("CloudRates", _) => crate::pricing::CLOUD_RATE,
+        ("RateInput", "rate") => crate::pricing::RATE,
+        ("BudgetInput", "amount") => validate::BUDGET_AMOUNT,
+        ("BudgetInput", "thresholds") => validate::BUDGET_THRESHOLD,
+        _ => return None,
+    })
+}
+
+/// What a property must be that utoipa cannot say of an `Option` the handler refuses when absent.
+fn required_properties(schema: &str) -> &'static [&'static str] {
+    match schema {
+        // closing names its whole policy (the handler answers a missing part with a 422 naming it)
+        "CloseInput" => &["mode", "unallocated"],
+        _ => &[],
+    }
 }
 
 /// Merges `keywords` into a schema.
@@ -268,8 +299,35 @@ pub fn apply_rules(spec: &utoipa::openapi::OpenApi) -> Value {
                 if let Some(keywords) = property_rule(name, prop).and_then(rule) {
                     apply(s, &keywords);
                 }
+                if let Some(range) = decimal_rule(name, prop) {
+                    // a list of decimals (the thresholds) takes the range on each item
+                    let target = if s.get("items").is_some() { &mut s["items"] } else { s };
+                    apply(target, &json!({"pattern": range.pattern()}));
+                }
+            }
+            let required = required_properties(name);
+            if !required.is_empty() {
+                for prop in required {
+                    if let Some(p) = schema["properties"].get_mut(*prop) {
+                        not_null(p);
+                    }
+                }
+                schema["required"] = json!(required);
             }
         }
     }
     doc
+}
+
+/// Takes `null` out of a property's type and enum.
+fn not_null(schema: &mut Value) {
+    if let Some(types) = schema.get_mut("type").and_then(Value::as_array_mut) {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            schema["type"] = types[0].clone();
+        }
+    }
+    if let Some(values) = schema.get_mut("enum").and_then(Value::as_array_mut) {
+        values.retain(|v| !v.is_null());
+    }
 }

@@ -13,6 +13,9 @@ use serde::de::DeserializeOwned;
 use crate::error::ApiError;
 use crate::validate;
 
+/// What a cursor looks like (base64url without padding); which ones are this list's, only the server knows.
+pub const CURSOR_PATTERN: &str = "^[A-Za-z0-9_-]+$";
+
 /// `limit` and `after` of a paged request, checked.
 #[derive(Debug, Clone)]
 pub struct PageRequest<K> {

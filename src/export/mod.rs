@@ -17,5 +17,5 @@ pub use fonts::{FontChain, FontsMissing};
 pub use frozen::ScopedExtras;
 pub use layout::{Layout, bill_csv, bill_xlsx, pdf_extras, since, statement_pdf};
 pub use pdf::{PdfError, StatementExtras};
-pub use present::Lang;
+pub use present::{LANGS, Lang};
 pub use view::{Prepared, StatementView, statement_view};

@@ -16,8 +16,21 @@ pub enum Lang {
     En,
 }
 
+/// The languages' codes as the API names them (`?lang=`).
+pub const LANGS: [&str; 2] = ["zh", "en"];
+
 impl Lang {
-    /// `zh` or `en` (also `zh-CN`, `zh-cn`, `en-US`…); anything else is refused.
+    /// Exactly one of [`LANGS`] (the API's rule; the document lists them).
+    pub fn from_code(s: &str) -> Option<Lang> {
+        match s {
+            "zh" => Some(Lang::Zh),
+            "en" => Some(Lang::En),
+            _ => None,
+        }
+    }
+
+    /// `zh` or `en` (also `zh-CN`, `zh-cn`, `en-US`…, as a browser or a command line says it); anything else is
+    /// refused.
     pub fn parse(s: &str) -> Option<Lang> {
         let s = s.trim().to_ascii_lowercase();
         match s.split(['-', '_']).next() {
@@ -50,12 +63,7 @@ fn group(d: Decimal, dp: u32, prefix: &str) -> String {
         out.push('\u{2212}');
     }
     out.push_str(prefix);
-    for (i, c) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
+    out.push_str(&crate::money::thousands(int));
     if !frac.is_empty() {
         out.push('.');
         out.push_str(frac);

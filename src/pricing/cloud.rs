@@ -10,20 +10,23 @@
 //! Figures are exact `Decimal`s (for tests and further arithmetic); [`RentVsBuild::rounded`] gives display values.
 
 use rust_decimal::{Decimal, RoundingStrategy};
-use rust_decimal_macros::dec;
 use serde::{Deserialize, Serialize};
 
 use super::{FieldError, HOURS_PER_YEAR, PricingError, Tco};
+use crate::validate::DecimalRange;
 
 // A cloud card-hour above a million yuan is a unit slip; the bound also keeps `8760 × rate` far inside `Decimal`.
-const MAX_CLOUD_RATE: Decimal = dec!(1_000_000);
+pub const CLOUD_RATE: DecimalRange = DecimalRange::closed(0, 1_000_000);
 
 /// Cloud prices of the same card model in yuan per card-hour; any may be unknown.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CloudRates {
+    #[serde(default, deserialize_with = "crate::validate::decimal::optional_decimal")]
     pub on_demand: Option<Decimal>,
+    #[serde(default, deserialize_with = "crate::validate::decimal::optional_decimal")]
     pub spot: Option<Decimal>,
+    #[serde(default, deserialize_with = "crate::validate::decimal::optional_decimal")]
     pub reserved: Option<Decimal>,
 }
 
@@ -89,12 +92,10 @@ pub fn rent_vs_build(tco: &Tco, allocation_rate: Decimal, cloud: &CloudRates) ->
     }
     for (field, rate) in [("on_demand", cloud.on_demand), ("spot", cloud.spot), ("reserved", cloud.reserved)] {
         if let Some(r) = rate
-            && (r < Decimal::ZERO || r > MAX_CLOUD_RATE)
+            && !CLOUD_RATE.contains(r)
         {
-            errors.push(FieldError::new(
-                field,
-                format!("must be between 0 and {MAX_CLOUD_RATE} yuan per card-hour, got {r}"),
-            ));
+            errors
+                .push(FieldError::new(field, format!("must be {} yuan per card-hour, got {r}", CLOUD_RATE.describe())));
         }
     }
     let annual = tco.annual_tco();
@@ -133,6 +134,7 @@ mod tests {
     use crate::pricing::TcoInputs;
     use crate::pricing::tco::tests::{a100, inputs};
     use proptest::prelude::*;
+    use rust_decimal_macros::dec;
 
     #[test]
     fn a100_against_cloud_by_hand() {

@@ -32,7 +32,9 @@ use crate::money::{Money, RatePerCardHour};
 
 pub use book::RateBook;
 pub use catalog::ModelCatalog;
-pub use cloud::{CloudComparison, CloudRates, RentVsBuild, rent_vs_build};
+/// A rate set by hand, yuan per card-hour (the same bound as a cloud rate: above it is a unit slip).
+pub const RATE: crate::validate::DecimalRange = cloud::CLOUD_RATE;
+pub use cloud::{CLOUD_RATE, CloudComparison, CloudRates, RentVsBuild, rent_vs_build};
 pub use history::{RateHistory, RateSegment, RateSource, RateVersion, start_of_day};
 pub use tco::{ExactBreakdown, HOURS_PER_YEAR, RateBreakdown, Tco, TcoInputs};
 

@@ -19,36 +19,48 @@ use serde::{Deserialize, Serialize};
 
 use super::{FieldError, PricingError};
 use crate::money::{Money, RatePerCardHour};
+use crate::validate::DecimalRange;
 
 /// Hours in a (365-day) year.
 pub const HOURS_PER_YEAR: Decimal = dec!(8760);
 
 // Upper bounds nobody meets in practice. They are there so that every figure of a validated `Tco` is far inside
 // `Decimal`'s range (whose arithmetic panics on overflow) and to catch a unit slip (fen for yuan, W for kW).
-const MAX_YUAN: Decimal = dec!(1_000_000_000);
-const MAX_ELECTRICITY_PRICE: Decimal = dec!(1000);
-const MAX_FACTOR: Decimal = dec!(10);
-const MAX_POWER_KW: Decimal = dec!(5);
-const MIN_YEARS: Decimal = dec!(1);
-const MAX_YEARS: Decimal = dec!(10);
+// Each is read by the check below and written into the OpenAPI document as the field's pattern.
+pub const YUAN: DecimalRange = DecimalRange::closed(0, 1_000_000_000);
+pub const ELECTRICITY_PRICE: DecimalRange = DecimalRange::closed(0, 1000);
+pub const FACTOR: DecimalRange = DecimalRange::closed(1, 10);
+pub const POWER_KW: DecimalRange = DecimalRange::above(0, 5);
+pub const YEARS: DecimalRange = DecimalRange::closed(1, 10);
+pub const SHARE: DecimalRange = DecimalRange::above(0, 1);
 
 /// TCO inputs of one GPU model, per card, as sent by a client and stored (SPEC §5: all inputs stored and shown).
 /// Amounts in yuan; `avg_power_kw` in kW per card; `electricity_price` in yuan per kWh.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TcoInputs {
+    #[serde(deserialize_with = "crate::validate::decimal::decimal")]
     pub card_price: Decimal,
+    #[serde(deserialize_with = "crate::validate::decimal::decimal")]
     pub server_share_per_card: Decimal,
     /// Straight-line depreciation period; typically 3–5, accepted 1–10 (fractions of a year allowed).
+    #[serde(deserialize_with = "crate::validate::decimal::decimal")]
     pub depreciation_years: Decimal,
+    #[serde(deserialize_with = "crate::validate::decimal::decimal")]
     pub avg_power_kw: Decimal,
+    #[serde(deserialize_with = "crate::validate::decimal::decimal")]
     pub pue: Decimal,
+    #[serde(deserialize_with = "crate::validate::decimal::decimal")]
     pub electricity_price: Decimal,
     /// CPU, NIC, storage… drawn per card on top of the card itself, e.g. 1.2.
+    #[serde(deserialize_with = "crate::validate::decimal::decimal")]
     pub system_factor: Decimal,
+    #[serde(deserialize_with = "crate::validate::decimal::decimal")]
     pub datacenter_per_card_year: Decimal,
+    #[serde(deserialize_with = "crate::validate::decimal::decimal")]
     pub staff_per_card_year: Decimal,
     /// Share of the card's hours that are sold (allocated); the rate recovers the full annual cost at this share.
+    #[serde(deserialize_with = "crate::validate::decimal::decimal")]
     pub recovery_utilization: Decimal,
 }
 
@@ -56,59 +68,21 @@ impl TcoInputs {
     /// Checks every field and returns the validated [`Tco`], or every offending field at once.
     pub fn validate(self) -> Result<Tco, Vec<FieldError>> {
         let mut errors = Vec::new();
-        let zero = Decimal::ZERO;
-        let mut check = |field: &'static str, value: Decimal, ok: bool, rule: String| {
-            if !ok {
-                errors.push(FieldError::new(field, format!("{rule}, got {value}")));
+        let mut check = |field: &'static str, value: Decimal, range: DecimalRange, unit: &str| {
+            if !range.contains(value) {
+                errors.push(FieldError::new(field, format!("must be {}{unit}, got {value}", range.describe())));
             }
         };
-        let yuan = |v: Decimal| v >= zero && v <= MAX_YUAN;
-        let yuan_rule = || format!("must be between 0 and {MAX_YUAN} yuan");
-        check("card_price", self.card_price, yuan(self.card_price), yuan_rule());
-        check("server_share_per_card", self.server_share_per_card, yuan(self.server_share_per_card), yuan_rule());
-        check(
-            "depreciation_years",
-            self.depreciation_years,
-            self.depreciation_years >= MIN_YEARS && self.depreciation_years <= MAX_YEARS,
-            format!("must be between {MIN_YEARS} and {MAX_YEARS} years (typically 3–5)"),
-        );
-        check(
-            "avg_power_kw",
-            self.avg_power_kw,
-            self.avg_power_kw > zero && self.avg_power_kw <= MAX_POWER_KW,
-            format!("must be more than 0 and at most {MAX_POWER_KW} kW per card"),
-        );
-        check(
-            "pue",
-            self.pue,
-            self.pue >= Decimal::ONE && self.pue <= MAX_FACTOR,
-            format!("must be between 1 and {MAX_FACTOR}"),
-        );
-        check(
-            "electricity_price",
-            self.electricity_price,
-            self.electricity_price >= zero && self.electricity_price <= MAX_ELECTRICITY_PRICE,
-            format!("must be between 0 and {MAX_ELECTRICITY_PRICE} yuan per kWh"),
-        );
-        check(
-            "system_factor",
-            self.system_factor,
-            self.system_factor >= Decimal::ONE && self.system_factor <= MAX_FACTOR,
-            format!("must be between 1 and {MAX_FACTOR}"),
-        );
-        check(
-            "datacenter_per_card_year",
-            self.datacenter_per_card_year,
-            yuan(self.datacenter_per_card_year),
-            yuan_rule(),
-        );
-        check("staff_per_card_year", self.staff_per_card_year, yuan(self.staff_per_card_year), yuan_rule());
-        check(
-            "recovery_utilization",
-            self.recovery_utilization,
-            self.recovery_utilization > zero && self.recovery_utilization <= Decimal::ONE,
-            "must be more than 0 and at most 1 (a share, not a percent)".to_string(),
-        );
+        check("card_price", self.card_price, YUAN, " yuan");
+        check("server_share_per_card", self.server_share_per_card, YUAN, " yuan");
+        check("depreciation_years", self.depreciation_years, YEARS, " years (typically 3–5)");
+        check("avg_power_kw", self.avg_power_kw, POWER_KW, " kW per card");
+        check("pue", self.pue, FACTOR, "");
+        check("electricity_price", self.electricity_price, ELECTRICITY_PRICE, " yuan per kWh");
+        check("system_factor", self.system_factor, FACTOR, "");
+        check("datacenter_per_card_year", self.datacenter_per_card_year, YUAN, " yuan");
+        check("staff_per_card_year", self.staff_per_card_year, YUAN, " yuan");
+        check("recovery_utilization", self.recovery_utilization, SHARE, " (a share, not a percent)");
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -389,22 +363,25 @@ pub(crate) mod tests {
 
     #[test]
     fn a_vanishing_recovery_utilization_is_refused_not_a_panic() {
-        let i =
-            TcoInputs { card_price: MAX_YUAN, recovery_utilization: dec!(0.0000000000000000000000000001), ..a100() };
+        let i = TcoInputs {
+            card_price: Decimal::from(YUAN.max),
+            recovery_utilization: dec!(0.0000000000000000000000000001),
+            ..a100()
+        };
         let errors = i.validate().unwrap_err();
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].field, "recovery_utilization");
         // The largest accepted inputs do not overflow at any sane recovery utilization.
         let max = TcoInputs {
-            card_price: MAX_YUAN,
-            server_share_per_card: MAX_YUAN,
-            depreciation_years: MIN_YEARS,
-            avg_power_kw: MAX_POWER_KW,
-            pue: MAX_FACTOR,
-            electricity_price: MAX_ELECTRICITY_PRICE,
-            system_factor: MAX_FACTOR,
-            datacenter_per_card_year: MAX_YUAN,
-            staff_per_card_year: MAX_YUAN,
+            card_price: Decimal::from(YUAN.max),
+            server_share_per_card: Decimal::from(YUAN.max),
+            depreciation_years: Decimal::from(YEARS.min),
+            avg_power_kw: Decimal::from(POWER_KW.max),
+            pue: Decimal::from(FACTOR.max),
+            electricity_price: Decimal::from(ELECTRICITY_PRICE.max),
+            system_factor: Decimal::from(FACTOR.max),
+            datacenter_per_card_year: Decimal::from(YUAN.max),
+            staff_per_card_year: Decimal::from(YUAN.max),
             recovery_utilization: dec!(0.000001),
         };
         assert!(max.validate().is_ok());
@@ -412,9 +389,9 @@ pub(crate) mod tests {
 
     #[test]
     fn json_round_trip_validates() {
-        let json = r#"{"card_price":"80000","server_share_per_card":40000,"depreciation_years":5,"avg_power_kw":"0.5",
-            "pue":"1.4","electricity_price":"0.8","system_factor":"1.2","datacenter_per_card_year":3000,
-            "staff_per_card_year":2000,"recovery_utilization":"0.7"}"#;
+        let json = r#"{"card_price":"80000","server_share_per_card":"40000","depreciation_years":"5",
+            "avg_power_kw":"0.5","pue":"1.4","electricity_price":"0.8","system_factor":"1.2",
+            "datacenter_per_card_year":"3000","staff_per_card_year":"2000","recovery_utilization":"0.7"}"#;
         let tco: Tco = serde_json::from_str(json).unwrap();
         assert_eq!(tco.rate().to_string(), "5.6893");
         let back: Tco = serde_json::from_str(&serde_json::to_string(&tco).unwrap()).unwrap();

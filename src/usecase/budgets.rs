@@ -10,7 +10,7 @@ use crate::access::Scope;
 use crate::billing::{Month, PolicyChoice};
 use crate::db::{self, audit, budgets::Alert, budgets::Budget};
 use crate::money::Money;
-use crate::validate::Invalid;
+use crate::validate::{self, Invalid};
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BudgetStatus {
@@ -54,13 +54,13 @@ pub async fn set_budget(
     thresholds: Option<Vec<Decimal>>,
 ) -> Result<Budget, Error> {
     let mut errors = Vec::new();
-    if amount <= Decimal::ZERO || amount > Decimal::from(10_000_000_000u64) {
-        errors.push(Invalid::new("amount", "must be more than 0 and at most 10,000,000,000"));
+    if !validate::BUDGET_AMOUNT.contains(amount) {
+        errors.push(Invalid::new("amount", format!("must be {}", validate::BUDGET_AMOUNT.describe())));
     }
     let mut thresholds = thresholds.unwrap_or_else(|| vec![Decimal::new(8, 1), Decimal::ONE]);
     thresholds.sort();
     thresholds.dedup();
-    if thresholds.is_empty() || thresholds.iter().any(|t| *t <= Decimal::ZERO || *t > Decimal::from(10)) {
+    if thresholds.is_empty() || thresholds.iter().any(|t| !validate::BUDGET_THRESHOLD.contains(*t)) {
         errors.push(Invalid::new("thresholds", "each must be in (0, 10]"));
     }
     if !errors.is_empty() {

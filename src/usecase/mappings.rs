@@ -45,7 +45,7 @@ async fn insert_checked(
     let ns = validate::namespace("namespace", &input.namespace).map_err(named)?;
     let team = TeamId::parse("team_id", &input.team_id).map_err(named)?;
     let valid_from = validate::date("valid_from", input.valid_from).map_err(named)?;
-    let cluster = match input.cluster.as_deref().map(str::trim).filter(|c| !c.is_empty()) {
+    let cluster = match input.cluster.as_deref() {
         Some(c) => Some(validate::cluster("cluster", c).map_err(named)?),
         None => None,
     };

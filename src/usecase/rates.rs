@@ -74,6 +74,7 @@ pub struct RateInput {
     pub effective_from: NaiveDate,
     pub tco: Option<TcoInputs>,
     #[schema(value_type = Option<String>)]
+    #[serde(default, deserialize_with = "crate::validate::decimal::optional_decimal")]
     pub rate: Option<Decimal>,
 }
 
@@ -88,7 +89,7 @@ pub async fn create_rate(s: &Services, actor: &str, input: RateInput) -> Result<
         }
         (None, Some(rate)) => {
             let rate = RatePerCardHour::new(rate)
-                .filter(|r| r.as_decimal() <= Decimal::from(1_000_000))
+                .filter(|r| crate::pricing::RATE.contains(r.as_decimal()))
                 .ok_or_else(|| Error::invalid("rate", "must be between 0 and 1,000,000 yuan per card-hour"))?;
             (rate, None)
         }
@@ -137,7 +138,7 @@ pub async fn cloud_rates(s: &Services, _scope: &Scope) -> Result<Vec<StoredCloud
 pub async fn put_cloud_rates(s: &Services, actor: &str, model: &str, rates: CloudRates) -> Result<CloudRates, Error> {
     let mut errors = Vec::new();
     for (field, v) in [("on_demand", rates.on_demand), ("spot", rates.spot), ("reserved", rates.reserved)] {
-        if v.is_some_and(|v| v < Decimal::ZERO || v > Decimal::from(1_000_000)) {
+        if v.is_some_and(|v| !crate::pricing::CLOUD_RATE.contains(v)) {
             errors.push(Invalid::new(field, "must be between 0 and 1,000,000"));
         }
     }

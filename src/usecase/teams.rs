@@ -46,7 +46,8 @@ pub(super) fn json<T: Serialize>(v: &T) -> Option<serde_json::Value> {
 fn validate_team(id: &str, name: &str, owner: Option<&str>) -> Result<Team, Vec<Invalid>> {
     let id = TeamId::parse("id", id);
     let name = validate::text("name", name, validate::NAME_MAX);
-    let owner = validate::optional_text("owner", owner, validate::NAME_MAX);
+    // `null` clears the owner; a string must be a name (the document's rule; a CMDB cell may be blank instead)
+    let owner = owner.map(|o| validate::text("owner", o, validate::NAME_MAX)).transpose();
     match (id, name, owner) {
         (Ok(id), Ok(name), Ok(owner)) => Ok(Team { id: id.into_string(), name, owner }),
         (id, name, owner) => Err([id.err(), name.err(), owner.err()].into_iter().flatten().collect()),

@@ -7,6 +7,8 @@ use regex::Regex;
 use rust_decimal::Decimal;
 use serde::Deserialize;
 
+use crate::money::thousands;
+
 /// A decimal as the API reads one: not negative (no amount typed is), an integer part without leading zeros (at
 /// most 15 digits), at most 10 decimals.
 pub const DECIMAL_PATTERN: &str = r"^(0|[1-9][0-9]{0,14})(\.[0-9]{1,10})?$";
@@ -42,8 +44,12 @@ impl DecimalRange {
 
     /// "between 0 and 1,000,000" / "more than 0 and at most 5", for messages.
     pub fn describe(&self) -> String {
-        let (min, max) = (thousands(self.min), thousands(self.max));
-        if self.min_exclusive { format!("more than {min} and at most {max}") } else { format!("between {min} and {max}") }
+        let (min, max) = (thousands(&self.min.to_string()), thousands(&self.max.to_string()));
+        if self.min_exclusive {
+            format!("more than {min} and at most {max}")
+        } else {
+            format!("between {min} and {max}")
+        }
     }
 
     /// The strings of [`DECIMAL_PATTERN`] whose value is in the range, as an anchored regex: what JSON Schema
@@ -78,18 +84,6 @@ impl DecimalRange {
     }
 }
 
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// A regex (a group) for the whole numbers `lo..=hi` written without leading zeros.
 fn integers(lo: u64, hi: u64) -> String {
     let mut parts = Vec::new();
@@ -120,7 +114,8 @@ fn same_length(lo: &[u8], hi: &[u8]) -> String {
     let hi_max = hi_rest.iter().all(|c| *c == b'9');
     let mut parts = Vec::new();
     // the leading digits that take every tail; the edge digits take the tails from or up to `lo`/`hi`
-    let (first_full, last_full) = (if lo_min { l } else { (l as u8 + 1) as char }, if hi_max { h } else { (h as u8 - 1) as char });
+    let (first_full, last_full) =
+        (if lo_min { l } else { (l as u8 + 1) as char }, if hi_max { h } else { (h as u8 - 1) as char });
     if !lo_min {
         parts.push(format!("{l}{}", same_length(lo_rest, &vec![b'9'; rest])));
     }
@@ -196,11 +191,51 @@ mod tests {
     #[test]
     fn patterns_agree_with_the_bounds_on_the_edges() {
         let edges = [
-            "0", "0.0", "0.0000000000", "0.0000000001", "0.00000000001", "1", "1.0", "0.5", "0.9999999999", "5",
-            "5.0", "5.0000000001", "4.9999999999", "9", "10", "10.0", "10.01", "11", "36", "37", "37.5", "4215",
-            "4215.0", "4215.1", "4216", "999999", "999999.9999999999", "1000000", "1000000.0", "1000000.1",
-            "1000001", "999999999", "1000000000", "1000000001", "9999999999.9", "10000000000", "10000000000.1",
-            "-1", "-0", "00", "01", "1.", ".5", "1e3", "",
+            "0",
+            "0.0",
+            "0.0000000000",
+            "0.0000000001",
+            "0.00000000001",
+            "1",
+            "1.0",
+            "0.5",
+            "0.9999999999",
+            "5",
+            "5.0",
+            "5.0000000001",
+            "4.9999999999",
+            "9",
+            "10",
+            "10.0",
+            "10.01",
+            "11",
+            "36",
+            "37",
+            "37.5",
+            "4215",
+            "4215.0",
+            "4215.1",
+            "4216",
+            "999999",
+            "999999.9999999999",
+            "1000000",
+            "1000000.0",
+            "1000000.1",
+            "1000001",
+            "999999999",
+            "1000000000",
+            "1000000001",
+            "9999999999.9",
+            "10000000000",
+            "10000000000.1",
+            "-1",
+            "-0",
+            "00",
+            "01",
+            "1.",
+            ".5",
+            "1e3",
+            "",
         ];
         for r in &RANGES {
             for s in edges {
