@@ -259,10 +259,10 @@ async fn long_ranges_are_capped(pool: PgPool) {
 async fn a_request_past_the_timeout_is_a_json_503(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     // the same application with no time at all: any request that waits for the database is cancelled
-    let state = cardhour::api::AppState::new(pool.clone(), chrono_tz::Asia::Shanghai);
+    let state = cardhour::state::AppState::new(pool.clone(), chrono_tz::Asia::Shanghai);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = cardhour::api::app_with_timeout(state, std::time::Duration::ZERO);
+    let app = cardhour::server::app_with_timeout(state, std::time::Duration::ZERO);
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     let before = write_counts(&pool).await;
     let resp = api

@@ -19,8 +19,6 @@ mod usage;
 mod waste;
 
 use axum::Router;
-use axum::extract::FromRef;
-use sqlx::PgPool;
 use utoipa::openapi::OpenApi as OpenApiSpec;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -29,33 +27,13 @@ use utoipa_swagger_ui::SwaggerUi;
 
 pub use extract::{ApiJson, ApiQuery};
 
+pub use crate::state::AppState;
+
 /// The one request-body limit: the layer and every extractor (`String`, `Bytes`, `Json`) agree on it.
 pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
 
 /// No request may hold a connection for longer (the pool's `statement_timeout` bounds each statement).
 pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// What every handler can reach: the database (for the layers around the handlers) and the use cases.
-#[derive(Clone)]
-pub struct AppState {
-    pub pool: PgPool,
-    /// The billing time zone (months and rate dates are in it).
-    pub billing_tz: chrono_tz::Tz,
-    /// The use cases, with the answers they keep in memory.
-    pub cases: crate::usecase::Services,
-}
-
-impl AppState {
-    pub fn new(pool: PgPool, billing_tz: chrono_tz::Tz) -> Self {
-        Self { cases: crate::usecase::Services::new(pool.clone(), billing_tz), pool, billing_tz }
-    }
-}
-
-impl FromRef<AppState> for PgPool {
-    fn from_ref(s: &AppState) -> PgPool {
-        s.pool.clone()
-    }
-}
 
 #[derive(OpenApi)]
 #[openapi(
@@ -110,29 +88,31 @@ pub fn openapi_json() -> String {
     serde_json::to_string_pretty(&doc::apply_rules(&spec)).unwrap_or_default() + "\n"
 }
 
-/// The whole HTTP application: API, its spec, Swagger UI.
-pub fn app(state: AppState) -> Router {
-    app_with_timeout(state, REQUEST_TIMEOUT)
-}
-
-/// [`app`] with another request timeout (tests).
-pub fn app_with_timeout(state: AppState, timeout: std::time::Duration) -> Router {
+/// The JSON face: `/api/v1`, its spec, Swagger UI and the probes, every error answered as JSON (the layers of the
+/// whole application are [`crate::server`]'s).
+pub fn routes(state: AppState) -> Router<AppState> {
     let (api, spec) = api();
     // the spec is never sent to an outside validator (Swagger UI's default would)
     let swagger = SwaggerUi::new("/swagger-ui")
         .external_url_unchecked("/api/v1/openapi.json", doc::apply_rules(&spec))
         .config(utoipa_swagger_ui::Config::default().validator_url("none"));
-    api.layer(axum::middleware::from_fn_with_state(state.clone(), idempotency::layer))
+    api.layer(axum::middleware::from_fn_with_state(state, idempotency::layer))
         .merge(swagger)
         .route("/healthz", axum::routing::get(probes::healthz))
         .route("/readyz", axum::routing::get(probes::readyz))
-        .fallback(errors::not_found)
-        .layer(axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
-            errors::timeout(timeout, req, next)
-        }))
-        .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(BODY_LIMIT))
         .layer(axum::middleware::from_fn(errors::json_errors))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
-        .with_state(state)
+}
+
+/// The answer to an unknown route under the API's paths.
+pub async fn not_found(req: axum::extract::Request) -> axum::response::Response {
+    axum::response::IntoResponse::into_response(errors::not_found(req).await)
+}
+
+/// Cancels a request that takes longer than `limit` (dropping its future rolls its transaction back).
+pub async fn timeout(
+    limit: std::time::Duration,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    errors::timeout(limit, req, next).await
 }

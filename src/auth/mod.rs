@@ -6,9 +6,11 @@
 //! wrong one is visible in its signature.
 
 mod extract;
+mod page;
 mod token;
 
 pub use extract::{AuthRejection, Finance, GlobalReader, Reader, ScopedReader, bearer_token};
+pub use page::{CsrfForm, PageRejection, PageUser};
 pub use token::{NewToken, hash_token, new_token};
 
 pub use crate::access::{Principal, Role, Scope};

@@ -8,7 +8,7 @@ use crate::db;
 pub(super) async fn serve_cmd(a: ServeArgs) -> anyhow::Result<()> {
     let pool = a.db.connect(16).await.context("cannot connect to the database")?;
     let billing_tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
-    let app = crate::api::app(crate::api::AppState::new(pool, billing_tz));
+    let app = crate::server::app(crate::state::AppState::new(pool, billing_tz));
     let listener =
         tokio::net::TcpListener::bind(a.listen).await.with_context(|| format!("cannot listen on {}", a.listen))?;
     // PDF statements need the CJK font: say so at start-up rather than on finance's first download

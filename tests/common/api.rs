@@ -1,8 +1,9 @@
 //! An in-process API server on a loopback port with one token per role, for the API tests.
 
-use cardhour::api::{AppState, app};
 use cardhour::auth::{Role, new_token};
 use cardhour::metering::{CapacityRow, ContainerKey, HourOutput, OfferedSource, UsageRow, UtilSource};
+use cardhour::server::app;
+use cardhour::state::AppState;
 use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::PgPool;

@@ -1,0 +1,26 @@
+//! What every request handler of either face (the JSON API, the pages) can reach: the database and the use cases.
+
+use axum::extract::FromRef;
+use sqlx::PgPool;
+
+/// The state of the HTTP application: the database (for the layers around the handlers) and the use cases.
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+    /// The billing time zone (months and rate dates are in it).
+    pub billing_tz: chrono_tz::Tz,
+    /// The use cases, with the answers they keep in memory.
+    pub cases: crate::usecase::Services,
+}
+
+impl AppState {
+    pub fn new(pool: PgPool, billing_tz: chrono_tz::Tz) -> Self {
+        Self { cases: crate::usecase::Services::new(pool.clone(), billing_tz), pool, billing_tz }
+    }
+}
+
+impl FromRef<AppState> for PgPool {
+    fn from_ref(s: &AppState) -> PgPool {
+        s.pool.clone()
+    }
+}
