@@ -292,6 +292,23 @@ stop_prometheus() {
     rm -f "$dir/prometheus.pid"
 }
 
+# stop_pidfile PIDFILE: SIGTERM (then SIGKILL after 15 s) the `cardhour serve` whose pid PIDFILE holds; no-op when
+# none runs (a pid reused by another program is left alone).
+stop_pidfile() {
+    local file="$1" pid cmdline
+    [[ -f "$file" ]] || return 0
+    pid="$(<"$file")"
+    cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)"
+    if [[ "$pid" =~ ^[0-9]+$ && "$cmdline" == *cardhour*serve* ]]; then
+        log "stopping cardhour serve (pid $pid)"
+        kill -TERM "$pid" 2>/dev/null || true
+        local deadline=$((SECONDS + 15))
+        while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
+        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+    fi
+    rm -f "$file"
+}
+
 # backfill_and_start_prometheus OM DIR PORT: stops a prometheus previously started on DIR, replaces DIR/tsdb with
 # blocks made by `promtool tsdb create-blocks-from openmetrics` from OM, writes DIR/prometheus.yml (no scrape
 # targets), and starts `prometheus` on 127.0.0.1:PORT (retention 100y) in the background with DIR/prometheus.pid and

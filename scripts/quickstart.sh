@@ -6,12 +6,15 @@
 #
 # 1. PostgreSQL (installed and started if needed; DATABASE_URL, default postgres://postgres@127.0.0.1:5432/cardhour),
 #    `cargo build --release`, `cardhour migrate`.
-# 2. Without CARDHOUR_PROMETHEUS_URL: simulates a cluster (64 GPUs, 2 days at a 60 s scrape interval, ending on the
+# 2. Without CARDHOUR_PROMETHEUS_URL: simulates a cluster (64 GPUs, 7 days at a 120 s scrape interval, ending on the
 #    whole hour at least 4 h ago) into .cardhour/sim/{metrics.om,truth.json}, backfills it into .cardhour/sim/prom and
 #    serves it with Prometheus on 127.0.0.1:9390 (kept running, and reused by the next run if it holds the same
-#    data), ingests those 48 hours as cluster `sim` and prints `cardhour usage --group-by team` for them.
+#    data), ingests those hours as cluster `sim` and prints `cardhour usage --group-by team` for them.
 #    With CARDHOUR_PROMETHEUS_URL (and CARDHOUR_CLUSTER, default `default`): ingests that Prometheus for the last
 #    complete UTC day instead, and prints the same table for it.
+# 3. The portal: a rate per GPU model the usage has (where none is set), users `finance` and `lead` (a team lead of
+#    the first team) with new passwords, and `cardhour serve` on $CARDHOUR_LISTEN (default 127.0.0.1:8080) kept
+#    running in the background (log in .cardhour/serve/log); prints the URL and how to log in.
 # Running it again redoes the same work with the same result (ingest replaces the hours it covers).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,14 +25,18 @@ SIM_DIR=.cardhour/sim
 PROM_DIR=$SIM_DIR/prom
 PROM_PORT=9390
 SIM_GPUS=64
-SIM_DAYS=2
+# a week, so that the previous month has bills (its last days) and the current one a forecast
+SIM_DAYS=7
 SIM_SEED=42
-SCRAPE_INTERVAL=60
+SCRAPE_INTERVAL=120
+PORTAL_LISTEN="${CARDHOUR_LISTEN:-127.0.0.1:8080}"
+SERVE_DIR=.cardhour/serve
 
 case "${1:-}" in
 "") ;;
 --stop)
     stop_prometheus "$PROM_DIR"
+    stop_pidfile "$SERVE_DIR/pid"
     exit 0
     ;;
 -h | --help)
@@ -97,10 +104,71 @@ log "cardhour ingest --cluster $cluster --prometheus $prom_url --from $from --to
 log "cardhour usage --from $from --to $to --group-by team --cluster $cluster"
 "$BIN" usage --from "$from" --to "$to" --group-by team --format table --cluster "$cluster"
 
+# --- the portal ---------------------------------------------------------------------------------------------------
+stop_pidfile "$SERVE_DIR/pid"
+mkdir -p "$SERVE_DIR"
+log "cardhour serve --listen $PORTAL_LISTEN (log: $SERVE_DIR/log)"
+nohup "$BIN" serve --listen "$PORTAL_LISTEN" >"$SERVE_DIR/log" 2>&1 &
+echo $! >"$SERVE_DIR/pid"
+base="http://$PORTAL_LISTEN"
+for _ in $(seq 1 50); do
+    curl -fsS "$base/readyz" >/dev/null 2>&1 && break
+    kill -0 "$(cat "$SERVE_DIR/pid")" 2>/dev/null || die "cardhour serve stopped: $(tail -5 "$SERVE_DIR/log")"
+    sleep 0.2
+done
+curl -fsS "$base/readyz" >/dev/null || die "cardhour serve is not ready on $base: $(tail -5 "$SERVE_DIR/log")"
+
+# rates: one per GPU model of the ingested usage that has none yet, from the first day of the first month (an
+# admin token for these calls only, revoked at once)
+token="$("$BIN" token create --name quickstart --role admin --expires-in 10m 2>/dev/null)"
+month_start="$(date -u -d "$from" +%Y-%m-01)"
+rates="$(curl -fsS -H "Authorization: Bearer $token" "$base/api/v1/rates")"
+"$BIN" usage --from "$from" --to "$to" --group-by model --format csv --cluster "$cluster" | tail -n +2 |
+    cut -d, -f1 | sort -u | while IFS= read -r model; do
+    [[ -n "$model" && "$model" != unknown ]] || continue
+    grep -q "\"gpu_model\":\"$model\"" <<<"$rates" && continue
+    case "$model" in
+    *B200*) rate=55 ;; *H200*) rate=38 ;; *H100* | *H800*) rate=30 ;; *A100* | *A800*) rate=14 ;;
+    *L40S*) rate=9 ;; *A30*) rate=6 ;; *L4*) rate=3.5 ;; *T4*) rate=2 ;; *) rate=10 ;;
+    esac
+    if curl -fsS -o /dev/null -H "Authorization: Bearer $token" -H 'content-type: application/json' \
+        -d "{\"gpu_model\":\"$model\",\"effective_from\":\"$month_start\",\"rate\":\"$rate\"}" "$base/api/v1/rates"; then
+        log "rate of $model: ¥$rate per card-hour from $month_start"
+    else
+        warn "could not set the rate of $model"
+    fi
+done
+"$BIN" token list --format json | tr -d ' \n' | grep -oE '\{"id":[0-9]+,"name":"quickstart"' | grep -oE '[0-9]+' |
+    while IFS= read -r id; do "$BIN" token revoke "$id" >/dev/null 2>&1 || true; done
+
+# users: finance, and the lead of the first team (new passwords every run)
+team="$("$BIN" usage --from "$from" --to "$to" --group-by team --format csv --cluster "$cluster" | tail -n +2 |
+    cut -d, -f1 | grep -v '^unassigned$' | head -1)"
+new_password() { head -c 12 /dev/urandom | base64 | tr -d '/+=' | cut -c1-14; }
+set_user() { # USER ROLE [--team T]: creates the user, or gives it a new password; prints the password
+    local user="$1" role="$2" password
+    shift 2
+    password="$(new_password)"
+    if "$BIN" user list | grep -qE "^$user[[:space:]]"; then
+        printf '%s\n' "$password" | "$BIN" user set-password "$user" --password-stdin >/dev/null
+    else
+        printf '%s\n' "$password" | "$BIN" user create --username "$user" --role "$role" "$@" --password-stdin >/dev/null
+    fi
+    echo "$password"
+}
+finance_password="$(set_user finance finance)"
+lead_password="$(set_user lead team_lead --team "$team")"
+
+cat >&2 <<EOF
+
+The portal runs at $base — stop it and the simulated Prometheus with: bash scripts/quickstart.sh --stop
+  finance:                 user finance, password $finance_password
+  team lead of "$team":    user lead, password $lead_password
+The REST API is under $base/api/v1 (Swagger UI: $base/swagger-ui; tokens: cardhour token create).
+EOF
 if [[ -z "${CARDHOUR_PROMETHEUS_URL:-}" ]]; then
     cat >&2 <<EOF
-
-The simulator's ground truth is in $SIM_DIR/truth.json; its Prometheus keeps running at $prom_url
-(stop it with: bash scripts/quickstart.sh --stop). The binary is $BIN.
+The simulator's ground truth is in $SIM_DIR/truth.json; its Prometheus keeps running at $prom_url.
+The binary is $BIN.
 EOF
 fi
