@@ -74,10 +74,21 @@ impl Role {
     }
 }
 
+/// How a caller proved who it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    /// An API bearer token (its id).
+    Token(i64),
+    /// A portal user signed in with a password (the user's id).
+    User(i64),
+    /// A user named by the authenticating proxy's headers (SSO mode): not a stored user.
+    Proxy,
+}
+
 /// An authenticated caller (only the capability extractors hand one to a handler).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
-    pub token_id: i64,
+    pub credential: Credential,
     pub name: String,
     pub role: Role,
     /// The teams of a team lead.
@@ -92,6 +103,10 @@ impl Principal {
 
     /// The name written in the audit log.
     pub fn actor(&self) -> String {
-        format!("token:{}:{}", self.token_id, self.name)
+        match self.credential {
+            Credential::Token(id) => format!("token:{id}:{}", self.name),
+            Credential::User(_) => format!("user:{}", self.name),
+            Credential::Proxy => format!("sso:{}", self.name),
+        }
     }
 }

@@ -24,8 +24,12 @@ pub fn app(state: AppState) -> Router {
 
 /// [`app`] with another request timeout (tests).
 pub fn app_with_timeout(state: AppState, timeout: Duration) -> Router {
+    // sessions only where pages are: the API keeps its bearer tokens and never sets or reads a cookie
+    let pages = crate::web::router(state.clone())
+        .layer(axum::middleware::map_response(page_headers))
+        .layer(crate::auth::session::layer(state.pool.clone(), &state.portal.session));
     crate::api::routes(state.clone())
-        .merge(crate::web::router(state.clone()))
+        .merge(pages)
         .fallback(not_found)
         .layer(axum::middleware::from_fn(move |req: Request, next: Next| crate::api::timeout(timeout, req, next)))
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
@@ -33,6 +37,21 @@ pub fn app_with_timeout(state: AppState, timeout: Duration) -> Router {
         .layer(axum::middleware::from_fn(errors_per_face))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// What every page answer says to the browser: never framed by another site (clickjacking a form), forms post
+/// only here, no content sniffing, no full URL in the Referer sent elsewhere.
+async fn page_headers(mut r: Response) -> Response {
+    use axum::http::HeaderValue;
+    use axum::http::header::{CONTENT_SECURITY_POLICY, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS};
+    let h = r.headers_mut();
+    h.entry(CONTENT_SECURITY_POLICY).or_insert(HeaderValue::from_static(
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'self'; object-src 'none'",
+    ));
+    h.entry(X_FRAME_OPTIONS).or_insert(HeaderValue::from_static("DENY"));
+    h.entry(X_CONTENT_TYPE_OPTIONS).or_insert(HeaderValue::from_static("nosniff"));
+    h.entry(REFERRER_POLICY).or_insert(HeaderValue::from_static("same-origin"));
+    r
 }
 
 fn is_api_path(path: &str) -> bool {

@@ -1,5 +1,7 @@
 //! What every request handler of either face (the JSON API, the pages) can reach: the database and the use cases.
 
+use std::sync::Arc;
+
 use axum::extract::FromRef;
 use sqlx::PgPool;
 
@@ -11,11 +13,24 @@ pub struct AppState {
     pub billing_tz: chrono_tz::Tz,
     /// The use cases, with the answers they keep in memory.
     pub cases: crate::usecase::Services,
+    /// How the portal signs users in (session cookie, SSO headers, login throttle).
+    pub portal: Arc<crate::auth::PortalConfig>,
 }
 
 impl AppState {
     pub fn new(pool: PgPool, billing_tz: chrono_tz::Tz) -> Self {
-        Self { cases: crate::usecase::Services::new(pool.clone(), billing_tz), pool, billing_tz }
+        Self {
+            cases: crate::usecase::Services::new(pool.clone(), billing_tz),
+            pool,
+            billing_tz,
+            portal: Arc::new(crate::auth::PortalConfig::default()),
+        }
+    }
+
+    /// This state with another portal configuration.
+    pub fn with_portal(mut self, portal: crate::auth::PortalConfig) -> Self {
+        self.portal = Arc::new(portal);
+        self
     }
 }
 

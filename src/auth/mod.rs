@@ -7,10 +7,18 @@
 
 mod extract;
 mod page;
+pub mod password;
+pub mod session;
 mod token;
 
 pub use extract::{AuthRejection, Finance, GlobalReader, Reader, ScopedReader, bearer_token};
-pub use page::{CsrfForm, PageRejection, PageUser};
+pub use page::{CsrfForm, PageRejection, PageUser, local_next};
 pub use token::{NewToken, hash_token, new_token};
 
 pub use crate::access::{Principal, Role, Scope};
+
+/// How the portal signs users in.
+#[derive(Debug, Clone, Default)]
+pub struct PortalConfig {
+    pub session: session::SessionConfig,
+}

@@ -1,13 +1,20 @@
 //! Who is looking at a page: the signed-in user of the portal's session ([`PageUser`]), and the forms that carry
 //! the session's CSRF token ([`CsrfForm`]). The pages take these as the API's handlers take the bearer
 //! extractors; the roles and the scope are the same ([`Principal::scope`]).
+//!
+//! The user is read from the database on every request (by the id the session holds), so disabling a user or
+//! changing its role or teams takes effect at its next request, not when its session expires.
 
+use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::de::DeserializeOwned;
+use tower_sessions::Session;
 
-use super::Principal;
+use super::{Principal, session};
 use crate::state::AppState;
 
 /// The signed-in user of a page request. A request without a valid session is sent to `/login`.
@@ -29,6 +36,8 @@ pub enum PageRejection {
     Csrf,
     /// A form that could not be read.
     BadForm(String),
+    /// The session or the user could not be read (logged; the page says only that it failed).
+    Internal(String),
 }
 
 impl IntoResponse for PageRejection {
@@ -39,22 +48,70 @@ impl IntoResponse for PageRejection {
                 url::form_urlencoded::byte_serialize(next.as_bytes()).collect::<String>()
             ))
             .into_response(),
-            Self::Csrf => {
-                (axum::http::StatusCode::FORBIDDEN, "the form's CSRF token is missing or stale; reload the page")
+            Self::Csrf => (
+                StatusCode::FORBIDDEN,
+                Html(
+                    "<!doctype html><meta charset=utf-8><title>403</title><h1>403</h1>\
+                     <p>The form's security token is missing or stale. Go back, reload the page and send it again.\
+                     <p>表单的安全令牌缺失或已过期，请返回并刷新页面后重新提交。",
+                ),
+            )
+                .into_response(),
+            Self::BadForm(m) => (StatusCode::BAD_REQUEST, m).into_response(),
+            Self::Internal(detail) => {
+                tracing::error!("page request failed: {detail}");
+                (StatusCode::INTERNAL_SERVER_ERROR, Html("<!doctype html><title>500</title><h1>500</h1>"))
                     .into_response()
             }
-            Self::BadForm(m) => (axum::http::StatusCode::BAD_REQUEST, m).into_response(),
         }
     }
+}
+
+/// Where to go after signing in: `next` when it is a path of this site, else `/`. Anything that a browser could
+/// read as another host (`//evil`, `/\evil`, a scheme, control characters) is refused: no open redirect.
+pub fn local_next(next: Option<&str>) -> &str {
+    match next {
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && !n.starts_with("/\\")
+                && n.len() <= 2048
+                && !n.chars().any(|c| c.is_control() || c == '\\') =>
+        {
+            n
+        }
+        _ => "/",
+    }
+}
+
+/// The session the session layer put on the request.
+pub(crate) fn session_of(parts: &Parts) -> Result<Session, PageRejection> {
+    parts.extensions.get::<Session>().cloned().ok_or_else(|| PageRejection::Internal("no session layer".into()))
+}
+
+fn internal(e: impl std::fmt::Display) -> PageRejection {
+    PageRejection::Internal(e.to_string())
 }
 
 impl FromRequestParts<AppState> for PageUser {
     type Rejection = PageRejection;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &AppState) -> Result<Self, Self::Rejection> {
-        // sessions arrive with the login (auth::session); until then nobody is signed in
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let next = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
-        Err(PageRejection::Login { next })
+        let login = || PageRejection::Login { next: next.clone() };
+        let session = session_of(parts)?;
+        let Some(id) = session::user_id(&session).await.map_err(internal)? else { return Err(login()) };
+        match crate::usecase::users::session_user(&state.cases, id).await.map_err(internal)? {
+            Some((user, principal)) => {
+                let csrf = session::csrf_token(&session).await.map_err(internal)?;
+                Ok(PageUser { principal, username: user.username, csrf })
+            }
+            None => {
+                // disabled or deleted since signing in: the session ends here
+                session::sign_out(&session).await.map_err(internal)?;
+                Err(login())
+            }
+        }
     }
 }
 
@@ -65,7 +122,62 @@ pub struct CsrfForm<T>(pub T);
 impl<T: DeserializeOwned + Send> FromRequest<AppState> for CsrfForm<T> {
     type Rejection = PageRejection;
 
-    async fn from_request(_req: Request, _state: &AppState) -> Result<Self, Self::Rejection> {
-        Err(PageRejection::Csrf)
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let (parts, body) = req.into_parts();
+        let session = session_of(&parts)?;
+        let urlencoded = parts.headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+            v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
+        });
+        if !urlencoded {
+            return Err(PageRejection::BadForm("expected a form (application/x-www-form-urlencoded)".into()));
+        }
+        let bytes = Bytes::from_request(Request::from_parts(parts, body), state)
+            .await
+            .map_err(|e| PageRejection::BadForm(e.body_text()))?;
+        let (sent, rest) = split_csrf(&bytes)?;
+        if !session::csrf_matches(&session, &sent).await.map_err(internal)? {
+            return Err(PageRejection::Csrf);
+        }
+        serde_urlencoded::from_str(&rest).map(CsrfForm).map_err(|e| PageRejection::BadForm(e.to_string()))
+    }
+}
+
+/// The one `csrf` value of a form body and the body without it (encoded again, so `T` never sees the field even
+/// if it denies unknown ones). No `csrf` reads as an empty one; two are refused as a forged form.
+fn split_csrf(body: &[u8]) -> Result<(String, String), PageRejection> {
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_bytes(body).map_err(|e| PageRejection::BadForm(e.to_string()))?;
+    let (csrf, rest): (Vec<_>, Vec<_>) = pairs.into_iter().partition(|(k, _)| k == "csrf");
+    if csrf.len() > 1 {
+        return Err(PageRejection::Csrf);
+    }
+    let sent = csrf.into_iter().next().map(|(_, v)| v).unwrap_or_default();
+    let rest = serde_urlencoded::to_string(&rest).map_err(|e| PageRejection::BadForm(e.to_string()))?;
+    Ok((sent, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_local_paths_are_followed_after_login() {
+        for ok in ["/", "/bills/2026-11?team=a", "/teams/vision"] {
+            assert_eq!(local_next(Some(ok)), ok);
+        }
+        for bad in ["//evil.example", "/\\evil.example", "https://evil.example/", "evil", "", "/a\\b", "/\r\nx"] {
+            assert_eq!(local_next(Some(bad)), "/", "{bad:?}");
+        }
+        assert_eq!(local_next(None), "/");
+    }
+
+    #[test]
+    fn the_csrf_field_is_taken_out_of_the_form() {
+        let (csrf, rest) = split_csrf(b"username=a%20b&csrf=t0k&password=p%26w").unwrap();
+        assert_eq!(csrf, "t0k");
+        assert_eq!(rest, "username=a+b&password=p%26w");
+        let (csrf, rest) = split_csrf(b"x=1").unwrap();
+        assert_eq!((csrf.as_str(), rest.as_str()), ("", "x=1"));
+        assert!(matches!(split_csrf(b"csrf=a&csrf=b"), Err(PageRejection::Csrf)));
     }
 }

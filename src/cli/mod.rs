@@ -8,6 +8,7 @@ mod bills;
 mod ingest;
 mod reports;
 mod serve;
+mod users;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -78,6 +79,9 @@ pub enum Command {
     /// Issue, list or revoke API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// The portal's users: create, list, disable, set a password.
+    #[command(subcommand)]
+    User(users::UserCommand),
     /// Namespace → team mappings: import a CMDB export.
     #[command(subcommand)]
     Mappings(MappingsCommand),
@@ -260,6 +264,13 @@ pub struct ServeArgs {
     /// After SIGTERM or SIGINT: how long in-flight requests may take before the process exits anyway.
     #[arg(long, env = "CARDHOUR_SHUTDOWN_GRACE", default_value = "8s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+    /// Mark the portal's session cookie Secure (sent over HTTPS only): set it whenever users reach the portal
+    /// over TLS, e.g. behind a TLS-terminating proxy.
+    #[arg(long, env = "CARDHOUR_SECURE_COOKIES")]
+    pub secure_cookies: bool,
+    /// A portal session unused this long ends (the user signs in again).
+    #[arg(long, env = "CARDHOUR_SESSION_IDLE", default_value = "2h", value_parser = parse_duration)]
+    pub session_idle: Duration,
 }
 
 #[derive(Debug, Subcommand)]
@@ -484,6 +495,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Budgets(a) => bills::budgets_cmd(a).await?,
         Command::Serve(a) => serve::serve_cmd(a).await?,
         Command::Token(t) => admin::token_cmd(t).await?,
+        Command::User(u) => users::user_cmd(u).await?,
         Command::Mappings(m) => admin::mappings_cmd(m).await?,
         Command::Nodes(n) => crate::node_cli::run(n).await?,
         Command::Oversubscription(a) => crate::oversub_cli::run(a).await?,

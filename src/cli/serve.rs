@@ -1,4 +1,4 @@
-//! `serve`: the REST API (and Swagger UI) until a signal, then the requests in flight.
+//! `serve`: the REST API (and Swagger UI) and the portal's pages until a signal, then the requests in flight.
 
 use anyhow::Context;
 
@@ -8,7 +8,13 @@ use crate::db;
 pub(super) async fn serve_cmd(a: ServeArgs) -> anyhow::Result<()> {
     let pool = a.db.connect(16).await.context("cannot connect to the database")?;
     let billing_tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
-    let app = crate::server::app(crate::state::AppState::new(pool, billing_tz));
+    let portal = crate::auth::PortalConfig {
+        session: crate::auth::session::SessionConfig { secure: a.secure_cookies, idle: a.session_idle },
+    };
+    let state = crate::state::AppState::new(pool.clone(), billing_tz).with_portal(portal);
+    let app = crate::server::app(state);
+    // expired sessions are never loaded; this only keeps their table small
+    tokio::spawn(db::sessions::delete_expired_every(pool, std::time::Duration::from_secs(600)));
     let listener =
         tokio::net::TcpListener::bind(a.listen).await.with_context(|| format!("cannot listen on {}", a.listen))?;
     // PDF statements need the CJK font: say so at start-up rather than on finance's first download
@@ -19,6 +25,8 @@ pub(super) async fn serve_cmd(a: ServeArgs) -> anyhow::Result<()> {
     tracing::info!("serving on http://{} (Swagger UI at /swagger-ui)", a.listen);
     let stop = crate::shutdown::on_signals("the server", a.shutdown_grace);
     // stops accepting at once, then waits for the requests in flight
+    // the peer address of each connection: the login throttle counts per address, SSO trusts only proxy addresses
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(listener, app).with_graceful_shutdown(async move { stop.requested().await }).await?;
     tracing::info!("server stopped");
     Ok(())

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 
-use crate::access::{Principal, Role};
+use crate::access::{Credential, Principal, Role};
 
 /// A token that does not expire.
 pub async fn insert(
@@ -53,7 +53,14 @@ pub async fn find_active(pool: &PgPool, hash: &str) -> Result<Option<Principal>,
     )
     .fetch_optional(pool)
     .await?;
-    Ok(row.and_then(|r| Some(Principal { token_id: r.id, name: r.name, role: Role::parse(&r.role)?, teams: r.teams })))
+    Ok(row.and_then(|r| {
+        Some(Principal {
+            credential: Credential::Token(r.id),
+            name: r.name,
+            role: Role::parse(&r.role)?,
+            teams: r.teams,
+        })
+    }))
 }
 
 pub async fn revoke(conn: &mut PgConnection, id: i64) -> Result<bool, sqlx::Error> {

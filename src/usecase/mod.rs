@@ -16,6 +16,7 @@ pub mod reports;
 pub mod statements;
 pub mod teams;
 pub mod usage;
+pub mod users;
 
 mod error;
 

@@ -1,0 +1,109 @@
+//! The portal's session: what it holds (the signed-in user's id, the CSRF token, when it was last seen), how the
+//! cookie is set (HttpOnly, SameSite=Lax, Secure when configured) and how long it lives without a request.
+//!
+//! Sessions are rows of `portal_sessions` ([`crate::db::sessions`]), so every instance behind a load
+//! balancer sees the same ones and a restart signs nobody out. A visitor gets a session on the login page already:
+//! its CSRF token protects the login form itself (login CSRF signs a victim into the attacker's account).
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rand::RngCore;
+use tower_sessions::cookie::SameSite;
+use tower_sessions::{Expiry, Session, SessionManagerLayer};
+
+/// The cookie's name.
+pub const COOKIE: &str = "cardhour_session";
+
+const USER: &str = "user_id";
+const CSRF: &str = "csrf";
+const SEEN: &str = "seen";
+
+/// A session is saved again (and its expiry pushed back) at most this often: not a write on every page view.
+const TOUCH_EVERY: i64 = 60;
+
+/// How the session cookie is set.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// `Secure` on the cookie: only sent over HTTPS (set it whenever users reach the portal over TLS, e.g. behind
+    /// a TLS-terminating proxy).
+    pub secure: bool,
+    /// A session unused this long ends (its row expires and the cookie with it).
+    pub idle: Duration,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self { secure: false, idle: Duration::from_secs(2 * 3600) }
+    }
+}
+
+/// The session layer over the database's `portal_sessions`.
+pub fn layer(pool: sqlx::PgPool, config: &SessionConfig) -> SessionManagerLayer<crate::db::sessions::PgSessionStore> {
+    let idle = tower_sessions::cookie::time::Duration::try_from(config.idle)
+        .unwrap_or(tower_sessions::cookie::time::Duration::hours(2));
+    SessionManagerLayer::new(crate::db::sessions::PgSessionStore::new(pool))
+        .with_name(COOKIE)
+        .with_http_only(true)
+        .with_same_site(SameSite::Lax)
+        .with_secure(config.secure)
+        .with_path("/")
+        .with_expiry(Expiry::OnInactivity(idle))
+}
+
+/// Why the session could not be read or written (the store's error, logged by the caller).
+pub type Error = tower_sessions::session::Error;
+
+fn random_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// The session's CSRF token, made (and the session with it) on first use.
+pub async fn csrf_token(session: &Session) -> Result<String, Error> {
+    if let Some(t) = session.get::<String>(CSRF).await? {
+        return Ok(t);
+    }
+    let t = random_token();
+    session.insert(CSRF, &t).await?;
+    Ok(t)
+}
+
+/// Whether `sent` is the session's CSRF token, compared in constant time (a session without one matches nothing).
+pub async fn csrf_matches(session: &Session, sent: &str) -> Result<bool, Error> {
+    use subtle::ConstantTimeEq;
+    let Some(expected) = session.get::<String>(CSRF).await? else { return Ok(false) };
+    Ok(!sent.is_empty() && bool::from(expected.as_bytes().ct_eq(sent.as_bytes())))
+}
+
+/// Signs user `id` in: a new session id (the one the login form was served under may be known to someone else:
+/// session fixation) and a new CSRF token.
+pub async fn sign_in(session: &Session, user_id: i64) -> Result<(), Error> {
+    session.cycle_id().await?;
+    session.insert(USER, user_id).await?;
+    session.insert(CSRF, random_token()).await?;
+    session.insert(SEEN, now()).await?;
+    Ok(())
+}
+
+/// Ends the session: its row is deleted and the cookie removed.
+pub async fn sign_out(session: &Session) -> Result<(), Error> {
+    session.flush().await
+}
+
+/// The signed-in user's id; marks the session used (saved again when last marked over a minute ago, which
+/// pushes its inactivity expiry back).
+pub async fn user_id(session: &Session) -> Result<Option<i64>, Error> {
+    let Some(id) = session.get::<i64>(USER).await? else { return Ok(None) };
+    let seen = session.get::<i64>(SEEN).await?.unwrap_or(0);
+    if now() - seen >= TOUCH_EVERY {
+        session.insert(SEEN, now()).await?;
+    }
+    Ok(Some(id))
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
