@@ -11,9 +11,11 @@ pub mod extras;
 pub mod health;
 pub mod idle;
 pub mod mappings;
+pub mod months;
 pub mod rates;
 pub mod reports;
 pub mod statements;
+pub mod team_home;
 pub mod teams;
 pub mod usage;
 
