@@ -533,22 +533,9 @@ async fn export_selection(s: &AppState, scope: &Scope, month: &str, q: &ExportQu
     Ok(statements::select(&s.cases, scope, month, choice, q.team.as_deref()).await?)
 }
 
-/// `attachment` with the file name twice (RFC 6266): `filename=` reduced to characters that are safe in a quoted
-/// string for every client, and `filename*=UTF-8''…` (RFC 5987) percent-encoding every byte outside attr-char, so
-/// no input can close the quotes, add a parameter or break the header.
+/// The header of [`exports::content_disposition`] (the pages' downloads name their files the same way).
 fn content_disposition(name: &str) -> axum::http::HeaderValue {
-    use std::fmt::Write;
-    let plain: String =
-        name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' }).collect();
-    let mut encoded = String::new();
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
-            encoded.push(char::from(b));
-        } else {
-            let _ = write!(encoded, "%{b:02X}");
-        }
-    }
-    axum::http::HeaderValue::from_str(&format!("attachment; filename=\"{plain}\"; filename*=UTF-8''{encoded}"))
+    axum::http::HeaderValue::from_str(&exports::content_disposition(name))
         .unwrap_or_else(|_| axum::http::HeaderValue::from_static("attachment"))
 }
 
@@ -562,7 +549,7 @@ fn attachment(
     ext: &str,
     body: Vec<u8>,
 ) -> Response {
-    let name = format!("cardhour-{}{}.{ext}", st.month, team.map(|t| format!("-{t}")).unwrap_or_default());
+    let name = exports::file_name(st, team, ext);
     let disposition = [(axum::http::header::CONTENT_DISPOSITION, content_disposition(&name))];
     let closed = st.status == MonthStatus::Closed;
     etag::respond(request, closed, HeaderValue::from_static(content_type), &disposition, body)

@@ -34,3 +34,26 @@ pub async fn pdf(s: &Services, sel: &Selection, prepared_by: String, lang: Lang)
     .map_err(|e| Error::Internal(e.into()))?
     .map_err(Error::Internal)
 }
+
+/// A download's file name: `cardhour-<month>[-<team>].<ext>`.
+pub fn file_name(st: &crate::ledger::Statement, team: Option<&str>, ext: &str) -> String {
+    format!("cardhour-{}{}.{ext}", st.month, team.map(|t| format!("-{t}")).unwrap_or_default())
+}
+
+/// `attachment` with the file name twice (RFC 6266): `filename=` reduced to characters that are safe in a quoted
+/// string for every client, and `filename*=UTF-8''…` (RFC 5987) percent-encoding every byte outside attr-char, so
+/// no input can close the quotes, add a parameter or break the header. Only visible ASCII: always a valid header.
+pub fn content_disposition(name: &str) -> String {
+    use std::fmt::Write;
+    let plain: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' }).collect();
+    let mut encoded = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+            encoded.push(char::from(b));
+        } else {
+            let _ = write!(encoded, "%{b:02X}");
+        }
+    }
+    format!("attachment; filename=\"{plain}\"; filename*=UTF-8''{encoded}")
+}

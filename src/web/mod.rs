@@ -1,21 +1,37 @@
 //! The portal: server-rendered pages (askama templates in `templates/`) for finance, team leads and the platform
-//! team, over the same use cases as the JSON API.
+//! team, over the same use cases as the JSON API. Every handler takes the signed-in [`PageUser`] and hands its
+//! scope to the use cases; what a caller may not see is the same not-found page as what does not exist.
+//!
+//! [`PageUser`]: crate::auth::PageUser
 
+mod bills;
+mod chart;
+mod fmt;
+mod home;
+mod i18n;
+mod layout;
 mod login;
 
 use axum::Router;
 use axum::extract::Request;
-use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::Response;
+use axum::routing::get;
 
 use crate::state::AppState;
 
+pub use layout::PageError;
+
 /// The pages' routes.
 pub fn router(_state: AppState) -> Router<AppState> {
-    Router::new().merge(login::routes())
+    Router::new()
+        .route("/static/portal.css", get(layout::css))
+        .merge(home::routes())
+        .merge(bills::routes())
+        .merge(login::routes())
+        .layer(axum::middleware::from_fn(i18n::remember))
 }
 
-/// The answer to an unknown page.
+/// The answer to an unknown page: the same page a caller gets for what it may not see.
 pub async fn not_found(_req: Request) -> Response {
-    (StatusCode::NOT_FOUND, Html("<!doctype html><title>404</title><h1>404 — not found</h1>")).into_response()
+    layout::not_found_page()
 }

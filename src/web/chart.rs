@@ -1,0 +1,136 @@
+//! Charts as server-rendered SVG (plotters): a column chart of amounts over months, and a heatmap of shares
+//! (rows × columns, e.g. team × day). No script: the page carries the drawing.
+
+use plotters::prelude::*;
+
+/// A drawing that failed is left out (the numbers are in the table beside it) and logged.
+fn or_empty(r: Result<String, String>) -> String {
+    r.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "chart not drawn");
+        String::new()
+    })
+}
+
+/// Columns of `(label, value)`, each labelled with `shown` (its value as the page prints it).
+pub fn columns(bars: &[(String, f64, String)], w: u32, h: u32) -> String {
+    or_empty(draw_columns(bars, w, h))
+}
+
+fn draw_columns(bars: &[(String, f64, String)], w: u32, h: u32) -> Result<String, String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let max = bars.iter().map(|b| b.1).fold(0.0_f64, f64::max);
+        let hi = if max > 0.0 { max * 1.2 } else { 1.0 };
+        let n = bars.len() as i32;
+        let names: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+        let mut chart = ChartBuilder::on(&root)
+            .margin(8)
+            .x_label_area_size(28)
+            .y_label_area_size(70)
+            .build_cartesian_2d((0..n).into_segmented(), 0.0..hi)
+            .map_err(|e| err(&e))?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(bars.len())
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .y_label_formatter(&|v| format!("{v:.0}"))
+            .label_style(("sans-serif", 11))
+            .draw()
+            .map_err(|e| err(&e))?;
+        let color = RGBColor(31, 95, 191);
+        chart
+            .draw_series(bars.iter().enumerate().map(|(i, b)| {
+                let i = i as i32;
+                let mut r =
+                    Rectangle::new([(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), b.1)], color.filled());
+                r.set_margin(0, 0, 4, 4);
+                r
+            }))
+            .map_err(|e| err(&e))?;
+        use plotters::style::text_anchor::{HPos, Pos, VPos};
+        let style = TextStyle::from(("sans-serif", 9).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+        chart
+            .draw_series(
+                bars.iter()
+                    .enumerate()
+                    .map(|(i, b)| Text::new(b.2.clone(), (SegmentValue::CenterOf(i as i32), b.1), style.clone())),
+            )
+            .map_err(|e| err(&e))?;
+        root.present().map_err(|e| err(&e))?;
+    }
+    Ok(svg)
+}
+
+#[allow(dead_code)] // the utilization report's heatmap (next)
+/// A heatmap: `rows` × `cols`, each cell a share 0–1 (`None`: nothing measured) — light for low, dark for high.
+pub fn heatmap(rows: &[String], cols: &[String], cells: &[Vec<Option<f64>>]) -> String {
+    or_empty(draw_heatmap(rows, cols, cells))
+}
+
+#[allow(dead_code)]
+/// The colour of a share: white (0) to deep blue (1); grey for nothing measured.
+fn shade(v: Option<f64>) -> RGBColor {
+    match v {
+        None => RGBColor(230, 230, 230),
+        Some(v) => {
+            let v = v.clamp(0.0, 1.0);
+            let mix = |a: f64, b: f64| (a + (b - a) * v).round() as u8;
+            RGBColor(mix(247.0, 8.0), mix(251.0, 48.0), mix(255.0, 107.0))
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn draw_heatmap(rows: &[String], cols: &[String], cells: &[Vec<Option<f64>>]) -> Result<String, String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let (cell_w, cell_h, left, top) = (22u32, 20u32, 140u32, 30u32);
+    let (w, h) = (left + cell_w * cols.len().max(1) as u32 + 10, top + cell_h * rows.len().max(1) as u32 + 10);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let label = ("sans-serif", 10).into_font().color(&BLACK);
+        for (j, c) in cols.iter().enumerate() {
+            let x = (left + cell_w * j as u32 + 4) as i32;
+            root.draw(&Text::new(c.clone(), (x, 10), label.clone())).map_err(|e| err(&e))?;
+        }
+        for (i, r) in rows.iter().enumerate() {
+            let y = (top + cell_h * i as u32) as i32;
+            root.draw(&Text::new(r.clone(), (4, y + 5), label.clone())).map_err(|e| err(&e))?;
+            for (j, v) in cells.get(i).into_iter().flatten().enumerate() {
+                let x = (left + cell_w * j as u32) as i32;
+                let rect = Rectangle::new([(x, y), (x + cell_w as i32 - 1, y + cell_h as i32 - 1)], shade(*v).filled());
+                root.draw(&rect).map_err(|e| err(&e))?;
+            }
+        }
+        root.present().map_err(|e| err(&e))?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_and_cells_are_drawn() {
+        let svg = columns(
+            &[("2026-10".into(), 100.0, "¥100.00".into()), ("2026-11".into(), 50.0, "¥50.00".into())],
+            400,
+            200,
+        );
+        assert!(svg.starts_with("<svg"), "{svg}");
+        assert!(svg.contains("¥100.00") && svg.contains("2026-11"));
+        let svg = heatmap(&["vision".into()], &["01".into(), "02".into()], &[vec![Some(1.0), None]]);
+        // the full share is deep blue, the unmeasured cell grey
+        assert!(svg.contains("#08306B"), "{svg}");
+        assert!(svg.contains("#E6E6E6"), "{svg}");
+    }
+}

@@ -1,0 +1,196 @@
+//! The home pages: for finance, admin and viewers the month at a glance; for a team lead its own team's home
+//! (`/` shows the first of its teams, `/teams/{team}` any of them; another team is not found).
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use chrono::Utc;
+use rust_decimal::prelude::ToPrimitive;
+
+use super::fmt::{card_hours_f64, change, percent, yuan};
+use super::i18n::{PageLang, t};
+use super::layout::{Chrome, PageError};
+use crate::auth::PageUser;
+use crate::export::Lang;
+use crate::ledger::MonthStatus;
+use crate::state::AppState;
+use crate::usecase::{months, team_home};
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/", get(home)).route("/teams/{team}", get(team))
+}
+
+pub struct SpendRow {
+    pub team: String,
+    pub name: String,
+    pub total: String,
+    pub change: String,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "home.html")]
+pub struct OverviewPage {
+    pub c: Chrome,
+    pub month: String,
+    pub closed: bool,
+    pub status: &'static str,
+    pub total: String,
+    pub change: String,
+    pub forecast: Option<String>,
+    pub capacity_cost: String,
+    pub allocated: String,
+    pub unallocated: String,
+    pub platform_kept: String,
+    pub allocation_rate: String,
+    pub utilization: String,
+    pub effective_rate: String,
+    pub teams: Vec<SpendRow>,
+}
+
+async fn home(State(s): State<AppState>, user: PageUser, PageLang(lang): PageLang) -> Result<Response, PageError> {
+    let scope = user.principal.scope();
+    if !scope.is_global() {
+        let first = user.principal.teams.first().cloned().ok_or(PageError::NotFound)?;
+        return Ok(team_page(&s, &user, lang, &first, "/").await?.into_response());
+    }
+    let now = Utc::now();
+    let o = months::overview(&s.cases, &scope, months::current(&s.cases, now), now).await?;
+    let f = &o.figures;
+    Ok(OverviewPage {
+        c: Chrome::new(&user, lang, "/", t(lang, "home.overview")),
+        month: o.month.to_string(),
+        closed: o.status == MonthStatus::Closed,
+        status: super::bills::status_word(lang, o.status),
+        total: yuan(o.total),
+        change: change(o.total, o.previous_total),
+        forecast: o.forecast.map(yuan),
+        capacity_cost: yuan(o.capacity_cost),
+        allocated: yuan(o.allocated),
+        unallocated: yuan(o.unallocated),
+        platform_kept: yuan(o.platform_kept),
+        allocation_rate: percent(f.allocation_rate),
+        utilization: percent(f.utilization),
+        effective_rate: percent(f.effective_rate),
+        teams: o
+            .teams
+            .iter()
+            .map(|r| SpendRow {
+                team: r.team.clone(),
+                name: r.name.clone(),
+                total: yuan(r.total),
+                change: change(r.total, r.previous),
+            })
+            .collect(),
+    }
+    .into_response())
+}
+
+pub struct UsageLine {
+    pub key: String,
+    pub gpu_hours: String,
+    pub effective_gpu_hours: String,
+    pub utilization: String,
+}
+
+pub struct PodLine {
+    pub namespace: String,
+    pub pod: String,
+    pub owner: String,
+    pub gpu_model: String,
+    pub utilization: String,
+    /// Cards held (idle) or wasted GPU-hours (low efficiency).
+    pub figure: String,
+    pub money: String,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "team_home.html")]
+pub struct TeamPage {
+    pub c: Chrome,
+    pub team: String,
+    pub name: String,
+    pub owner: String,
+    pub month: String,
+    pub spent: String,
+    pub budget: Option<String>,
+    pub forecast: String,
+    pub trend_svg: String,
+    pub by_namespace: Vec<UsageLine>,
+    pub by_model: Vec<UsageLine>,
+    pub idle: Vec<PodLine>,
+    pub idle_monthly: String,
+    pub low_efficiency: Vec<PodLine>,
+}
+
+fn usage_lines(
+    rows: &[crate::usage::UsageRow],
+    key: impl Fn(&crate::usage::UsageRow) -> Option<String>,
+) -> Vec<UsageLine> {
+    rows.iter()
+        .map(|r| UsageLine {
+            key: key(r).unwrap_or_default(),
+            gpu_hours: card_hours_f64(r.gpu_hours),
+            effective_gpu_hours: card_hours_f64(r.effective_gpu_hours),
+            utilization: percent(r.utilization),
+        })
+        .collect()
+}
+
+async fn team_page(s: &AppState, user: &PageUser, lang: Lang, team: &str, active: &str) -> Result<TeamPage, PageError> {
+    let team = crate::validate::TeamId::parse("team", team).map_err(|_| PageError::NotFound)?.into_string();
+    let h = team_home::team_home(&s.cases, &user.principal.scope(), &team, Utc::now()).await?;
+    let bars: Vec<(String, f64, String)> =
+        h.trend.iter().map(|(m, v)| (m.to_string(), v.as_decimal().to_f64().unwrap_or(0.0), yuan(*v))).collect();
+    Ok(TeamPage {
+        c: Chrome::new(user, lang, active, format!("{} {}", t(lang, "home.team"), h.name)),
+        owner: h.owner.clone().unwrap_or_else(|| "—".into()),
+        month: h.month.to_string(),
+        spent: yuan(h.spent),
+        budget: h.budget.map(yuan),
+        forecast: yuan(h.forecast),
+        trend_svg: super::chart::columns(&bars, 860, 260),
+        by_namespace: usage_lines(&h.by_namespace, |r| r.namespace.clone()),
+        by_model: usage_lines(&h.by_model, |r| r.gpu_model.clone()),
+        idle: h
+            .idle
+            .iter()
+            .map(|p| PodLine {
+                namespace: p.namespace.clone(),
+                pod: p.pod.clone(),
+                owner: p.owner.clone().unwrap_or_else(|| "—".into()),
+                gpu_model: p.gpu_model.clone(),
+                utilization: percent(Some(p.average_utilization)),
+                figure: card_hours_f64(p.cards_held),
+                money: p.monthly_projection.map_or_else(|| "—".into(), yuan),
+            })
+            .collect(),
+        idle_monthly: yuan(h.idle_monthly),
+        low_efficiency: h
+            .low_efficiency
+            .iter()
+            .map(|p| PodLine {
+                namespace: p.namespace.clone(),
+                pod: p.pod.clone(),
+                owner: p.owner.clone().unwrap_or_else(|| "—".into()),
+                gpu_model: p.gpu_model.clone(),
+                utilization: percent(p.utilization),
+                figure: card_hours_f64(p.wasted_gpu_hours),
+                money: yuan(p.wasted_amount),
+            })
+            .collect(),
+        team: h.team,
+        name: h.name,
+    })
+}
+
+async fn team(
+    State(s): State<AppState>,
+    user: PageUser,
+    PageLang(lang): PageLang,
+    Path(team): Path<String>,
+) -> Result<TeamPage, PageError> {
+    team_page(&s, &user, lang, &team, "/").await
+}

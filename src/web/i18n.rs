@@ -1,0 +1,203 @@
+//! The portal's words in zh-CN and en: one table of keys, the language of a request (`?lang=`, then the `lang`
+//! cookie the switch leaves, then `Accept-Language`), and the cookie that keeps a choice. The language type is the
+//! statements' own ([`crate::export::Lang`]), so a page and its PDF speak alike.
+
+use axum::extract::{FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::Response;
+
+pub use crate::export::Lang;
+
+/// Every word a page prints: key, zh-CN, en.
+const WORDS: &[(&str, &str, &str)] = &[
+    ("app", "GPU 成本核算", "GPU cost accounting"),
+    ("nav.home", "首页", "Home"),
+    ("nav.bills", "账单", "Bills"),
+    ("nav.idle", "闲置浪费", "Idle waste"),
+    ("nav.reports", "报表", "Reports"),
+    ("nav.budgets", "预算", "Budgets"),
+    ("nav.rates", "费率", "Rates"),
+    ("nav.health", "采集健康", "Ingest health"),
+    ("nav.admin", "管理", "Admin"),
+    ("logout", "退出登录", "Log out"),
+    ("signed_in_as", "当前用户", "Signed in as"),
+    ("lang.switch", "English", "中文"),
+    ("not_found", "页面不存在", "Page not found"),
+    ("error", "出错了", "Something went wrong"),
+    ("month", "月份", "Month"),
+    ("status", "状态", "Status"),
+    ("status.open", "未结账", "open"),
+    ("status.closed", "已结账", "closed"),
+    ("team", "团队", "Team"),
+    ("owner", "负责人", "Owner"),
+    ("total", "合计", "Total"),
+    ("teams", "团队", "Teams"),
+    ("card_hours", "卡时", "Card-hours"),
+    ("effective_card_hours", "有效卡时", "Effective card-hours"),
+    ("allocated", "已分配", "Allocated"),
+    ("unallocated", "未分配", "Unallocated"),
+    ("unallocated_share", "未分配分摊", "Unallocated share"),
+    ("platform_kept", "平台承担", "Kept by the platform"),
+    ("capacity_cost", "容量成本", "Capacity cost"),
+    ("restated", "追溯调整", "Restated"),
+    ("forecast", "本月预测", "Forecast for the month"),
+    ("vs_previous", "较上月", "Change vs previous month"),
+    ("allocation_rate", "分配率", "Allocation rate"),
+    ("utilization", "利用率", "Utilization"),
+    ("effective_rate", "有效率", "Effective rate"),
+    ("bills.title", "月度账单", "Monthly bills"),
+    ("bills.month", "月账单", "Bills of the month"),
+    ("bills.statement", "团队结算单", "Team statement"),
+    ("download.csv", "下载 CSV", "Download CSV"),
+    ("download.pdf", "下载 PDF", "Download PDF"),
+    ("close.title", "结账", "Close the month"),
+    ("close.link", "结账…", "Close this month…"),
+    ("close.frozen", "结账后以下数字将被冻结，不再变化：", "Closing freezes these figures for good:"),
+    ("close.mode", "计费方式", "Bill mode"),
+    ("close.unallocated", "未分配成本", "Unallocated cost"),
+    ("close.reason", "未就绪时的结账理由", "Reason to close although not ready"),
+    ("close.submit", "确认结账", "Close the month"),
+    ("close.blockers", "尚未就绪：", "Not ready yet:"),
+    ("close.ready", "本月数据完整，可以结账。", "The month is complete and can be closed."),
+    ("close.cannot", "只能结账已结束的月份。", "Only an ended month can be closed."),
+    ("home.overview", "本月概览", "The month at a glance"),
+    ("home.team", "团队首页", "Team home"),
+    ("budget", "预算", "Budget"),
+    ("spent", "已花费", "Spent"),
+    ("trend", "12 个月趋势", "12-month trend"),
+    ("by_namespace", "按命名空间与 GPU 型号", "By namespace and GPU model"),
+    ("namespace", "命名空间", "Namespace"),
+    ("gpu_model", "GPU 型号", "GPU model"),
+    ("gpu_hours", "GPU 小时", "GPU-hours"),
+    ("effective_gpu_hours", "有效 GPU 小时", "Effective GPU-hours"),
+    ("idle.title", "闲置 Pod", "Idle pods"),
+    ("idle.per_month", "每月 ¥", "¥ per month"),
+    ("idle.total", "每月浪费合计", "Waste per month, total"),
+    ("idle.threshold", "利用率阈值（%）", "Utilization threshold (%)"),
+    ("idle.filter", "筛选", "Filter"),
+    ("idle.none", "没有闲置 Pod。", "No idle pods."),
+    ("pod", "Pod", "Pod"),
+    ("cluster", "集群", "Cluster"),
+    ("cards", "卡数", "Cards"),
+    ("all", "全部", "all"),
+    ("low_eff.title", "低效 Pod", "Low-efficiency pods"),
+    ("wasted_gpu_hours", "浪费 GPU 小时", "Wasted GPU-hours"),
+    ("downloads", "下载", "Downloads"),
+    ("health.title", "采集健康", "Ingest health"),
+    ("health.watermark", "水位线", "Watermark"),
+    ("health.lag", "延迟（小时）", "Lag (hours)"),
+    ("health.last_error", "最近错误", "Last error"),
+    ("health.unmetered", "未计量占比", "Unmetered share"),
+    ("health.unknown", "未知资源", "Unknown resources"),
+    ("health.non_finite", "非有限样本", "Non-finite samples"),
+    ("health.node_issues", "节点问题", "Node issues"),
+    ("health.failed", "失败窗口", "Failed windows"),
+    ("none", "无", "none"),
+    ("tiers.title", "效率分级与排名", "Efficiency tiers and ranking"),
+    ("tier", "等级", "Tier"),
+    ("tier.golden", "金牌（≥70%）", "golden (≥ 70 %)"),
+    ("tier.silver", "银牌（50–70%）", "silver (50–70 %)"),
+    ("tier.bronze", "铜牌（<50%）", "bronze (< 50 %)"),
+    ("rank", "排名", "Rank"),
+    ("cost", "成本", "Cost"),
+    ("day", "日期", "Day"),
+    ("heatmap", "利用率热力图（团队 × 日）", "Utilization heatmap (team × day)"),
+    ("show", "显示", "Show"),
+];
+
+/// The word `key` in `lang`; an unknown key prints itself (a missing word shows on the page, never a panic).
+pub fn t(lang: Lang, key: &'static str) -> &'static str {
+    WORDS.iter().find(|(k, ..)| *k == key).map_or(key, |(_, zh, en)| lang.pick(zh, en))
+}
+
+/// The cookie the language switch leaves.
+const COOKIE: &str = "lang";
+
+/// `?lang=` of a query string, when it names a language.
+fn from_query(query: Option<&str>) -> Option<Lang> {
+    url::form_urlencoded::parse(query?.as_bytes()).find(|(k, _)| k == "lang").and_then(|(_, v)| Lang::parse(&v))
+}
+
+fn from_cookie(headers: &HeaderMap) -> Option<Lang> {
+    headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|c| {
+        let (k, v) = c.trim().split_once('=')?;
+        (k == COOKIE).then(|| Lang::parse(v)).flatten()
+    })
+}
+
+/// The first language of `Accept-Language` the portal speaks (weights aside: browsers list the preferred first).
+fn from_accept(headers: &HeaderMap) -> Option<Lang> {
+    let v = headers.get(header::ACCEPT_LANGUAGE)?.to_str().ok()?;
+    v.split(',').find_map(|part| Lang::parse(part.split(';').next().unwrap_or("")))
+}
+
+/// The language of a request: the switch (`?lang=`), the cookie it left, the browser's, else zh-CN.
+pub fn lang_of(query: Option<&str>, headers: &HeaderMap) -> Lang {
+    from_query(query).or_else(|| from_cookie(headers)).or_else(|| from_accept(headers)).unwrap_or_default()
+}
+
+/// The language of a page request.
+pub struct PageLang(pub Lang);
+
+impl<S: Send + Sync> FromRequestParts<S> for PageLang {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(PageLang(lang_of(parts.uri.query(), &parts.headers)))
+    }
+}
+
+/// `zh-CN` or `en`, for `<html lang>`.
+pub fn html_code(lang: Lang) -> &'static str {
+    lang.pick("zh-CN", "en")
+}
+
+/// Keeps a language chosen with `?lang=` in a cookie, so the next pages speak it too.
+pub async fn remember(req: Request, next: Next) -> Response {
+    let chosen = from_query(req.uri().query());
+    let mut res = next.run(req).await;
+    if let Some(lang) = chosen {
+        let code = lang.pick("zh", "en");
+        let cookie = format!("{COOKIE}={code}; Path=/; Max-Age=31536000; SameSite=Lax");
+        if let Ok(v) = HeaderValue::from_str(&cookie) {
+            res.headers_mut().append(header::SET_COOKIE, v);
+        }
+    }
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(k.clone(), HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn the_switch_beats_the_cookie_beats_the_browser() {
+        let browser_en = headers(&[(header::ACCEPT_LANGUAGE, "en-US,en;q=0.9,zh-CN;q=0.5")]);
+        assert_eq!(lang_of(None, &browser_en), Lang::En);
+        assert_eq!(lang_of(Some("lang=zh-CN"), &browser_en), Lang::Zh);
+        let cookie_zh = headers(&[(header::ACCEPT_LANGUAGE, "en"), (header::COOKIE, "a=b; lang=zh")]);
+        assert_eq!(lang_of(None, &cookie_zh), Lang::Zh);
+        assert_eq!(lang_of(Some("x=1&lang=en"), &cookie_zh), Lang::En);
+        assert_eq!(lang_of(Some("lang=fr"), &headers(&[(header::ACCEPT_LANGUAGE, "fr, en;q=0.3")])), Lang::En);
+        assert_eq!(lang_of(None, &HeaderMap::new()), Lang::Zh);
+    }
+
+    #[test]
+    fn every_key_is_in_the_table_once() {
+        for (i, (k, ..)) in WORDS.iter().enumerate() {
+            assert!(WORDS[i + 1..].iter().all(|(o, ..)| o != k), "{k} twice");
+        }
+        assert_eq!(t(Lang::En, "nav.bills"), "Bills");
+        assert_eq!(t(Lang::Zh, "nav.bills"), "账单");
+    }
+}

@@ -1,0 +1,216 @@
+//! What every page shares: the header (navigation by role, the user, logout, the language switch) as
+//! [`Chrome`], the not-found and error pages, and the stylesheet served from the binary.
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::i18n::{self, Lang};
+use crate::access::Role;
+use crate::auth::PageUser;
+use crate::usecase;
+
+/// The stylesheet, in the binary: nothing is loaded from another host.
+pub const CSS: &str = include_str!("../../static/portal.css");
+
+pub async fn css() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "max-age=3600")], CSS).into_response()
+}
+
+/// One entry of the navigation.
+pub struct NavItem {
+    pub href: &'static str,
+    pub label: &'static str,
+    pub active: bool,
+}
+
+/// The frame of a page: its language, the signed-in user and what the role may open.
+pub struct Chrome {
+    pub lang: Lang,
+    pub title: String,
+    /// `None` on the not-found and error pages (they are the same for everyone).
+    pub user: Option<String>,
+    pub csrf: String,
+    pub nav: Vec<NavItem>,
+}
+
+/// The sections each role may open, in the order the header lists them.
+fn sections(role: Role) -> &'static [(&'static str, &'static str)] {
+    const LEAD: &[(&str, &str)] =
+        &[("/", "nav.home"), ("/bills", "nav.bills"), ("/idle", "nav.idle"), ("/budgets", "nav.budgets")];
+    const READER: &[(&str, &str)] = &[
+        ("/", "nav.home"),
+        ("/bills", "nav.bills"),
+        ("/idle", "nav.idle"),
+        ("/reports/utilization", "nav.reports"),
+        ("/budgets", "nav.budgets"),
+        ("/rates", "nav.rates"),
+        ("/health", "nav.health"),
+    ];
+    const ADMIN: &[(&str, &str)] = &[
+        ("/", "nav.home"),
+        ("/bills", "nav.bills"),
+        ("/idle", "nav.idle"),
+        ("/reports/utilization", "nav.reports"),
+        ("/budgets", "nav.budgets"),
+        ("/rates", "nav.rates"),
+        ("/health", "nav.health"),
+        ("/admin/audit", "nav.admin"),
+    ];
+    match role {
+        Role::TeamLead => LEAD,
+        Role::Viewer | Role::Finance => READER,
+        Role::Admin => ADMIN,
+    }
+}
+
+impl Chrome {
+    /// The frame of a page in section `active` (its path in the navigation) titled `title`.
+    pub fn new(user: &PageUser, lang: Lang, active: &str, title: impl Into<String>) -> Self {
+        let nav = sections(user.principal.role)
+            .iter()
+            .map(|(href, key)| NavItem { href, label: i18n::t(lang, key), active: *href == active })
+            .collect();
+        Chrome { lang, title: title.into(), user: Some(user.username.clone()), csrf: user.csrf.clone(), nav }
+    }
+
+    /// The frame of the pages everyone gets alike (not found, errors): no user, no navigation.
+    fn bare(lang: Lang, title: &str) -> Self {
+        Chrome { lang, title: title.into(), user: None, csrf: String::new(), nav: Vec::new() }
+    }
+
+    pub fn t(&self, key: &'static str) -> &'static str {
+        i18n::t(self.lang, key)
+    }
+
+    pub fn html_lang(&self) -> &'static str {
+        i18n::html_code(self.lang)
+    }
+
+    /// The language the switch offers.
+    pub fn other_lang(&self) -> &'static str {
+        self.lang.pick("en", "zh-CN")
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "message.html")]
+pub struct MessagePage {
+    pub c: Chrome,
+    pub heading: String,
+    pub text: String,
+}
+
+/// What a page answers when its handler cannot show it.
+#[derive(Debug)]
+pub enum PageError {
+    /// Absent, or outside the caller's scope: the same page either way (a team lead learns nothing of others).
+    NotFound,
+    /// A request the data refuses (e.g. a closed month under another policy).
+    Conflict(String),
+    /// Logged; the page says only that something went wrong.
+    Internal(String),
+}
+
+impl From<usecase::Error> for PageError {
+    fn from(e: usecase::Error) -> Self {
+        use usecase::Error as E;
+        match e {
+            E::NotFound(_) | E::NotFoundField { .. } | E::Forbidden | E::Invalid(_) => PageError::NotFound,
+            E::Conflict { message, .. } => PageError::Conflict(message),
+            E::Ledger(
+                l @ (crate::ledger::LedgerError::PolicyMismatch { .. } | crate::ledger::LedgerError::AlreadyClosed(_)),
+            ) => PageError::Conflict(l.to_string()),
+            other => PageError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<askama::Error> for PageError {
+    fn from(e: askama::Error) -> Self {
+        PageError::Internal(e.to_string())
+    }
+}
+
+/// The not-found page: in both languages, so it is byte for byte the same for every caller and every path.
+pub fn not_found_page() -> Response {
+    let page = MessagePage {
+        c: Chrome::bare(Lang::Zh, "404"),
+        heading: "404 · 页面不存在 · Page not found".into(),
+        text: "您要找的页面不存在。The page you asked for does not exist.".into(),
+    };
+    (StatusCode::NOT_FOUND, page).into_response()
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let (status, text) = match self {
+            PageError::NotFound => return not_found_page(),
+            PageError::Conflict(m) => (StatusCode::CONFLICT, m),
+            PageError::Internal(m) => {
+                tracing::error!(error = %m, "page failed");
+                (StatusCode::INTERNAL_SERVER_ERROR, "出错了，请稍后再试。Something went wrong; try again later.".into())
+            }
+        };
+        let page = MessagePage { c: Chrome::bare(Lang::Zh, "error"), heading: status.to_string(), text };
+        (status, page).into_response()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::access::Principal;
+
+    pub(crate) fn user(role: Role, teams: &[&str]) -> PageUser {
+        PageUser {
+            principal: Principal {
+                token_id: 0,
+                name: "u".into(),
+                role,
+                teams: teams.iter().map(|t| (*t).to_string()).collect(),
+            },
+            username: "alice".into(),
+            csrf: "tok-123".into(),
+        }
+    }
+
+    #[test]
+    fn the_navigation_follows_the_role() {
+        let lead = Chrome::new(&user(Role::TeamLead, &["vision"]), Lang::En, "/", "x");
+        let hrefs: Vec<_> = lead.nav.iter().map(|n| n.href).collect();
+        assert_eq!(hrefs, ["/", "/bills", "/idle", "/budgets"]);
+        assert!(lead.nav[0].active && !lead.nav[1].active);
+        let admin = Chrome::new(&user(Role::Admin, &[]), Lang::Zh, "/bills", "x");
+        assert!(admin.nav.iter().any(|n| n.href == "/health" && n.label == "采集健康"));
+        assert!(admin.nav.iter().any(|n| n.href.starts_with("/admin")));
+        let viewer = Chrome::new(&user(Role::Viewer, &[]), Lang::En, "/", "x");
+        assert!(!viewer.nav.iter().any(|n| n.href.starts_with("/admin")));
+    }
+
+    #[tokio::test]
+    async fn not_found_is_one_page_for_everyone() {
+        let body = |r: Response| async move {
+            let (parts, body) = r.into_parts();
+            (parts.status, axum::body::to_bytes(body, 1 << 20).await.unwrap())
+        };
+        let (status, a) = body(not_found_page()).await;
+        let (_, b) = body(PageError::NotFound.into_response()).await;
+        let (_, c) = body(PageError::from(usecase::Error::Forbidden).into_response()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(a, b);
+        assert_eq!(a, c);
+        let html = String::from_utf8(a.to_vec()).unwrap();
+        assert!(html.contains("页面不存在") && html.contains("Page not found"), "{html}");
+        // nobody's name, no navigation, no form
+        assert!(!html.contains("<nav>") && !html.contains("logout"), "{html}");
+        assert!(html.contains(r#"<link rel="stylesheet" href="/static/portal.css">"#));
+    }
+
+    #[test]
+    fn the_stylesheet_hides_the_navigation_in_print() {
+        let print = &CSS[CSS.find("@media print").unwrap()..];
+        assert!(print.contains("header.top nav") && print.contains("display: none"));
+    }
+}
