@@ -414,7 +414,14 @@ pub fn policy_choice(mode: Option<&str>, unallocated: Option<&str>) -> Result<Po
     Ok(PolicyChoice {
         mode: mode.map(|m| bill_mode("mode", m)).transpose()?,
         unallocated: unallocated.map(|u| unallocated_policy("unallocated", u)).transpose()?,
+        replicas: None,
     })
+}
+
+/// A replica billing policy as the API names it: `fraction` or `whole_card`.
+pub fn replica_billing(field: &str, s: &str) -> Result<crate::billing::ReplicaBilling, Invalid> {
+    crate::billing::ReplicaBilling::parse(s)
+        .map_err(|_| Invalid::new(field, format!("`{}`: use fraction or whole_card", s.escape_debug())))
 }
 
 /// A count bound such as `top` or `limit`.

@@ -86,6 +86,9 @@ pub enum Command {
     Nodes(crate::node_cli::NodesCommand),
     /// Oversubscription per node, GPU model and cluster per day, with the cards' utilization beside it.
     Oversubscription(crate::oversub_cli::OversubscriptionArgs),
+    /// How time-sliced replicas are billed (fraction or whole-card), per cluster or node pool, from a date on.
+    #[command(subcommand)]
+    Policy(crate::policy_cli::PolicyCommand),
     /// Print the OpenAPI document (as committed in openapi/openapi.json).
     Openapi,
 }
@@ -240,7 +243,11 @@ impl From<CliUnallocated> for crate::billing::UnallocatedPolicy {
 
 /// `--mode` and `--unallocated` as asked (either may be absent).
 fn policy_choice(mode: Option<CliBillMode>, unallocated: Option<CliUnallocated>) -> crate::billing::PolicyChoice {
-    crate::billing::PolicyChoice { mode: mode.map(Into::into), unallocated: unallocated.map(Into::into) }
+    crate::billing::PolicyChoice {
+        mode: mode.map(Into::into),
+        unallocated: unallocated.map(Into::into),
+        replicas: None,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -487,6 +494,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mappings(m) => admin::mappings_cmd(m).await?,
         Command::Nodes(n) => crate::node_cli::run(n).await?,
         Command::Oversubscription(a) => crate::oversub_cli::run(a).await?,
+        Command::Policy(p) => crate::policy_cli::run(p).await?,
         Command::Openapi => print!("{}", crate::api::openapi_json()),
     }
     Ok(())

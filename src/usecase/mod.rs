@@ -12,6 +12,7 @@ pub mod health;
 pub mod idle;
 pub mod mappings;
 pub mod rates;
+pub mod replicas;
 pub mod reports;
 pub mod statements;
 pub mod teams;
