@@ -36,7 +36,7 @@ log "making the contract venv at $venv with $python"
 rm -rf "$venv"
 mkdir -p "$(dirname "$venv")"
 "$python" -m venv "$venv" >&2
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$reqs" >&2 ||
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir -r "$reqs" >&2 ||
     die "pip install -r $reqs failed"
 echo "$want" >"$venv/.requirements.sha256"
 echo "$venv"

@@ -30,12 +30,18 @@ pub fn app_with_timeout(state: AppState, timeout: Duration) -> Router {
         .layer(axum::middleware::from_fn(move |req: Request, next: Next| crate::api::timeout(timeout, req, next)))
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(BODY_LIMIT))
+        .layer(axum::middleware::from_fn(errors_per_face))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
 
 fn is_api_path(path: &str) -> bool {
     ["/api/", "/swagger-ui", "/healthz", "/readyz"].iter().any(|p| path.starts_with(p)) || path == "/api"
+}
+
+/// Every error under the API's paths is JSON, whichever layer answered it (the body limit, the router, a handler).
+async fn errors_per_face(req: Request, next: Next) -> Response {
+    if is_api_path(req.uri().path()) { crate::api::json_errors(req, next).await } else { next.run(req).await }
 }
 
 async fn not_found(req: Request) -> Response {

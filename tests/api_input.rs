@@ -202,6 +202,16 @@ async fn fields_are_named_once_and_invalid_values_are_422(pool: PgPool) {
     assert!(message.starts_with("rate: ") && !message.contains("rate: rate"), "{message}");
     let r = api.call(Method::POST, "/api/v1/bills/2026-10/close", fin, Some(json!({"mode": 1}))).await;
     assert_error(&r, 422, "invalid_input", "mode");
+    // every body is an object: an array (which serde would read as a struct's fields in order) or a scalar is
+    // refused, and nothing is written
+    let before = write_counts(&pool).await;
+    for body in [json!([null, null]), json!(["A100-80GB", "2026-11-01", "10"]), json!("x"), json!(null)] {
+        let r = api.call(Method::POST, "/api/v1/rates", fin, Some(body.clone())).await;
+        assert_error(&r, 422, "invalid_input", "body");
+        let r = api.call(Method::PUT, "/api/v1/cloud-rates/A100-80GB", fin, Some(body)).await;
+        assert_error(&r, 422, "invalid_input", "body");
+    }
+    assert_eq!(write_counts(&pool).await, before);
     // query values that parse but are out of bounds, or do not parse
     for (path, field) in [
         ("/api/v1/usage?from=2026-11-02T00:00:00Z&to=2026-11-01T00:00:00Z", "to"),

@@ -1,14 +1,31 @@
 //! JSON and query-string extractors whose rejections are [`ApiError`]s naming the field.
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{FromRequest, FromRequestParts};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 
 use crate::error::ApiError;
 
-/// `axum::Json` with JSON errors: a missing or mistyped field is a 422 naming it.
-#[derive(Debug, FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// `axum::Json` with JSON errors: a missing or mistyped field is a 422 naming it. Every body of the API is a JSON
+/// object: anything else is refused before it is read into `T` (serde's derived structs would also read an array
+/// such as `[null, null]` as their fields in order, which the document does not allow).
+#[derive(Debug)]
 pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        // content type, size and syntax as axum's `Json` checks them; the shape next; the fields last
+        let axum::Json(raw) = axum::Json::<Box<RawValue>>::from_request(req, state).await?;
+        if !raw.get().trim_start().starts_with('{') {
+            return Err(ApiError::invalid("body", "the body must be a JSON object"));
+        }
+        let axum::Json(value) = axum::Json::<T>::from_bytes(raw.get().as_bytes())?;
+        Ok(Self(value))
+    }
+}
 
 /// `axum::extract::Query` with JSON errors naming the parameter.
 #[derive(Debug, FromRequestParts)]

@@ -88,8 +88,8 @@ pub fn openapi_json() -> String {
     serde_json::to_string_pretty(&doc::apply_rules(&spec)).unwrap_or_default() + "\n"
 }
 
-/// The JSON face: `/api/v1`, its spec, Swagger UI and the probes, every error answered as JSON (the layers of the
-/// whole application are [`crate::server`]'s).
+/// The JSON face: `/api/v1`, its spec, Swagger UI and the probes (the layers of the whole application, [`json_errors`]
+/// among them, are [`crate::server`]'s).
 pub fn routes(state: AppState) -> Router<AppState> {
     let (api, spec) = api();
     // the spec is never sent to an outside validator (Swagger UI's default would)
@@ -100,7 +100,12 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .merge(swagger)
         .route("/healthz", axum::routing::get(probes::healthz))
         .route("/readyz", axum::routing::get(probes::readyz))
-        .layer(axum::middleware::from_fn(errors::json_errors))
+}
+
+/// Rewrites an error answer that is not JSON into the JSON error body: the outermost layer of the whole
+/// application for the API's paths, so that the body limit's and the router's answers are JSON too.
+pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    errors::json_errors(req, next).await
 }
 
 /// The answer to an unknown route under the API's paths.
