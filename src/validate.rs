@@ -409,12 +409,16 @@ pub fn unallocated_policy(field: &str, s: &str) -> Result<UnallocatedPolicy, Inv
         })
 }
 
-/// A policy asked for (`mode`, `unallocated`, either may be absent).
-pub fn policy_choice(mode: Option<&str>, unallocated: Option<&str>) -> Result<PolicyChoice, Invalid> {
+/// A policy asked for (`mode`, `unallocated`, `replicas`, any may be absent).
+pub fn policy_choice(
+    mode: Option<&str>,
+    unallocated: Option<&str>,
+    replicas: Option<&str>,
+) -> Result<PolicyChoice, Invalid> {
     Ok(PolicyChoice {
         mode: mode.map(|m| bill_mode("mode", m)).transpose()?,
         unallocated: unallocated.map(|u| unallocated_policy("unallocated", u)).transpose()?,
-        replicas: None,
+        replicas: replicas.map(|r| replica_billing("replicas", r)).transpose()?,
     })
 }
 

@@ -189,8 +189,9 @@ mod tests {
         #[test]
         fn whole_card_is_the_replicas_factor(replicas in 1u32..=16, units in 1u32..=4, hours in 0u32..=744,
                                             kind in prop::sample::select(vec!["timeslice", "mps", "whole", "mig", "hami"])) {
-            let replica_hours = Decimal::from(units * hours);
-            let card_hours = replica_hours / Decimal::from(replicas);
+            // held card-hours (q·f) and the replica-hours behind them (q): replicas × as many
+            let card_hours = Decimal::from(units * hours);
+            let replica_hours = card_hours * Decimal::from(replicas);
             let whole = ReplicaBilling::WholeCard.billed_hours(kind, card_hours, replica_hours);
             let fraction = ReplicaBilling::Fraction.billed_hours(kind, card_hours, replica_hours);
             prop_assert_eq!(fraction, card_hours);

@@ -168,6 +168,10 @@ pub struct ExportArgs {
     /// exports as closed: a policy other than its own is an error.
     #[arg(long, value_enum, visible_alias = "policy")]
     pub unallocated: Option<CliUnallocated>,
+    /// An open month's draft with every time-sliced replica billed so: fraction or whole-card (default: each
+    /// cluster's or node pool's dated setting, `cardhour policy set`). A closed month refuses it.
+    #[arg(long, value_parser = valid_replicas)]
+    pub replicas: Option<crate::billing::ReplicaBilling>,
     /// The PDF's language from layout 3 on: zh (zh-CN) or en. A month closed under layout 1 or 2 prints as it
     /// did then, in English.
     #[arg(long, value_parser = valid_lang, default_value = "zh")]
@@ -248,6 +252,10 @@ fn policy_choice(mode: Option<CliBillMode>, unallocated: Option<CliUnallocated>)
         unallocated: unallocated.map(Into::into),
         replicas: None,
     }
+}
+
+fn valid_replicas(s: &str) -> Result<crate::billing::ReplicaBilling, String> {
+    crate::billing::ReplicaBilling::parse(s).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
