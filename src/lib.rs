@@ -18,6 +18,7 @@ pub mod metering;
 pub mod money;
 pub mod node_cli;
 pub mod oversub_cli;
+pub mod policy_cli;
 pub mod pricing;
 pub mod prom;
 pub mod readiness;

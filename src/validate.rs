@@ -409,12 +409,23 @@ pub fn unallocated_policy(field: &str, s: &str) -> Result<UnallocatedPolicy, Inv
         })
 }
 
-/// A policy asked for (`mode`, `unallocated`, either may be absent).
-pub fn policy_choice(mode: Option<&str>, unallocated: Option<&str>) -> Result<PolicyChoice, Invalid> {
+/// A policy asked for (`mode`, `unallocated`, `replicas`, any may be absent).
+pub fn policy_choice(
+    mode: Option<&str>,
+    unallocated: Option<&str>,
+    replicas: Option<&str>,
+) -> Result<PolicyChoice, Invalid> {
     Ok(PolicyChoice {
         mode: mode.map(|m| bill_mode("mode", m)).transpose()?,
         unallocated: unallocated.map(|u| unallocated_policy("unallocated", u)).transpose()?,
+        replicas: replicas.map(|r| replica_billing("replicas", r)).transpose()?,
     })
+}
+
+/// A replica billing policy as the API names it: `fraction` or `whole_card`.
+pub fn replica_billing(field: &str, s: &str) -> Result<crate::billing::ReplicaBilling, Invalid> {
+    crate::billing::ReplicaBilling::parse(s)
+        .map_err(|_| Invalid::new(field, format!("`{}`: use fraction or whole_card", s.escape_debug())))
 }
 
 /// A count bound such as `top` or `limit`.

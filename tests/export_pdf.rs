@@ -48,6 +48,8 @@ fn usage(team: &str, ns: &str, model: &str, kind: &str, hours: Decimal, r: Optio
         effective_card_hours: (hours * dec!(0.613)).round_dp(6),
         unmetered_card_hours: Decimal::ZERO,
         rate: r,
+        whole_card_hours: None,
+        unverified_node: false,
     }
 }
 

@@ -318,7 +318,7 @@ async fn a_closed_statement_is_read_once_and_kept_by_its_hash(pool: PgPool) {
     // its own policy asked for is the same statement; another is refused (a closed month has no other draft)
     let frozen = PolicyChoice::exactly(first.bills.policy);
     assert!(Arc::ptr_eq(&first, &cache.statement(&pool, sept, frozen).await.unwrap()));
-    let other = PolicyChoice { mode: Some(cardhour::billing::BillMode::Chargeback), unallocated: None };
+    let other = PolicyChoice { mode: Some(cardhour::billing::BillMode::Chargeback), ..PolicyChoice::NONE };
     match cache.statement(&pool, sept, other).await {
         Err(LedgerError::PolicyMismatch { field: "mode", .. }) => {}
         other => panic!("expected a policy mismatch, got {other:?}"),

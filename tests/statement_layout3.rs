@@ -333,6 +333,8 @@ fn usage(team: &str, ns: &str, kind: &str, hours: Decimal, rate: Decimal) -> Usa
         effective_card_hours: (hours * dec!(0.4)).round_dp(6),
         unmetered_card_hours: Decimal::ZERO,
         rate: RatePerCardHour::new(rate),
+        whole_card_hours: None,
+        unverified_node: false,
     }
 }
 

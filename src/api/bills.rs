@@ -55,11 +55,15 @@ pub struct PolicyInput {
     pub mode: Option<String>,
     /// `kept_by_platform` or `spread_proportionally`.
     pub unallocated: Option<String>,
+    /// Open month: a draft with every time-sliced replica billed so, `fraction` or `whole_card` (default: each
+    /// cluster's or node pool's dated setting). A closed month was billed per the settings of its time (any
+    /// value is a 409).
+    pub replicas: Option<String>,
 }
 
 impl PolicyInput {
     fn resolve(&self) -> Result<PolicyChoice, ApiError> {
-        Ok(crate::validate::policy_choice(self.mode.as_deref(), self.unallocated.as_deref())?)
+        Ok(crate::validate::policy_choice(self.mode.as_deref(), self.unallocated.as_deref(), self.replicas.as_deref())?)
     }
 }
 
@@ -67,6 +71,11 @@ impl PolicyInput {
 pub struct PolicyView {
     pub mode: BillModeView,
     pub unallocated: UnallocatedView,
+    /// How time-sliced replicas are billed: the settings in effect during the month (per cluster, or node pool,
+    /// from a date; `fraction` where none is listed; cluster `*` in a draft previewed under one policy). Absent
+    /// when the month has no time-sliced usage and no setting, and for a month closed before the policy existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<Vec<crate::billing::ReplicaPolicyVersion>>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -83,9 +92,14 @@ pub enum UnallocatedView {
     SpreadProportionally,
 }
 
+fn policy_view(b: &crate::billing::MonthBills) -> PolicyView {
+    PolicyView { replicas: b.replica_policies.clone(), ..b.policy.into() }
+}
+
 impl From<BillPolicy> for PolicyView {
     fn from(p: BillPolicy) -> Self {
         PolicyView {
+            replicas: None,
             mode: match p.mode {
                 BillMode::Showback => BillModeView::Showback,
                 BillMode::Chargeback => BillModeView::Chargeback,
@@ -166,6 +180,11 @@ pub struct MonthView {
     /// month closed before offered capacity was recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_offered: Option<Money>,
+    /// What billing time-sliced replicas as whole cards recovered above their cards' cost: the platform's
+    /// over-recovery, its own figure (never a negative `unallocated`). Absent when nothing was billed so, and for
+    /// a team lead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over_recovery: Option<Money>,
     /// A month closed although it was not complete: the reason, who closed it, and (global readers only) what
     /// stood in the way.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -230,7 +249,7 @@ fn month_view(st: &Statement, scope: &Scope) -> MonthView {
         closed_at: st.closed_at,
         closed_by: st.closed_by.clone(),
         layout: layout_field(st),
-        policy: b.policy.into(),
+        policy: policy_view(b),
         teams: st.team_ids().into_iter().filter(|t| scope.allows(t)).map(|t| team_summary(st, t)).collect(),
         capacity: global.then(|| {
             b.capacity
@@ -253,6 +272,7 @@ fn month_view(st: &Statement, scope: &Scope) -> MonthView {
         unallocated: global.then_some(b.unallocated),
         platform_kept: global.then_some(b.platform_kept),
         not_offered: layout2(st, b.not_offered.filter(|_| global)),
+        over_recovery: b.over_recovery.filter(|_| global),
         close_override: st.close_override.as_ref().map(|o| override_view(o, global)),
     }
 }
@@ -300,6 +320,15 @@ pub struct LineView {
     pub rate: Option<RatePerCardHour>,
     pub amount: Money,
     pub unpriced: bool,
+    /// Time-sliced replicas billed as whole cards: the replica-hours `amount` is for (`card_hours` stays the
+    /// physical share). Absent when billed by fraction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub whole_card_hours: Option<Decimal>,
+    /// Held on a node whose cards could not be counted (taken at face value, a unit a card): the hours are as
+    /// the node advertised them until its configuration settles it. Absent when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unverified_node: bool,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -340,7 +369,7 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
         status: st.status,
         closed_at: st.closed_at,
         layout: layout_field(st),
-        policy: st.bills.policy.into(),
+        policy: policy_view(&st.bills),
         summary: team_summary(st, team),
         lines: bill
             .map(|b| {
@@ -356,6 +385,8 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
                         rate: l.rate,
                         amount: l.amount,
                         unpriced: l.unpriced,
+                        whole_card_hours: l.whole_card_hours,
+                        unverified_node: l.unverified_node,
                     })
                     .collect()
             })
@@ -428,7 +459,8 @@ pub struct ClosedView {
 /// The policy a close freezes: both parts, named. An empty body or one naming neither is a 422 on `policy`; one
 /// naming a single part, a 422 on the other.
 fn close_policy(input: &CloseInput) -> Result<BillPolicy, ApiError> {
-    let choice = PolicyInput { mode: input.mode.clone(), unallocated: input.unallocated.clone() }.resolve()?;
+    let choice =
+        PolicyInput { mode: input.mode.clone(), unallocated: input.unallocated.clone(), replicas: None }.resolve()?;
     choice.complete().ok_or_else(|| match (choice.mode, choice.unallocated) {
         (None, None) => ApiError::invalid(
             "policy",
@@ -498,6 +530,9 @@ pub struct ExportQuery {
     /// Open month: the draft under this unallocated policy, `kept_by_platform` or `spread_proportionally`
     /// (default: the configured one). Closed month: only the one it was closed with (another is a 409).
     pub unallocated: Option<String>,
+    /// Open month: the draft with every time-sliced replica billed so, `fraction` or `whole_card` (default: the
+    /// dated settings). Closed month: any value is a 409.
+    pub replicas: Option<String>,
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -511,6 +546,8 @@ pub struct PdfQuery {
     pub mode: Option<String>,
     /// As for the other exports: an open month's draft under this unallocated policy; a closed month only its own.
     pub unallocated: Option<String>,
+    /// As for the other exports: an open month's draft with time-sliced replicas billed so.
+    pub replicas: Option<String>,
     /// The statement's language from layout 3 on: `zh` (zh-CN, the default) or `en`. A month closed under
     /// layout 1 or 2 prints as it did then, in English, whatever this says.
     pub lang: Option<String>,
@@ -529,7 +566,7 @@ fn check_export_team(team: Option<&str>) -> Result<(), ApiError> {
 async fn export_selection(s: &AppState, scope: &Scope, month: &str, q: &ExportQuery) -> Result<Selection, ApiError> {
     let month = parse_month(month)?;
     check_export_team(q.team.as_deref())?;
-    let choice = crate::validate::policy_choice(q.mode.as_deref(), q.unallocated.as_deref())?;
+    let choice = crate::validate::policy_choice(q.mode.as_deref(), q.unallocated.as_deref(), q.replicas.as_deref())?;
     Ok(statements::select(&s.cases, scope, month, choice, q.team.as_deref()).await?)
 }
 
@@ -597,7 +634,12 @@ async fn export_pdf(
             .ok_or_else(|| ApiError::invalid("lang", format!("`{}`: use zh or en", l.escape_debug())))?,
     };
     let scope = reader.scope();
-    let export = ExportQuery { team: q.team.clone(), mode: q.mode.clone(), unallocated: q.unallocated.clone() };
+    let export = ExportQuery {
+        team: q.team.clone(),
+        mode: q.mode.clone(),
+        unallocated: q.unallocated.clone(),
+        replicas: q.replicas.clone(),
+    };
     let sel = export_selection(&s, &scope, &month, &export).await?;
     let body = exports::pdf(&s.cases, &sel, reader.name.clone(), lang).await?;
     Ok(attachment(&headers, &sel.statement, "application/pdf", q.team.as_deref(), "pdf", body))

@@ -17,6 +17,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::lines::{BillLine, CapacityBillLine, CapacityLine, UsageLine, bill_lines, capacity_lines};
+use super::replicas::{ReplicaBilling, ReplicaPolicyVersion};
 use super::spread::largest_remainder;
 use crate::money::Money;
 
@@ -74,15 +75,18 @@ impl UnallocatedPolicy {
 pub struct PolicyChoice {
     pub mode: Option<BillMode>,
     pub unallocated: Option<UnallocatedPolicy>,
+    /// A draft's preview with every time-sliced replica billed so, whatever the dated settings say (open months
+    /// only: a closed month was billed per the settings of its time).
+    pub replicas: Option<ReplicaBilling>,
 }
 
 impl PolicyChoice {
     /// Nothing asked for: the default policy (open) or the frozen one (closed).
-    pub const NONE: PolicyChoice = PolicyChoice { mode: None, unallocated: None };
+    pub const NONE: PolicyChoice = PolicyChoice { mode: None, unallocated: None, replicas: None };
 
     /// Both parts chosen.
     pub fn exactly(p: BillPolicy) -> PolicyChoice {
-        PolicyChoice { mode: Some(p.mode), unallocated: Some(p.unallocated) }
+        PolicyChoice { mode: Some(p.mode), unallocated: Some(p.unallocated), replicas: None }
     }
 
     /// The policy asked for, with what was left out taken from `default`.
@@ -103,6 +107,9 @@ impl PolicyChoice {
     pub fn conflict(self, frozen: BillPolicy) -> Option<(&'static str, &'static str, &'static str)> {
         if let Some(m) = self.mode.filter(|m| *m != frozen.mode) {
             return Some(("mode", m.as_str(), frozen.mode.as_str()));
+        }
+        if let Some(r) = self.replicas {
+            return Some(("replicas", r.as_str(), "the dated replica settings"));
         }
         self.unallocated
             .filter(|u| *u != frozen.unallocated)
@@ -178,12 +185,26 @@ pub struct MonthBills {
     /// of its stored form, so such a snapshot reads and prints as it was closed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_offered: Option<Money>,
+    /// What billing time-sliced replicas as whole cards recovered above their cards' cost (Σ line amount −
+    /// line's physical amount): the platform's over-recovery, its own line, never a negative `unallocated`.
+    /// `None` when no line is billed so (and in months closed before the policy existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_recovery: Option<Money>,
+    /// The replica billing settings in effect during the month, shown on the statement; `None` when the month has
+    /// no time-sliced usage and no setting (and in months closed before the policy existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_policies: Option<Vec<ReplicaPolicyVersion>>,
 }
 
 impl MonthBills {
     /// The not-offered cost, 0 for a month closed before it was recorded.
     pub fn not_offered_cost(&self) -> Money {
         self.not_offered.unwrap_or_default()
+    }
+
+    /// The over-recovery, 0 when nothing was billed as whole cards.
+    pub fn over_recovery_amount(&self) -> Money {
+        self.over_recovery.unwrap_or_default()
     }
 }
 
@@ -201,7 +222,11 @@ pub fn compute_month(usage: &[UsageLine], capacity: &[CapacityLine], policy: Bil
     let capacity_cost: Money = capacity.iter().map(|c| c.amount).sum();
     let not_offered: Money = capacity.iter().map(|c| c.not_offered_amount.unwrap_or_default()).sum();
     let allocated: Money = teams.iter().map(|t| t.allocated).sum();
-    let unallocated = capacity_cost - not_offered - allocated;
+    // capacity is allocated physically: whole-card billing's surplus is over-recovery, not a negative unallocated
+    let lines = || teams.iter().flat_map(|t| &t.lines);
+    let over_recovery: Money = lines().map(BillLine::over_recovery).sum();
+    let whole_card_billed = lines().any(|l| l.whole_card_hours.is_some());
+    let unallocated = capacity_cost - not_offered - (allocated - over_recovery);
 
     // Teams are sorted by name, so largest_remainder's positional tie-break is the name order.
     let shares = match policy.unallocated {
@@ -224,6 +249,8 @@ pub fn compute_month(usage: &[UsageLine], capacity: &[CapacityLine], policy: Bil
         platform_kept,
         policy,
         not_offered: Some(not_offered),
+        over_recovery: whole_card_billed.then_some(over_recovery),
+        replica_policies: None,
     }
 }
 
@@ -243,7 +270,7 @@ mod tests {
 
     #[test]
     fn a_policy_choice_fills_from_the_default_and_names_its_conflict() {
-        let mode_only = PolicyChoice { mode: Some(BillMode::Chargeback), unallocated: None };
+        let mode_only = PolicyChoice { mode: Some(BillMode::Chargeback), ..PolicyChoice::NONE };
         assert_eq!(mode_only.or(KEPT), BillPolicy { mode: BillMode::Chargeback, ..KEPT });
         assert_eq!(PolicyChoice::NONE.or(SPREAD), SPREAD);
         assert_eq!(mode_only.complete(), None);
@@ -252,7 +279,7 @@ mod tests {
         assert_eq!(PolicyChoice::exactly(SPREAD).conflict(SPREAD), None);
         assert_eq!(mode_only.conflict(SPREAD), None);
         assert_eq!(mode_only.conflict(KEPT), Some(("mode", "chargeback", "showback")));
-        let spread = PolicyChoice { mode: None, unallocated: Some(UnallocatedPolicy::SpreadProportionally) };
+        let spread = PolicyChoice { unallocated: Some(UnallocatedPolicy::SpreadProportionally), ..PolicyChoice::NONE };
         assert_eq!(spread.conflict(KEPT), Some(("unallocated", "spread_proportionally", "kept_by_platform")));
     }
 
@@ -266,6 +293,8 @@ mod tests {
             effective_card_hours: hours * dec!(0.4),
             unmetered_card_hours: dec!(1),
             rate: r,
+            whole_card_hours: None,
+            unverified_node: false,
         }
     }
 
@@ -344,6 +373,46 @@ mod tests {
         let totals: Vec<String> = bills.teams.iter().map(|t| t.total.to_string()).collect();
         assert_eq!(totals, ["66.67", "33.33"]);
         assert_eq!(bills.teams[1].unallocated_share.to_string(), "-16.67");
+    }
+
+    fn timeslice(team: &str, card_hours: Decimal, whole: Option<Decimal>, r: Option<RatePerCardHour>) -> UsageLine {
+        UsageLine { kind: "timeslice".into(), whole_card_hours: whole, ..usage(team, team, "T4", card_hours, r) }
+    }
+
+    #[test]
+    fn whole_card_billing_is_over_recovery_never_negative_unallocated() {
+        // 2 T4 cards for 100 h at 2.5000: capacity 200 card-hours = 500.00. Team a holds 1 of 4 replicas for
+        // 100 h (25 card-hours physical, 100 replica-hours), team b a whole card for 50 h (125.00).
+        // Fraction: a 25 × 2.5 = 62.50; allocated 187.50; unallocated 500 − 187.50 = 312.50.
+        // Whole card: a 100 × 2.5 = 250.00 (4 × 62.50); over-recovery 250.00 − 62.50 = 187.50; allocated 375.00;
+        // unallocated still 312.50 (physical), kept by the platform: 375.00 + 312.50 = 500.00 + 187.50.
+        let r = rate(dec!(2.5));
+        let cap_ = [cap("T4", dec!(200), r)];
+        let b = usage("b", "b", "T4", dec!(50), r);
+        let fraction = compute_month(&[timeslice("a", dec!(25), None, r), b.clone()], &cap_, KEPT);
+        let whole = compute_month(&[timeslice("a", dec!(25), Some(dec!(100)), r), b], &cap_, KEPT);
+        assert_eq!((fraction.teams[0].total.to_string(), fraction.over_recovery), ("62.50".into(), None));
+        assert_eq!(fraction.unallocated.to_string(), "312.50");
+        assert_eq!(whole.teams[0].total.to_string(), "250.00");
+        assert_eq!(whole.teams[0].lines[0].card_hours, dec!(25), "GPU-hours stay physical");
+        assert_eq!(whole.teams[0].lines[0].over_recovery().to_string(), "187.50");
+        assert_eq!(whole.over_recovery.map(|m| m.to_string()), Some("187.50".into()));
+        assert_eq!((whole.allocated.to_string(), whole.unallocated.to_string()), ("375.00".into(), "312.50".into()));
+        let totals: Money = whole.teams.iter().map(|t| t.total).sum();
+        assert_eq!(totals + whole.platform_kept, whole.capacity_cost + whole.over_recovery_amount());
+
+        // One card, its 4 replicas all held for 100 h: by fraction the card is fully allocated (250.00, nothing
+        // unallocated); as whole cards 1000.00 is billed, 750.00 over-recovered, and unallocated stays 0, not −750.
+        let one = [cap("T4", dec!(100), r)];
+        let sold = |whole: Option<Decimal>| {
+            let teams = ["a", "b", "c", "d"];
+            compute_month(&teams.map(|t| timeslice(t, dec!(25), whole, r)), &one, SPREAD)
+        };
+        let (f, w) = (sold(None), sold(Some(dec!(100))));
+        assert_eq!((f.allocated.to_string(), f.unallocated.to_string()), ("250.00".into(), "0.00".into()));
+        assert_eq!((w.allocated.to_string(), w.unallocated.to_string()), ("1000.00".into(), "0.00".into()));
+        assert_eq!(w.over_recovery_amount().to_string(), "750.00");
+        assert!(w.teams.iter().all(|t| t.unallocated_share.is_zero()));
     }
 
     #[test]

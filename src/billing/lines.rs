@@ -30,6 +30,13 @@ pub struct UsageLine {
     pub unmetered_card_hours: Decimal,
     /// The rate of this period; `None` when no rate is known for the model (the line is billed at 0 and flagged).
     pub rate: Option<RatePerCardHour>,
+    /// Time-sliced replicas billed as whole cards ([`super::replicas`]): the replica-hours billed, each replica a
+    /// card; `None` when billed by fraction (the physical `card_hours`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole_card_hours: Option<Decimal>,
+    /// Held on a node whose cards could not be counted (taken at face value): the bill line is marked.
+    #[serde(default)]
+    pub unverified_node: bool,
 }
 
 /// The cluster's capacity of one GPU model during one rate period of the month.
@@ -65,10 +72,18 @@ pub struct BillLine {
     pub unmetered_card_hours: Decimal,
     /// The rate used, printed on the bill.
     pub rate: Option<RatePerCardHour>,
-    /// `rate × card_hours`, rounded half up to the fen; 0 when unpriced.
+    /// `rate × card_hours` (or × `whole_card_hours` when billed so), rounded half up to the fen; 0 when unpriced.
     pub amount: Money,
     /// No rate was known: the hours are shown, the amount is 0, and finance must see why.
     pub unpriced: bool,
+    /// Time-sliced replicas billed as whole cards: the replica-hours the amount is for (`card_hours` stays the
+    /// physical share). Absent on lines billed by fraction, so statements closed before it read as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole_card_hours: Option<Decimal>,
+    /// Some of the line's pods ran on a node whose cards could not be counted (taken at face value, a unit a
+    /// card): its hours are as the node advertised them until configuration settles it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unverified_node: bool,
 }
 
 /// A priced capacity line: what the cluster's cards of one model cost during one rate period.
@@ -110,6 +125,16 @@ impl BillLine {
     pub fn key(&self) -> LineKey {
         (self.namespace.clone(), self.gpu_model.clone(), self.kind.clone(), self.rate)
     }
+
+    /// What the line's physical card-hours cost (its amount under fraction billing), rounded like the line.
+    pub fn physical_amount(&self) -> Money {
+        price(self.rate, self.card_hours)
+    }
+
+    /// What whole-card billing recovers on this line above its cards' cost (0 when billed by fraction).
+    pub fn over_recovery(&self) -> Money {
+        self.amount - self.physical_amount()
+    }
 }
 
 /// The amount for some card-hours at an optional rate: unpriced hours cost 0 (and are flagged by the caller).
@@ -122,29 +147,41 @@ struct Hours {
     card: Decimal,
     effective: Decimal,
     unmetered: Decimal,
+    whole: Decimal,
+    unverified: bool,
 }
 
 /// Merges usage lines by key and prices each merged line once, sorted by key.
 pub(crate) fn bill_lines<'a>(usage: impl IntoIterator<Item = &'a UsageLine>) -> Vec<BillLine> {
-    let mut merged: BTreeMap<LineKey, Hours> = BTreeMap::new();
+    // whole-card billed hours are a line of their own beside the same key's fraction-billed ones (a policy
+    // change mid-month), so each line's amount is one rate × one kind of hours
+    let mut merged: BTreeMap<(LineKey, bool), Hours> = BTreeMap::new();
     for u in usage {
-        let h = merged.entry((u.namespace.clone(), u.gpu_model.clone(), u.kind.clone(), u.rate)).or_default();
+        let key = (u.namespace.clone(), u.gpu_model.clone(), u.kind.clone(), u.rate);
+        let h = merged.entry((key, u.whole_card_hours.is_some())).or_default();
         h.card += u.card_hours;
         h.effective += u.effective_card_hours;
         h.unmetered += u.unmetered_card_hours;
+        h.whole += u.whole_card_hours.unwrap_or_default();
+        h.unverified |= u.unverified_node;
     }
     merged
         .into_iter()
-        .map(|((namespace, gpu_model, kind, rate), h)| BillLine {
-            namespace,
-            gpu_model,
-            kind,
-            card_hours: h.card,
-            effective_card_hours: h.effective,
-            unmetered_card_hours: h.unmetered,
-            rate,
-            amount: price(rate, h.card),
-            unpriced: rate.is_none(),
+        .map(|(((namespace, gpu_model, kind, rate), whole), h)| {
+            let whole_card_hours = whole.then_some(h.whole);
+            BillLine {
+                namespace,
+                gpu_model,
+                kind,
+                card_hours: h.card,
+                effective_card_hours: h.effective,
+                unmetered_card_hours: h.unmetered,
+                rate,
+                amount: price(rate, whole_card_hours.unwrap_or(h.card)),
+                unpriced: rate.is_none(),
+                whole_card_hours,
+                unverified_node: h.unverified,
+            }
         })
         .collect()
 }
@@ -192,6 +229,8 @@ mod tests {
             effective_card_hours: hours / dec!(2),
             unmetered_card_hours: Decimal::ZERO,
             rate: r,
+            whole_card_hours: None,
+            unverified_node: false,
         }
     }
 

@@ -3,6 +3,7 @@
 //! - [`month`]: the billing month `YYYY-MM` and its bounds in the billing time zone.
 //! - [`lines`]: usage and capacity lines in, priced bill lines out (rounded half up to the fen per line).
 //! - [`compute`]: [`compute_month`] — team bills, capacity cost, the unallocated cost and its policy.
+//! - [`replicas`]: how time-sliced replicas are billed (fraction or whole card), dated per cluster or pool.
 //! - [`spread`]: largest-remainder split, so spread shares sum exactly to the amount split.
 //! - [`restate`]: restatement lines for a closed month recomputed later.
 //!
@@ -14,6 +15,7 @@
 pub mod compute;
 pub mod lines;
 pub mod month;
+pub mod replicas;
 pub mod restate;
 pub mod spread;
 
@@ -23,5 +25,6 @@ mod proptests;
 pub use compute::{BillMode, BillPolicy, MonthBills, PolicyChoice, TeamBill, UnallocatedPolicy, compute_month};
 pub use lines::{BillLine, CapacityBillLine, CapacityLine, LineKey, UsageLine};
 pub use month::{DEFAULT_BILLING_TZ, Month, MonthParseError};
+pub use replicas::{ReplicaBilling, ReplicaPolicyBook, ReplicaPolicyVersion};
 pub use restate::{RestatementLine, UNALLOCATED_SHARE_NAMESPACE, restate_month, restatement};
 pub use spread::largest_remainder;

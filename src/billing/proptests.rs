@@ -45,6 +45,8 @@ fn usage_strategy() -> impl Strategy<Value = UsageLine> {
             effective_card_hours: (card_hours * Decimal::from(eff_pct) / Decimal::from(100)).round_dp(6),
             unmetered_card_hours: (card_hours * Decimal::from(unmetered_pct) / Decimal::from(100)).round_dp(6),
             rate,
+            whole_card_hours: None,
+            unverified_node: false,
         })
 }
 
@@ -198,6 +200,8 @@ proptest! {
                 effective_card_hours: h,
                 unmetered_card_hours: Decimal::ZERO,
                 rate: Some(rate),
+                whole_card_hours: None,
+                unverified_node: false,
             })
             .collect();
         let bills = compute_month(&usage, &[], BillPolicy::default());
@@ -227,6 +231,8 @@ proptest! {
                 effective_card_hours: Decimal::ZERO,
                 unmetered_card_hours: h,
                 rate,
+                whole_card_hours: None,
+                unverified_node: false,
             })
             .collect();
         let bills = compute_month(&usage, &[], BillPolicy::default());

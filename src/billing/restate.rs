@@ -150,6 +150,8 @@ mod tests {
             effective_card_hours: hours / dec!(2),
             unmetered_card_hours: Decimal::ZERO,
             rate: RatePerCardHour::new(r),
+            whole_card_hours: None,
+            unverified_node: false,
         }
     }
 

@@ -7,6 +7,7 @@ use super::{
     BudgetsArgs, CloseArgs, ExportArgs, ExportFormat, ReadinessArgs, cli_actor, policy_choice, resolve_time, services,
 };
 use crate::access::Scope;
+use crate::billing::PolicyChoice;
 use crate::ledger::LedgerError;
 use crate::usecase::{self, closing, exports, statements};
 
@@ -14,7 +15,8 @@ pub(super) async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
     let sv = services(&a.db, 2).await?;
     // one team's statement is what goes to its lead: no cluster-wide summary then
     let scope = a.team.clone().map_or_else(Scope::all, |t| Scope::teams(vec![t]));
-    let sel = statements::select(&sv, &scope, a.month, policy_choice(a.mode, a.unallocated), a.team.as_deref()).await?;
+    let choice = PolicyChoice { replicas: a.replicas, ..policy_choice(a.mode, a.unallocated) };
+    let sel = statements::select(&sv, &scope, a.month, choice, a.team.as_deref()).await?;
     let bytes = match a.format {
         // the whole month (no --team) ends with the cluster rows from layout 2 on, as the API's export does
         ExportFormat::Csv => exports::csv(&sel)?,

@@ -90,6 +90,9 @@ pub enum Command {
     Nodes(crate::node_cli::NodesCommand),
     /// Oversubscription per node, GPU model and cluster per day, with the cards' utilization beside it.
     Oversubscription(crate::oversub_cli::OversubscriptionArgs),
+    /// How time-sliced replicas are billed (fraction or whole-card), per cluster or node pool, from a date on.
+    #[command(subcommand)]
+    Policy(crate::policy_cli::PolicyCommand),
     /// Print the OpenAPI document (as committed in openapi/openapi.json).
     Openapi,
 }
@@ -169,6 +172,10 @@ pub struct ExportArgs {
     /// exports as closed: a policy other than its own is an error.
     #[arg(long, value_enum, visible_alias = "policy")]
     pub unallocated: Option<CliUnallocated>,
+    /// An open month's draft with every time-sliced replica billed so: fraction or whole-card (default: each
+    /// cluster's or node pool's dated setting, `cardhour policy set`). A closed month refuses it.
+    #[arg(long, value_parser = valid_replicas)]
+    pub replicas: Option<crate::billing::ReplicaBilling>,
     /// The PDF's language from layout 3 on: zh (zh-CN) or en. A month closed under layout 1 or 2 prints as it
     /// did then, in English.
     #[arg(long, value_parser = valid_lang, default_value = "zh")]
@@ -244,7 +251,15 @@ impl From<CliUnallocated> for crate::billing::UnallocatedPolicy {
 
 /// `--mode` and `--unallocated` as asked (either may be absent).
 fn policy_choice(mode: Option<CliBillMode>, unallocated: Option<CliUnallocated>) -> crate::billing::PolicyChoice {
-    crate::billing::PolicyChoice { mode: mode.map(Into::into), unallocated: unallocated.map(Into::into) }
+    crate::billing::PolicyChoice {
+        mode: mode.map(Into::into),
+        unallocated: unallocated.map(Into::into),
+        replicas: None,
+    }
+}
+
+fn valid_replicas(s: &str) -> Result<crate::billing::ReplicaBilling, String> {
+    crate::billing::ReplicaBilling::parse(s).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -499,6 +514,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mappings(m) => admin::mappings_cmd(m).await?,
         Command::Nodes(n) => crate::node_cli::run(n).await?,
         Command::Oversubscription(a) => crate::oversub_cli::run(a).await?,
+        Command::Policy(p) => crate::policy_cli::run(p).await?,
         Command::Openapi => print!("{}", crate::api::openapi_json()),
     }
     Ok(())

@@ -11,6 +11,7 @@ pub mod nodes;
 pub mod oversubscription;
 pub mod rates;
 pub mod readiness;
+pub mod replica_policy;
 pub mod reports;
 pub mod roles;
 pub mod sessions;

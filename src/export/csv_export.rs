@@ -57,10 +57,27 @@ impl CsvShape {
 /// share (when not zero) and restatement lines, in team order; then the cluster rows when `shape` asks for them.
 pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvShape) -> Result<Vec<u8>, csv::Error> {
     let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::CRLF).from_writer(Vec::new());
-    w.write_record(HEADER)?;
     let month = shape.month(st.month.to_string());
     let status = serde_plain(&st.status);
-    let policy = format!("{}/{}", serde_plain(&st.bills.policy.mode), serde_plain(&st.bills.policy.unallocated));
+    let mut policy = format!("{}/{}", serde_plain(&st.bills.policy.mode), serde_plain(&st.bills.policy.unallocated));
+    if let Some(r) = &st.bills.replica_policies {
+        policy.push_str(&format!("/replicas:{}", crate::export::present::replica_settings(r)));
+    }
+    // the replica columns appear only on a statement that carries replica settings or unverified lines, so a
+    // month closed before them keeps its bytes
+    let lines = || st.bills.teams.iter().flat_map(|t| &t.lines);
+    let replica_cols = st.bills.replica_policies.is_some() || lines().any(|l| l.unverified_node);
+    let flags = |whole: Option<rust_decimal::Decimal>, unverified: Option<bool>| -> Vec<String> {
+        if !replica_cols {
+            return Vec::new();
+        }
+        vec![whole.map(|h| h.to_string()).unwrap_or_default(), unverified.map(|u| u.to_string()).unwrap_or_default()]
+    };
+    let mut header: Vec<&str> = HEADER.to_vec();
+    if replica_cols {
+        header.extend(["whole_card_hours", "unverified_node"]);
+    }
+    w.write_record(&header)?;
     let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| include(t)).collect();
     for team in teams {
         let info = st.teams.get(team);
@@ -104,12 +121,16 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
                     l.rate.map(|r| r.to_string()).unwrap_or_default(),
                     l.amount.to_string(),
                 ];
-                w.write_record(row("usage", String::new(), &l.namespace, &l.gpu_model, &l.kind, nums, l.unpriced))?;
+                let mut r = row("usage", String::new(), &l.namespace, &l.gpu_model, &l.kind, nums, l.unpriced).to_vec();
+                r.extend(flags(l.whole_card_hours, Some(l.unverified_node)));
+                w.write_record(r)?;
             }
             if !bill.unallocated_share.is_zero() {
                 let nums =
                     [String::new(), String::new(), String::new(), String::new(), bill.unallocated_share.to_string()];
-                w.write_record(row("unallocated_share", String::new(), "", "", "", nums, false))?;
+                let mut r = row("unallocated_share", String::new(), "", "", "", nums, false).to_vec();
+                r.extend(flags(None, None));
+                w.write_record(r)?;
             }
         }
         for r in st.restatements_of(team) {
@@ -121,7 +142,9 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
                 r.amount_delta.to_string(),
             ];
             let original = shape.month(r.original_month.map(|m| m.to_string()).unwrap_or_default());
-            w.write_record(row("restatement", original, &r.namespace, &r.gpu_model, &r.kind, nums, false))?;
+            let mut r = row("restatement", original, &r.namespace, &r.gpu_model, &r.kind, nums, false).to_vec();
+            r.extend(flags(None, None));
+            w.write_record(r)?;
         }
     }
     if shape.cluster_rows {
@@ -148,22 +171,24 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
                 policy.clone(),
             ]
         };
+        let mut write = |r: [String; 17]| {
+            let mut r = r.to_vec();
+            r.extend(flags(None, None));
+            w.write_record(r)
+        };
         for c in &b.capacity {
             let rate = c.rate.map(|r| r.to_string()).unwrap_or_default();
-            w.write_record(row(
-                "capacity",
-                &c.gpu_model,
-                c.card_hours.to_string(),
-                rate,
-                c.amount.to_string(),
-                c.unpriced,
-            ))?;
+            write(row("capacity", &c.gpu_model, c.card_hours.to_string(), rate, c.amount.to_string(), c.unpriced))?;
         }
-        w.write_record(row("unallocated", "", String::new(), String::new(), b.unallocated.to_string(), false))?;
+        write(row("unallocated", "", String::new(), String::new(), b.unallocated.to_string(), false))?;
         if let Some(not_offered) = b.not_offered {
-            w.write_record(row("not_offered", "", String::new(), String::new(), not_offered.to_string(), false))?;
+            write(row("not_offered", "", String::new(), String::new(), not_offered.to_string(), false))?;
         }
-        w.write_record(row("platform_kept", "", String::new(), String::new(), b.platform_kept.to_string(), false))?;
+        write(row("platform_kept", "", String::new(), String::new(), b.platform_kept.to_string(), false))?;
+        if let Some(over) = b.over_recovery {
+            // what whole-card billing recovered above the cards' cost: not part of capacity, its own line
+            write(row("over_recovery", "", String::new(), String::new(), over.to_string(), false))?;
+        }
     }
     let mut out = "\u{feff}".as_bytes().to_vec();
     out.extend(w.into_inner().map_err(|e| e.into_error())?);

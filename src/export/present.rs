@@ -136,6 +136,21 @@ pub fn kind(kind: &str, lang: Lang) -> String {
     words.to_string()
 }
 
+/// Replica billing settings in one cell: `fraction` when none is set, else `cluster[/pool]:policy@from` joined
+/// by `;` (a draft previewed under one policy: `*:whole_card@…`).
+pub fn replica_settings(v: &[crate::billing::ReplicaPolicyVersion]) -> String {
+    if v.is_empty() {
+        return "fraction".into();
+    }
+    v.iter()
+        .map(|p| match &p.pool {
+            Some(pool) => format!("{}/{pool}:{}@{}", p.cluster, p.policy.as_str(), p.from),
+            None => format!("{}:{}@{}", p.cluster, p.policy.as_str(), p.from),
+        })
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

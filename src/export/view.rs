@@ -140,7 +140,31 @@ fn policy_words(st: &Statement, lang: Lang) -> String {
             lang.pick("未分配成本按用量比例分摊", "unallocated cost spread in proportion to usage")
         }
     };
-    format!("{mode}{}{unallocated}", lang.pick("；", "; "))
+    let mut words = format!("{mode}{}{unallocated}", lang.pick("；", "; "));
+    if let Some(r) = &st.bills.replica_policies {
+        words.push_str(lang.pick("；时间片副本：", "; time-sliced replicas: "));
+        words.push_str(&replica_words(r, lang));
+    }
+    words
+}
+
+/// The replica billing settings of the month in words (`fraction` where none is set).
+fn replica_words(v: &[crate::billing::ReplicaPolicyVersion], lang: Lang) -> String {
+    use crate::billing::ReplicaBilling;
+    let name = |p: ReplicaBilling| match p {
+        ReplicaBilling::Fraction => lang.pick("按份额计费（fraction）", "billed by fraction"),
+        ReplicaBilling::WholeCard => lang.pick("每个副本按整卡计费（whole card）", "each billed as a whole card"),
+    };
+    if v.is_empty() {
+        return name(ReplicaBilling::Fraction).into();
+    }
+    v.iter()
+        .map(|p| {
+            let scope = p.pool.as_ref().map_or_else(|| p.cluster.clone(), |pool| format!("{}/{pool}", p.cluster));
+            format!("{scope} {} {}", lang.pick("自", "from"), p.from) + &format!(" {}", name(p.policy))
+        })
+        .collect::<Vec<_>>()
+        .join(lang.pick("，", ", "))
 }
 
 fn period(st: &Statement) -> String {
@@ -248,6 +272,12 @@ fn summary(st: &Statement, teams: &[&str], extras: &StatementExtras, lang: Lang)
         rows.push(vec![l("未上架（平台承担）", "Not offered (kept by the platform)").to_string(), m(n)]);
     }
     rows.push(vec![l("平台承担", "Platform kept").to_string(), m(b.platform_kept)]);
+    if let Some(over) = b.over_recovery {
+        rows.push(vec![
+            l("超额回收（副本按整卡计费）", "Over-recovery (replicas billed as whole cards)").to_string(),
+            yuan(over),
+        ]);
+    }
     blocks.push(Block::Table(Table {
         heading: Some(l("集群成本", "Cluster cost").into()),
         columns: vec![col(l("项目", "Item"), 260.0, false), col(l("金额", "Amount"), 150.0, true)],
@@ -419,11 +449,18 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, lang: Lang
     if let Some(b) = bill {
         for line in &b.lines {
             rates.entry(line.gpu_model.clone()).or_default().insert(line.rate);
+            let mut kind = present::kind(&line.kind, lang);
+            if line.whole_card_hours.is_some() {
+                kind.push_str(l("（整卡）", " (whole card)"));
+            }
+            if line.unverified_node {
+                kind.push_str(" ⚠");
+            }
             rows.push(vec![
                 l("用量", "Usage").to_string(),
                 line.namespace.clone(),
                 line.gpu_model.clone(),
-                present::kind(&line.kind, lang),
+                kind,
                 card_hours(line.card_hours),
                 card_hours(line.effective_card_hours),
                 rate(line.rate, lang),
@@ -480,6 +517,33 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, lang: Lang
         rows,
         total: Some(sum),
     }));
+    let marked = |f: fn(&crate::billing::BillLine) -> bool| bill.iter().flat_map(|b| &b.lines).any(f);
+    if marked(|l| l.whole_card_hours.is_some()) {
+        let whole: Decimal = bill.iter().flat_map(|b| &b.lines).filter_map(|l| l.whole_card_hours).sum();
+        blocks.push(Block::Note {
+            text: match lang {
+                Lang::Zh => format!(
+                    "（整卡）：时间片副本按整卡计费，金额按 {} 副本卡时计；卡时一栏仍为物理份额。",
+                    card_hours(whole)
+                ),
+                Lang::En => format!(
+                    "(whole card): time-sliced replicas billed as whole cards, the amount for {} replica card-hours;                      the card-hours column stays the physical share.",
+                    card_hours(whole)
+                ),
+            },
+            warning: false,
+        });
+    }
+    if marked(|l| l.unverified_node) {
+        blocks.push(Block::Note {
+            text: l(
+                "⚠ 未核实节点：该行部分用量所在节点的物理卡数无法统计，按节点公布的数量计（一个单位算一张卡），待节点配置后重述。",
+                "⚠ Unverified node: part of this line ran on a node whose cards could not be counted; taken at face                  value (a unit a card) until the node is configured.",
+            )
+            .into(),
+            warning: true,
+        });
+    }
 
     let mut totals = Vec::new();
     if let Some(b) = bill {

@@ -12,8 +12,8 @@ use sqlx::PgPool;
 
 use crate::access::Scope;
 use crate::billing::{
-    BillMode, BillPolicy, CapacityLine, Month, MonthBills, PolicyChoice, RestatementLine, UnallocatedPolicy, UsageLine,
-    compute_month, restate_month,
+    BillMode, BillPolicy, CapacityLine, Month, MonthBills, PolicyChoice, ReplicaBilling, ReplicaPolicyBook,
+    RestatementLine, UnallocatedPolicy, UsageLine, compute_month, restate_month,
 };
 use crate::db;
 use crate::money::{Money, card_hours_from_seconds};
@@ -188,38 +188,76 @@ pub async fn default_policy(pool: &PgPool) -> Result<BillPolicy, LedgerError> {
     })
 }
 
-/// Computes a month's bills from what is stored now (closed or not).
-pub async fn compute(pool: &PgPool, month: Month, policy: BillPolicy) -> Result<MonthBills, LedgerError> {
+/// Computes a month's bills from what is stored now (closed or not). Time-sliced replicas are billed per the
+/// dated settings of their cluster or node pool, or all under `replicas` when given (a draft's preview).
+pub async fn compute(
+    pool: &PgPool,
+    month: Month,
+    policy: BillPolicy,
+    replicas: Option<ReplicaBilling>,
+) -> Result<MonthBills, LedgerError> {
     let (from, to) = (month.first_day(), month.next().first_day());
     let usage = db::bills::usage_by_day(pool, from, to, &Scope::all()).await?;
+    let unverified_kinds: Vec<String> =
+        crate::readiness::UNVERIFIED_NODE_ANOMALIES.iter().map(|k| k.to_string()).collect();
+    let per_node = db::replica_policy::node_usage_by_day(pool, from, to, &unverified_kinds).await?;
     let capacity = db::bills::capacity_by_day(pool, from, to).await?;
     let mut conn = pool.acquire().await?;
     let crate::pricing::RateBook { catalog, history } = db::rates::rate_book(&mut conn).await?;
+    let book = ReplicaPolicyBook::new(db::replica_policy::list(&mut conn).await?);
     let mut keys: BTreeMap<String, String> = BTreeMap::new();
     let mut key = |m: &str| keys.entry(m.to_string()).or_insert_with(|| catalog.key_for(m)).clone();
     // Seconds are summed per bill line and rate period first and turned into card-hours once, so a line's hours
-    // are exactly its stored seconds / 3600 (to 6 decimals), whatever the number of days behind it.
-    type Key = (String, String, String, String, Option<crate::money::RatePerCardHour>);
-    let mut lines: BTreeMap<Key, [f64; 3]> = BTreeMap::new();
+    // are exactly its stored seconds / 3600 (to 6 decimals), whatever the number of days behind it. Hours billed
+    // as whole cards are lines of their own (`true`), moved out of the fraction-billed line of the same key.
+    type Key = (String, String, String, String, Option<crate::money::RatePerCardHour>, bool);
+    let mut lines: BTreeMap<Key, Seconds> = BTreeMap::new();
+    let mut has_timeslice = false;
     for u in usage {
         let model = key(&u.gpu_model);
         let rate = history.rate_at(&model, u.day);
-        let e = lines.entry((u.team, u.namespace, model, u.kind, rate)).or_default();
-        e[0] += u.gpu_seconds;
-        e[1] += u.effective_gpu_seconds;
-        e[2] += u.unmetered_gpu_seconds;
+        has_timeslice |= u.kind == "timeslice";
+        let e = lines.entry((u.team, u.namespace, model, u.kind, rate, false)).or_default();
+        e.gpu += u.gpu_seconds;
+        e.effective += u.effective_gpu_seconds;
+        e.unmetered += u.unmetered_gpu_seconds;
     }
+    for n in per_node {
+        let model = key(&n.gpu_model);
+        let rate = history.rate_at(&model, n.day);
+        let billing = replicas.unwrap_or_else(|| book.at(&n.cluster, n.pool.as_deref(), n.day)).for_kind(&n.kind);
+        let base = (n.team, n.namespace, model, n.kind, rate, false);
+        if billing == ReplicaBilling::WholeCard {
+            let fraction = lines.entry(base.clone()).or_default();
+            fraction.gpu -= n.gpu_seconds;
+            fraction.effective -= n.effective_gpu_seconds;
+            fraction.unmetered -= n.unmetered_gpu_seconds;
+            fraction.moved = true;
+            let whole = lines.entry((base.0, base.1, base.2, base.3, base.4, true)).or_default();
+            whole.gpu += n.gpu_seconds;
+            whole.effective += n.effective_gpu_seconds;
+            whole.unmetered += n.unmetered_gpu_seconds;
+            whole.replica += n.replica_seconds;
+            whole.unverified |= n.unverified;
+        } else if n.unverified {
+            lines.entry(base).or_default().unverified = true;
+        }
+    }
+    // a fraction line emptied by the move is float residue of the same seconds summed twice, not usage
+    lines.retain(|k, s| k.5 || !s.moved || s.gpu.abs() > 1e-6 || s.effective.abs() > 1e-6 || s.unmetered.abs() > 1e-6);
     let usage: Vec<UsageLine> = lines
         .into_iter()
-        .map(|((team, namespace, gpu_model, kind, rate), s)| UsageLine {
+        .map(|((team, namespace, gpu_model, kind, rate, whole), s)| UsageLine {
             team,
             namespace,
             gpu_model,
             kind,
-            card_hours: card_hours_from_seconds(s[0]),
-            effective_card_hours: card_hours_from_seconds(s[1]),
-            unmetered_card_hours: card_hours_from_seconds(s[2]),
+            card_hours: card_hours_from_seconds(s.gpu.max(0.0)),
+            effective_card_hours: card_hours_from_seconds(s.effective.max(0.0)),
+            unmetered_card_hours: card_hours_from_seconds(s.unmetered.max(0.0)),
             rate,
+            whole_card_hours: whole.then(|| card_hours_from_seconds(s.replica)),
+            unverified_node: s.unverified,
         })
         .collect();
     // capacity and the part of it offered to workloads, in seconds per line, hours once (as for usage)
@@ -239,7 +277,28 @@ pub async fn compute(pool: &PgPool, month: Month, policy: BillPolicy) -> Result<
             rate,
         })
         .collect();
-    Ok(compute_month(&usage, &capacity, policy))
+    let mut bills = compute_month(&usage, &capacity, policy);
+    // the settings are printed wherever replicas were time-sliced or a setting applies to the month
+    let in_effect = match replicas {
+        Some(p) => vec![crate::billing::ReplicaPolicyVersion { cluster: "*".into(), pool: None, from, policy: p }],
+        None => book.in_effect(from, to),
+    };
+    if has_timeslice || !in_effect.is_empty() {
+        bills.replica_policies = Some(in_effect);
+    }
+    Ok(bills)
+}
+
+/// A bill line's seconds while they are summed.
+#[derive(Default)]
+struct Seconds {
+    gpu: f64,
+    effective: f64,
+    unmetered: f64,
+    replica: f64,
+    /// Some of it moved to the whole-card line of the same key.
+    moved: bool,
+    unverified: bool,
 }
 
 /// A closed month's snapshot, only if it still has the content hash stored at close.
@@ -299,7 +358,7 @@ pub async fn statement(pool: &PgPool, month: Month, choice: PolicyChoice) -> Res
         Some(p) => p,
         None => choice.or(default_policy(pool).await?),
     };
-    let bills = compute(pool, month, policy).await?;
+    let bills = compute(pool, month, policy, choice.replicas).await?;
     let restatements = pending_restatements(pool, month).await?;
     let all = db::teams::list(pool, &Scope::all()).await?;
     let teams = all
@@ -355,7 +414,7 @@ async fn pending_restatements(pool: &PgPool, month: Month) -> Result<Vec<Restate
     }
     let mut out = Vec::new();
     for (i, (c_month, snap)) in chain.iter().enumerate() {
-        let recomputed = compute(pool, *c_month, snap.bills.policy).await?;
+        let recomputed = compute(pool, *c_month, snap.bills.policy, None).await?;
         let mut delta: BTreeMap<RestateKey, RestatementLine> =
             restate_month(&snap.bills, &recomputed).into_iter().map(|r| (restate_key(&r), r)).collect();
         // statements closed after c_month (earlier in `chain`) froze part of the difference already

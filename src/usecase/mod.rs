@@ -13,6 +13,7 @@ pub mod idle;
 pub mod mappings;
 pub mod months;
 pub mod rates;
+pub mod replicas;
 pub mod reports;
 pub mod statements;
 pub mod team_home;
