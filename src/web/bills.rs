@@ -330,6 +330,7 @@ fn check_close(form: &CloseForm) -> Result<(crate::billing::BillPolicy, Option<S
     let choice = crate::validate::policy_choice(
         Some(mode).filter(|m| !m.is_empty()),
         Some(unallocated).filter(|u| !u.is_empty()),
+        None,
     );
     match choice {
         Err(e) => errors.push((e.field.clone(), e.message.clone())),

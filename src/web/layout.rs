@@ -161,12 +161,12 @@ impl IntoResponse for PageError {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::access::Principal;
+    use crate::access::{Credential, Principal};
 
     pub(crate) fn user(role: Role, teams: &[&str]) -> PageUser {
         PageUser {
             principal: Principal {
-                token_id: 0,
+                credential: Credential::User(0),
                 name: "u".into(),
                 role,
                 teams: teams.iter().map(|t| (*t).to_string()).collect(),
