@@ -17,6 +17,7 @@ pub mod reports;
 pub mod statements;
 pub mod team_home;
 pub mod teams;
+pub mod tiers;
 pub mod usage;
 
 mod error;
