@@ -18,7 +18,11 @@ use crate::state::AppState;
 use crate::usecase::{months, reports, tiers};
 
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/reports/utilization", get(utilization)).route("/reports/tiers", get(tiers_page))
+    Router::new()
+        .route("/reports/utilization", get(utilization))
+        .route("/reports/tiers", get(tiers_page))
+        // the ranking is the tiers page: teams by efficiency, each with its tier
+        .route("/reports/ranking", get(tiers_page))
 }
 
 #[derive(Debug, Default, Deserialize)]
