@@ -18,6 +18,7 @@ pub mod reports;
 pub mod statements;
 pub mod team_home;
 pub mod teams;
+pub mod tiers;
 pub mod usage;
 pub mod users;
 

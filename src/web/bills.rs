@@ -311,8 +311,11 @@ async fn close_page(
     confirmation(&s, &user, lang, month, CloseForm::default(), Vec::new()).await
 }
 
+/// Each bad field of a form with its message: (field, message).
+type FieldErrors = Vec<(String, String)>;
+
 /// The policy and reason of a close form, or each bad field's message.
-fn check_close(form: &CloseForm) -> Result<(crate::billing::BillPolicy, Option<String>), Vec<(String, String)>> {
+fn check_close(form: &CloseForm) -> Result<(crate::billing::BillPolicy, Option<String>), FieldErrors> {
     let mut errors = Vec::new();
     let (mode, unallocated) = (form.mode.trim(), form.unallocated.trim());
     if mode.is_empty() {

@@ -68,13 +68,11 @@ fn draw_columns(bars: &[(String, f64, String)], w: u32, h: u32) -> Result<String
     Ok(svg)
 }
 
-#[allow(dead_code)] // the utilization report's heatmap (next)
 /// A heatmap: `rows` × `cols`, each cell a share 0–1 (`None`: nothing measured) — light for low, dark for high.
 pub fn heatmap(rows: &[String], cols: &[String], cells: &[Vec<Option<f64>>]) -> String {
     or_empty(draw_heatmap(rows, cols, cells))
 }
 
-#[allow(dead_code)]
 /// The colour of a share: white (0) to deep blue (1); grey for nothing measured.
 fn shade(v: Option<f64>) -> RGBColor {
     match v {
@@ -87,7 +85,6 @@ fn shade(v: Option<f64>) -> RGBColor {
     }
 }
 
-#[allow(dead_code)]
 fn draw_heatmap(rows: &[String], cols: &[String], cells: &[Vec<Option<f64>>]) -> Result<String, String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let (cell_w, cell_h, left, top) = (22u32, 20u32, 140u32, 30u32);

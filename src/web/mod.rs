@@ -11,6 +11,8 @@ mod home;
 mod i18n;
 mod layout;
 mod login;
+mod reports;
+mod waste;
 
 use axum::Router;
 use axum::extract::Request;
@@ -27,6 +29,8 @@ pub fn router(_state: AppState) -> Router<AppState> {
         .route("/static/portal.css", get(layout::css))
         .merge(home::routes())
         .merge(bills::routes())
+        .merge(reports::routes())
+        .merge(waste::routes())
         .merge(login::routes())
         .layer(axum::middleware::from_fn(i18n::remember))
 }
