@@ -12,6 +12,7 @@
 
 pub mod api;
 pub mod contract;
+pub mod portal;
 pub mod webhook;
 
 use std::ffi::{OsStr, OsString};
