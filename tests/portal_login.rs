@@ -228,3 +228,50 @@ async fn a_csrf_form_needs_the_sessions_token_and_reads_the_other_fields(pool: P
     let r = c.post(p.url("/test/echo")).json(&serde_json::json!({"text": "x", "csrf": csrf})).send().await.unwrap();
     assert_eq!(r.status(), 400);
 }
+
+#[sqlx::test]
+async fn five_failures_of_a_name_throttle_it_but_not_another_user_from_the_address(pool: PgPool) {
+    let p = TestPortal::start(pool.clone()).await;
+    let c = visitor();
+    for i in 0..5 {
+        let a = p.login(&c, "finance", "guess").await;
+        assert_eq!(a.status, 401, "failure {i}");
+    }
+    // the sixth attempt is refused before the password is looked at: even the right one
+    let a = p.login(&c, "finance", PASSWORD).await;
+    assert_eq!(a.status, 429, "{}", a.body);
+    let retry: i64 = a.retry_after.as_deref().expect("Retry-After").parse().unwrap();
+    assert!((840..=900).contains(&retry), "about 15 minutes: {retry}");
+    assert!(a.body.contains("Too many failed logins") && a.body.contains("15 minute"), "{}", a.body);
+    assert!(hidden(&a.body, "csrf").is_some(), "the form again");
+    assert!(p.signed_in(&c).await.is_none());
+    // the name in another case is the same name
+    assert_eq!(p.login(&visitor(), "FINANCE", PASSWORD).await.status, 429);
+    // another user from the same address is not blocked
+    let other = visitor();
+    assert_eq!(p.login(&other, "viewer", PASSWORD).await.status, 303);
+    let refused: i64 = sqlx::query_scalar("SELECT count(*) FROM login_failures").fetch_one(&pool).await.unwrap();
+    assert_eq!(refused, 5, "throttled attempts are not counted");
+
+    // the window passes (moved back instead of waited for): the right password works and forgets the failures
+    sqlx::query("UPDATE login_failures SET at = at - interval '15 minutes 1 second'").execute(&pool).await.unwrap();
+    assert_eq!(p.login(&c, "finance", PASSWORD).await.status, 303);
+}
+
+#[sqlx::test]
+async fn twenty_failures_from_one_address_throttle_every_name_from_it(pool: PgPool) {
+    let p = TestPortal::start(pool.clone()).await;
+    for i in 0..20 {
+        let a = p.login(&visitor(), &format!("guess{i}"), "x").await;
+        assert_eq!(a.status, 401, "failure {i}");
+    }
+    let a = p.login(&visitor(), "admin", PASSWORD).await;
+    assert_eq!(a.status, 429);
+    assert!(a.retry_after.is_some());
+    // another address is not (the rows say where the failures came from)
+    let addresses: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT host(address) FROM login_failures").fetch_all(&pool).await.unwrap();
+    assert_eq!(addresses, vec!["127.0.0.1".to_string()]);
+    sqlx::query("UPDATE login_failures SET address = '10.9.9.9'").execute(&pool).await.unwrap();
+    assert_eq!(p.login(&visitor(), "admin", PASSWORD).await.status, 303);
+}
