@@ -72,8 +72,7 @@ async fn a_login_sets_a_new_http_only_lax_session_and_goes_on_to_next(pool: PgPo
 
 #[sqlx::test]
 async fn the_cookie_is_secure_when_configured(pool: PgPool) {
-    let config =
-        PortalConfig { session: SessionConfig { secure: true, ..SessionConfig::default() }, ..PortalConfig::default() };
+    let config = PortalConfig { session: SessionConfig { secure: true, ..SessionConfig::default() } };
     let p = TestPortal::start_with(pool, config).await;
     let r = visitor().get(p.url("/login")).send().await.unwrap();
     let cookie = r.headers().get("set-cookie").unwrap().to_str().unwrap().to_string();
