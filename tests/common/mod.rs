@@ -11,6 +11,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod browser;
 pub mod contract;
 pub mod portal;
 pub mod webhook;
