@@ -26,6 +26,8 @@ step "Prometheus tools"
 ensure_prometheus_tools
 step "PDF tools (a CJK font and its fallbacks for statements, pdftotext for their tests)"
 ensure_apt_packages fonts-noto-cjk fonts-dejavu-core fonts-symbola poppler-utils
+# the portal's browser tests: headless Chromium driven over WebDriver (chromedriver)
+ensure_apt_packages chromium chromium-driver
 
 step "contract tools (openapi-spec-validator, openapi-python-client, schemathesis; scripts/contract-venv.sh)"
 bash scripts/contract-venv.sh >/dev/null

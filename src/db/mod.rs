@@ -7,6 +7,7 @@ pub mod clusters;
 pub mod health;
 pub mod history;
 pub mod idempotency;
+pub mod logins;
 pub mod nodes;
 pub mod oversubscription;
 pub mod rates;

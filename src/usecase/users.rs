@@ -153,6 +153,58 @@ pub async fn check_login(s: &Services, name: &str, pw: &str) -> Result<Option<Us
     Ok(ok)
 }
 
+/// The login throttle: a name with [`MAX_FAILURES_PER_NAME`] failed logins within [`THROTTLE_WINDOW`], or an
+/// address with [`MAX_FAILURES_PER_ADDRESS`], is refused without its password being checked until the oldest of
+/// those failures leaves the window. Refused attempts are not counted (waiting is enough to get in again); a
+/// success forgets its name's failures. The address limit is higher because an office behind one NAT shares it:
+/// one user mistyping does not lock out the colleagues, but guessing across many names from one address does.
+pub const THROTTLE_WINDOW: chrono::TimeDelta = chrono::TimeDelta::minutes(15);
+pub const MAX_FAILURES_PER_NAME: i64 = 5;
+pub const MAX_FAILURES_PER_ADDRESS: i64 = 20;
+
+/// What a login attempt came to.
+#[derive(Debug)]
+pub enum Login {
+    Ok(User),
+    /// Unknown name, disabled user or wrong password (the same answer for each).
+    Refused,
+    /// Too many recent failures: try again after this many seconds.
+    Throttled {
+        retry_after_secs: i64,
+    },
+}
+
+/// A login attempt of `name` with `pw` from `address`, throttled (see [`THROTTLE_WINDOW`]).
+pub async fn login(s: &Services, name: &str, pw: &str, address: std::net::IpAddr) -> Result<Login, Error> {
+    let now = chrono::Utc::now();
+    let since = now - THROTTLE_WINDOW;
+    // the name as tried, bounded: counted whether or not it exists (else the throttle tells which names do)
+    let key: String = name.chars().take(64).collect::<String>().to_lowercase();
+    let address = address.to_string();
+    let recent = db::logins::recent(&s.pool, &key, &address, since).await?;
+    let free_at = [
+        (recent.by_name >= MAX_FAILURES_PER_NAME).then_some(recent.oldest_by_name).flatten(),
+        (recent.by_address >= MAX_FAILURES_PER_ADDRESS).then_some(recent.oldest_by_address).flatten(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|oldest| oldest + THROTTLE_WINDOW)
+    .max();
+    if let Some(free_at) = free_at {
+        return Ok(Login::Throttled { retry_after_secs: (free_at - now).num_seconds().max(1) });
+    }
+    match check_login(s, name, pw).await? {
+        Some(user) => {
+            db::logins::forget(&s.pool, &key).await?;
+            Ok(Login::Ok(user))
+        }
+        None => {
+            db::logins::record_failure(&s.pool, &key, &address, since).await?;
+            Ok(Login::Refused)
+        }
+    }
+}
+
 /// The enabled user `id` a session names, as a caller: re-read on every request so disabling takes effect at once.
 pub async fn session_user(s: &Services, id: i64) -> Result<Option<(User, Principal)>, Error> {
     Ok(db::users::find_active(&s.pool, id).await?.and_then(|u| principal(&u).map(|p| (u, p))))

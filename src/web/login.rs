@@ -1,13 +1,17 @@
 //! The login and logout pages: a form of `username` and `password` (with its CSRF token) at `/login`, and
 //! `POST /logout`. A wrong name or password gets the form back (401) with one message that does not say which
-//! was wrong; a login moves the visitor to a new session id and on to `next` (a local path) or `/`.
+//! was wrong; too many failures get it with 429 and `Retry-After` (the rule: [`usecase::users::THROTTLE_WINDOW`]);
+//! a login moves the visitor to a new session id and on to `next` (a local path) or `/`.
 
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
-use axum::extract::{Query, State};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+
+use axum::Extension;
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::StatusCode;
-use axum::http::header::{CACHE_CONTROL, HeaderValue};
+use axum::http::header::{CACHE_CONTROL, HeaderValue, RETRY_AFTER};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
@@ -16,6 +20,7 @@ use tower_sessions::Session;
 use crate::auth::{CsrfForm, PageRejection, local_next, session};
 use crate::state::AppState;
 use crate::usecase;
+use crate::usecase::users::Login;
 
 /// `/login` and `/logout`.
 pub fn routes() -> Router<AppState> {
@@ -77,30 +82,48 @@ struct LoginForm {
     next: Option<String>,
 }
 
-async fn login(State(st): State<AppState>, session: Session, CsrfForm(f): CsrfForm<LoginForm>) -> Response {
+/// The client's address: the socket's peer (`serve` records it per connection); unknown when served without it.
+fn peer(connect: Option<Extension<ConnectInfo<SocketAddr>>>) -> IpAddr {
+    connect.map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |Extension(ConnectInfo(a))| a.ip())
+}
+
+async fn login(
+    State(st): State<AppState>,
+    connect: Option<Extension<ConnectInfo<SocketAddr>>>,
+    session: Session,
+    CsrfForm(f): CsrfForm<LoginForm>,
+) -> Response {
     let next = local_next(f.next.as_deref()).to_string();
     let name = f.username.trim();
-    match usecase::users::check_login(&st.cases, name, &f.password).await {
-        Ok(Some(user)) => match session::sign_in(&session, user.id).await {
-            Ok(()) => Redirect::to(&next).into_response(),
-            Err(e) => internal(e),
-        },
-        Ok(None) => {
-            let csrf = match session::csrf_token(&session).await {
-                Ok(t) => t,
-                Err(e) => return internal(e),
+    let (status, message, retry_after) = match usecase::users::login(&st.cases, name, &f.password, peer(connect)).await
+    {
+        Ok(Login::Ok(user)) => {
+            return match session::sign_in(&session, user.id).await {
+                Ok(()) => Redirect::to(&next).into_response(),
+                Err(e) => internal(e),
             };
-            let page = LoginPage {
-                csrf,
-                next,
-                username: name.chars().take(64).collect(),
-                error: Some(WRONG.into()),
-                signed_in: None,
-            };
-            no_store(StatusCode::UNAUTHORIZED, page)
         }
-        Err(e) => internal(e),
+        Ok(Login::Refused) => (StatusCode::UNAUTHORIZED, WRONG.to_string(), None),
+        Ok(Login::Throttled { retry_after_secs }) => {
+            let minutes = (retry_after_secs + 59) / 60;
+            let message = format!(
+                "登录失败次数过多，请 {minutes} 分钟后再试。Too many failed logins: try again in {minutes} minute(s)."
+            );
+            (StatusCode::TOO_MANY_REQUESTS, message, Some(retry_after_secs))
+        }
+        Err(e) => return internal(e),
+    };
+    let csrf = match session::csrf_token(&session).await {
+        Ok(t) => t,
+        Err(e) => return internal(e),
+    };
+    let page =
+        LoginPage { csrf, next, username: name.chars().take(64).collect(), error: Some(message), signed_in: None };
+    let mut r = no_store(status, page);
+    if let Some(secs) = retry_after {
+        r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
     }
+    r
 }
 
 #[derive(Deserialize)]

@@ -11,7 +11,9 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod browser;
 pub mod contract;
+pub mod portal;
 pub mod webhook;
 
 use std::ffi::{OsStr, OsString};
