@@ -143,7 +143,7 @@ done
 
 # users: finance, and the lead of the first team (new passwords every run)
 team="$("$BIN" usage --from "$from" --to "$to" --group-by team --format csv --cluster "$cluster" | tail -n +2 |
-    cut -d, -f1 | grep -v '^unassigned$' | head -1)"
+    cut -d, -f1 | grep -v '^unassigned$' | head -1 || true)"
 new_password() { head -c 12 /dev/urandom | base64 | tr -d '/+=' | cut -c1-14; }
 set_user() { # USER ROLE [--team T]: creates the user, or gives it a new password; prints the password
     local user="$1" role="$2" password
@@ -157,13 +157,16 @@ set_user() { # USER ROLE [--team T]: creates the user, or gives it a new passwor
     echo "$password"
 }
 finance_password="$(set_user finance finance)"
-lead_password="$(set_user lead team_lead --team "$team")"
+logins="  finance:                 user finance, password $finance_password"
+if [[ -n "$team" ]]; then
+    lead_password="$(set_user lead team_lead --team "$team")"
+    logins+=$'\n'"  team lead of \"$team\":    user lead, password $lead_password"
+fi
 
 cat >&2 <<EOF
 
 The portal runs at $base — stop it and the simulated Prometheus with: bash scripts/quickstart.sh --stop
-  finance:                 user finance, password $finance_password
-  team lead of "$team":    user lead, password $lead_password
+$logins
 The REST API is under $base/api/v1 (Swagger UI: $base/swagger-ui; tokens: cardhour token create).
 EOF
 if [[ -z "${CARDHOUR_PROMETHEUS_URL:-}" ]]; then

@@ -69,6 +69,8 @@ pub const BUDGET_THRESHOLD: DecimalRange = DecimalRange::above(0, 10);
 /// The bill modes, unallocated policies and idle rules the API reads.
 pub const BILL_MODES: [&str; 2] = ["showback", "chargeback"];
 pub const UNALLOCATED_POLICIES: [&str; 2] = ["kept_by_platform", "spread_proportionally"];
+/// The replica billing policies as the API names them (the command line also takes `whole-card`).
+pub const REPLICA_BILLINGS: [&str; 2] = ["fraction", "whole_card"];
 pub const IDLE_RULES: [&str; 2] = ["weekly", "short_term"];
 /// The longest GPU model or pricing key ([`model_name`]).
 pub const MODEL_NAME_MAX: usize = 100;
@@ -424,8 +426,12 @@ pub fn policy_choice(
 
 /// A replica billing policy as the API names it: `fraction` or `whole_card`.
 pub fn replica_billing(field: &str, s: &str) -> Result<crate::billing::ReplicaBilling, Invalid> {
-    crate::billing::ReplicaBilling::parse(s)
-        .map_err(|_| Invalid::new(field, format!("`{}`: use fraction or whole_card", s.escape_debug())))
+    // only the document's names: what the enum does not list is refused, as it says
+    REPLICA_BILLINGS
+        .contains(&s)
+        .then(|| crate::billing::ReplicaBilling::parse(s).ok())
+        .flatten()
+        .ok_or_else(|| Invalid::new(field, format!("`{}`: use fraction or whole_card", s.escape_debug())))
 }
 
 /// A count bound such as `top` or `limit`.
@@ -436,6 +442,16 @@ pub fn bounded(field: &str, v: i64, min: i64, max: i64) -> Result<i64, Invalid> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replica_billings_are_the_documents_names_only() {
+        for name in REPLICA_BILLINGS {
+            assert!(replica_billing("replicas", name).is_ok(), "{name}");
+        }
+        for bad in ["", "whole-card", "Fraction", " fraction"] {
+            assert_eq!(replica_billing("replicas", bad).unwrap_err().field, "replicas", "{bad:?}");
+        }
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -189,6 +189,7 @@ fn rule(name: &str) -> Option<Value> {
         "instant" => json!({"pattern": validate::INSTANT_PATTERN}),
         "mode" => json!({"enum": validate::BILL_MODES}),
         "unallocated" => json!({"enum": validate::UNALLOCATED_POLICIES}),
+        "replicas" => json!({"enum": validate::REPLICA_BILLINGS}),
         "rule" => json!({"enum": validate::IDLE_RULES}),
         _ => return None,
     })
@@ -208,6 +209,7 @@ fn parameter_rule(path: &str, name: &str) -> Option<&'static str> {
         "from" | "to" | "hour" => "instant",
         "mode" => "mode",
         "unallocated" => "unallocated",
+        "replicas" => "replicas",
         "rule" if path.ends_with("/idle") => "rule",
         "max_utilization" => "share",
         "after" => "cursor",

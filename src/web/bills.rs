@@ -428,7 +428,7 @@ mod tests {
         assert!(html.contains(r#"<span class="badge closed">closed</span>"#), "{html}");
         assert!(html.contains(r#"<span class="badge open">open</span>"#), "{html}");
         // finance's navigation, the logout form with the session's token
-        assert!(html.contains(r#"href="/rates""#) && html.contains(r#"value="tok-123""#), "{html}");
+        assert!(html.contains(r#"href="/health""#) && html.contains(r#"value="tok-123""#), "{html}");
     }
 
     #[test]
