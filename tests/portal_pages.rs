@@ -60,6 +60,8 @@ async fn pages_show_the_api_numbers_and_a_team_lead_only_its_own(pool: PgPool) {
     assert_eq!(status, 200, "{page}");
     assert!(page.contains(&yuan(&total)), "statement page lacks the API's total {}", yuan(&total));
     assert!(page.contains("vision-train"), "statement page lacks its namespace");
+    // a draft names its reader as the preparer, as its PDF does
+    assert!(page.contains("Prepared by lead") || page.contains("制表 lead"), "the statement page names its preparer");
 
     // the download is the API's export, byte for byte
     let (status, csv) = bytes(&portal, &lead, &format!("/bills/{month}/teams/vision/bills.csv")).await;

@@ -17,13 +17,18 @@ pub fn xlsx(sel: &Selection) -> Result<Vec<u8>, Error> {
     crate::export::bill_xlsx(&sel.statement, sel.include(), sel.every_team()).map_err(|e| Error::Internal(e.into()))
 }
 
+/// A draft's preparer: who asks for it, now, to the minute (a closed month's preparer is its close).
+pub fn prepared_now(by: String) -> Prepared {
+    let now = Utc::now();
+    let at = chrono::DurationRound::duration_trunc(now, chrono::TimeDelta::minutes(1)).unwrap_or(now);
+    Prepared { by, at }
+}
+
 /// The selection's statements as PDF in `lang`, with the extras its scope may see; a draft names `prepared_by`
 /// as its preparer, to the minute (a closed month's preparer is its close).
 pub async fn pdf(s: &Services, sel: &Selection, prepared_by: String, lang: Lang) -> Result<Vec<u8>, Error> {
     let mut extras = super::extras::extras_for(s, &sel.statement, &sel.scope).await?;
-    let now = Utc::now();
-    let at = chrono::DurationRound::duration_trunc(now, chrono::TimeDelta::minutes(1)).unwrap_or(now);
-    extras.prepared = Some(Prepared { by: prepared_by, at });
+    extras.prepared = Some(prepared_now(prepared_by));
     let fonts = crate::export::FontChain::installed().map_err(|e| Error::Internal(e.into()))?;
     let (st, include) = (std::sync::Arc::clone(&sel.statement), sel.include());
     // rendering is CPU work: off the async threads

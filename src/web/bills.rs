@@ -187,6 +187,8 @@ async fn team_page(
     let mut extras = usecase::extras::extras_for(&s.cases, &sel.statement, &sel.scope).await?;
     // one team's page: its own statement, not the finance summary of the month
     extras.finance_summary = false;
+    // the page names its reader as the draft's preparer, as the PDF it downloads does
+    extras.prepared = Some(usecase::exports::prepared_now(user.username.clone()));
     let view = crate::export::statement_view(&sel.statement, sel.include(), &extras, lang);
     let team = sel.team.clone().unwrap_or_default();
     Ok(TeamPage {
