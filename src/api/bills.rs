@@ -206,7 +206,6 @@ fn override_view(o: &CloseOverride, global: bool) -> OverrideView {
 fn team_summary(st: &Statement, team: &str) -> TeamSummary {
     let bill = st.bills.teams.iter().find(|t| t.team == team);
     let info = st.teams.get(team);
-    let restated: Money = st.restatements_of(team).map(|r| r.amount_delta).sum();
     TeamSummary {
         team: team.to_string(),
         name: info.map_or_else(|| team.to_string(), |i| i.name.clone()),
@@ -216,7 +215,7 @@ fn team_summary(st: &Statement, team: &str) -> TeamSummary {
         unmetered_card_hours: bill.map_or(Decimal::ZERO, |b| b.unmetered_card_hours),
         allocated: bill.map_or(Money::ZERO, |b| b.allocated),
         unallocated_share: bill.map_or(Money::ZERO, |b| b.unallocated_share),
-        restated,
+        restated: st.team_restated(team),
         total: st.team_total(team),
     }
 }

@@ -379,10 +379,6 @@ fn team_name<'s>(st: &'s Statement, team: &'s str) -> &'s str {
     st.teams.get(team).map_or(team, |i| i.name.as_str())
 }
 
-fn restated(st: &Statement, team: &str) -> Money {
-    st.restatements_of(team).map(|r| r.amount_delta).sum()
-}
-
 fn bill_of<'s>(st: &'s Statement, team: &str) -> Option<&'s TeamBill> {
     st.bills.teams.iter().find(|b| b.team == team)
 }
@@ -490,7 +486,7 @@ fn summary(
                 info.and_then(|i| i.owner.clone()).unwrap_or_default(),
                 bill.map_or(Money::ZERO, |b| b.allocated).to_string(),
                 bill.map_or(Money::ZERO, |b| b.unallocated_share).to_string(),
-                restated(st, t).to_string(),
+                st.team_restated(t).to_string(),
                 st.team_total(t).to_string(),
             ]
         })
@@ -607,7 +603,7 @@ fn team_statement(lay: &mut Layout, st: &Statement, team: &str) -> Result<(), Pd
         totals.push(("Allocated (CNY)".to_string(), b.allocated.to_string()));
         totals.push(("Unallocated share (CNY)".to_string(), b.unallocated_share.to_string()));
     }
-    totals.push(("Restated (CNY)".to_string(), restated(st, team).to_string()));
+    totals.push(("Restated (CNY)".to_string(), st.team_restated(team).to_string()));
     totals.push(("Total (CNY)".to_string(), st.team_total(team).to_string()));
     lay.gap(6.0);
     for (label, v) in totals {

@@ -346,7 +346,7 @@ fn summary(st: &Statement, teams: &[&str], extras: &StatementExtras, lang: Lang)
                 info.and_then(|i| i.owner.clone()).unwrap_or_default(),
                 yuan(bill.map_or(Money::ZERO, |b| b.allocated)),
                 yuan(bill.map_or(Money::ZERO, |b| b.unallocated_share)),
-                yuan(restated(st, t)),
+                yuan(st.team_restated(t)),
                 yuan(total),
                 extras.budgets.get(*t).map_or_else(|| "–".into(), |m| yuan(*m)),
                 before.map_or_else(|| "–".into(), yuan),
@@ -399,10 +399,6 @@ fn utilization_table(f: &UtilizationFigures, capacity_known: bool, lang: Lang) -
 
 fn team_name<'s>(st: &'s Statement, team: &'s str) -> &'s str {
     st.teams.get(team).map_or(team, |i| i.name.as_str())
-}
-
-fn restated(st: &Statement, team: &str) -> Money {
-    st.restatements_of(team).map(|r| r.amount_delta).sum()
 }
 
 fn bill_of<'s>(st: &'s Statement, team: &str) -> Option<&'s TeamBill> {
@@ -556,7 +552,7 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, lang: Lang
         totals.push(vec![l("已分配", "Allocated").to_string(), yuan(b.allocated)]);
         totals.push(vec![l("未分配分摊", "Unallocated share").to_string(), yuan(b.unallocated_share)]);
     }
-    totals.push(vec![l("重述", "Restated").to_string(), yuan(restated(st, team))]);
+    totals.push(vec![l("重述", "Restated").to_string(), yuan(st.team_restated(team))]);
     totals.push(vec![l("合计", "Total").to_string(), yuan(total)]);
     if let Some(budget) = extras.budgets.get(team) {
         totals.push(vec![l("预算", "Budget").to_string(), yuan(*budget)]);

@@ -188,7 +188,7 @@ fn summary_sheet(
     for team in teams {
         let bill = b.teams.iter().find(|t| t.team == *team);
         let info = st.teams.get(*team);
-        let restated: Money = st.restatements_of(team).map(|r| r.amount_delta).sum();
+        let restated: Money = st.team_restated(team);
         ws.write_string(row, 0, *team)?;
         ws.write_string(row, 1, info.map_or(*team, |i| i.name.as_str()))?;
         ws.write_string(row, 2, info.and_then(|i| i.owner.as_deref()).unwrap_or(""))?;

@@ -144,10 +144,15 @@ impl Statement {
         self.restatements.iter().filter(move |r| r.team == team)
     }
 
+    /// Σ of the team's restatements of earlier closed months shown on this statement.
+    pub fn team_restated(&self, team: &str) -> Money {
+        self.restatements_of(team).map(|r| r.amount_delta).sum()
+    }
+
     /// What the team owes on this statement: its bill plus its restatements.
     pub fn team_total(&self, team: &str) -> Money {
         let bill = self.bills.teams.iter().find(|t| t.team == team).map_or(Money::ZERO, |t| t.total);
-        bill + self.restatements_of(team).map(|r| r.amount_delta).sum()
+        bill + self.team_restated(team)
     }
 }
 

@@ -110,14 +110,13 @@ fn team_rows(st: &crate::ledger::Statement, scope: &crate::access::Scope) -> Vec
         .filter(|t| scope.allows(t))
         .map(|team| {
             let bill = st.bills.teams.iter().find(|b| b.team == team);
-            let restated: crate::money::Money = st.restatements_of(team).map(|r| r.amount_delta).sum();
             TeamRow {
                 team: team.to_string(),
                 name: st.teams.get(team).map_or_else(|| team.to_string(), |i| i.name.clone()),
                 card_hours: card_hours(bill.map(|b| b.card_hours).unwrap_or_default()),
                 allocated: yuan(bill.map(|b| b.allocated).unwrap_or_default()),
                 unallocated_share: yuan(bill.map(|b| b.unallocated_share).unwrap_or_default()),
-                restated: yuan(restated),
+                restated: yuan(st.team_restated(team)),
                 total: yuan(st.team_total(team)),
             }
         })
