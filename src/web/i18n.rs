@@ -10,8 +10,14 @@ use axum::response::Response;
 
 pub use crate::export::Lang;
 
-/// Every word a page prints: key, zh-CN, en.
-const WORDS: &[(&str, &str, &str)] = &[
+/// A word a page prints: key, zh-CN, en.
+pub type Word = (&'static str, &'static str, &'static str);
+
+/// The tables of words: the shared ones here, and each section's own beside its handlers (one owner per table).
+const TABLES: &[&[Word]] = &[WORDS];
+
+/// The words every section shares.
+const WORDS: &[Word] = &[
     ("app", "GPU 成本核算", "GPU cost accounting"),
     ("nav.home", "首页", "Home"),
     ("nav.bills", "账单", "Bills"),
@@ -106,7 +112,7 @@ const WORDS: &[(&str, &str, &str)] = &[
 
 /// The word `key` in `lang`; an unknown key prints itself (a missing word shows on the page, never a panic).
 pub fn t(lang: Lang, key: &'static str) -> &'static str {
-    WORDS.iter().find(|(k, ..)| *k == key).map_or(key, |(_, zh, en)| lang.pick(zh, en))
+    TABLES.iter().flat_map(|t| t.iter()).find(|(k, ..)| *k == key).map_or(key, |(_, zh, en)| lang.pick(zh, en))
 }
 
 /// The cookie the language switch leaves.
@@ -191,8 +197,10 @@ mod tests {
 
     #[test]
     fn every_key_is_in_the_table_once() {
-        for (i, (k, ..)) in WORDS.iter().enumerate() {
-            assert!(WORDS[i + 1..].iter().all(|(o, ..)| o != k), "{k} twice");
+        let all: Vec<&Word> = TABLES.iter().flat_map(|t| t.iter()).collect();
+        assert!(all.len() > 50);
+        for (i, (k, ..)) in all.iter().enumerate() {
+            assert!(all[i + 1..].iter().all(|(o, ..)| o != k), "{k} twice");
         }
         assert_eq!(t(Lang::En, "nav.bills"), "Bills");
         assert_eq!(t(Lang::Zh, "nav.bills"), "账单");
