@@ -12,7 +12,7 @@ pub mod session;
 mod token;
 
 pub use extract::{AuthRejection, Finance, GlobalReader, Reader, ScopedReader, bearer_token};
-pub use page::{CsrfForm, PageRejection, PageUser, local_next};
+pub use page::{CsrfForm, CsrfUpload, PageRejection, PageUser, UploadPart, local_next};
 pub use token::{NewToken, hash_token, new_token};
 
 pub use crate::access::{Principal, Role, Scope};

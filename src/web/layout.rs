@@ -45,6 +45,7 @@ fn sections(role: Role) -> &'static [(&'static str, &'static str)] {
         ("/idle", "nav.idle"),
         ("/reports/utilization", "nav.reports"),
         ("/health", "nav.health"),
+        ("/admin/teams", "nav.admin"),
     ];
     match role {
         Role::TeamLead => LEAD,

@@ -4,6 +4,7 @@
 //!
 //! [`PageUser`]: crate::auth::PageUser
 
+mod admin;
 mod bills;
 mod chart;
 mod fmt;
@@ -31,6 +32,7 @@ pub fn router(_state: AppState) -> Router<AppState> {
         .merge(bills::routes())
         .merge(reports::routes())
         .merge(waste::routes())
+        .merge(admin::routes())
         .merge(login::routes())
         .layer(axum::middleware::from_fn(i18n::remember))
 }
