@@ -194,3 +194,74 @@ async fn finance_closes_a_month_through_its_confirmation_page(pool: PgPool) {
     assert_eq!(closed["unallocated"], bill["unallocated"]);
     b.close().await;
 }
+
+#[sqlx::test]
+async fn finance_previews_a_cmdb_file_then_applies_it(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    seed(&api).await;
+    let portal = TestPortal::start(pool).await;
+    let (_, before) = api.call(Method::GET, "/api/v1/mappings", Some(&api.finance), None).await;
+
+    // what Chinese Excel saves: GBK; a new namespace of a new team, a namespace moving to another team from
+    // November (a new dated version: an addition), one as stored
+    let csv = "namespace,team,team_name,owner,valid_from\n\
+               recsys-train,rec,推荐算法组,张三,2026/11/01\n\
+               nlp-prod,vision,,,2026-11-01\n\
+               vision-train,vision,,,2026-09-01\n";
+    let (gbk, _, unmappable) = encoding_rs::GBK.encode(csv);
+    assert!(!unmappable);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cmdb-导出.csv");
+    std::fs::write(&file, &gbk).unwrap();
+
+    let b = Browser::start().await;
+    let c = &b.client;
+    sign_in(c, &portal, "finance").await;
+    c.goto(&portal.url("/admin/mappings?lang=zh-CN")).await.unwrap();
+    c.find(Locator::Css("input[type=file][name=file]")).await.unwrap().send_keys(file.to_str().unwrap()).await.unwrap();
+    c.find(Locator::Css("form[action='/admin/mappings/preview'] button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for_path(c, |p| p == "/admin/mappings/preview").await;
+    let cards: Vec<String> = {
+        let mut v = Vec::new();
+        for e in c.find_all(Locator::Css(".cards .card .value")).await.unwrap() {
+            v.push(e.text().await.unwrap());
+        }
+        v
+    };
+    // added, changed, unchanged, teams created, errors
+    assert_eq!(cards, ["2", "0", "1", "1", "0"], "the preview's counts");
+    b.screenshot("flow-mappings-preview-zh").await;
+    let page = c.source().await.unwrap();
+    assert!(page.contains("recsys-train") && page.contains("cmdb-导出.csv"), "the file and its rows: {page}");
+    // nothing is written by a preview
+    let (_, unchanged) = api.call(Method::GET, "/api/v1/mappings", Some(&api.finance), None).await;
+    assert_eq!(unchanged, before, "a preview writes nothing");
+
+    c.find(Locator::Css("form[action='/admin/mappings/apply'] button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for_path(c, |p| p == "/admin/mappings").await;
+    b.screenshot("flow-mappings-applied-zh").await;
+    let (_, after) = api.call(Method::GET, "/api/v1/mappings", Some(&api.finance), None).await;
+    let rows = after.as_array().unwrap();
+    let team_of = |ns: &str, from: &str| {
+        rows.iter()
+            .find(|m| m["namespace"] == ns && m["valid_from"] == from)
+            .map(|m| m["team_id"].as_str().unwrap().to_string())
+    };
+    assert_eq!(team_of("recsys-train", "2026-11-01").as_deref(), Some("rec"), "{after}");
+    assert_eq!(team_of("nlp-prod", "2026-11-01").as_deref(), Some("vision"), "{after}");
+    assert_eq!(rows.len(), before.as_array().unwrap().len() + 2, "exactly the previewed two rows: {after}");
+    let (_, teams) = api.call(Method::GET, "/api/v1/teams", Some(&api.finance), None).await;
+    let rec = teams.as_array().unwrap().iter().find(|t| t["id"] == "rec").expect("team rec created");
+    assert_eq!(rec["name"], "推荐算法组");
+    b.close().await;
+}
