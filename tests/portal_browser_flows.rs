@@ -265,3 +265,91 @@ async fn finance_previews_a_cmdb_file_then_applies_it(pool: PgPool) {
     assert_eq!(rec["name"], "推荐算法组");
     b.close().await;
 }
+
+/// The main pages, screenshotted in both languages (as finance; a team lead's own pages too).
+const SHOWN: &[(&str, &str, &str)] = &[
+    ("finance", "home", "/?month={month}"),
+    ("finance", "bills", "/bills"),
+    ("finance", "month", "/bills/{month}"),
+    ("finance", "statement", "/bills/{month}/teams/vision"),
+    ("finance", "close", "/bills/{month}/close"),
+    ("finance", "idle", "/idle"),
+    ("finance", "health", "/health"),
+    ("finance", "utilization", "/reports/utilization?month={month}"),
+    ("finance", "tiers", "/reports/tiers?month={month}"),
+    ("admin", "admin-teams", "/admin/teams"),
+    ("admin", "admin-mappings", "/admin/mappings"),
+    ("admin", "admin-users", "/admin/users"),
+    ("admin", "admin-tokens", "/admin/tokens"),
+    ("admin", "admin-audit", "/admin/audit"),
+    ("lead", "lead-home", "/?month={month}"),
+    ("lead", "lead-statement", "/bills/{month}/teams/vision"),
+];
+
+/// A word the page has no translation of prints its key (`section.word`): none may show.
+fn untranslated(text: &str) -> Vec<String> {
+    const SECTIONS: &[&str] = &[
+        "nav.",
+        "admin.",
+        "close.",
+        "idle.",
+        "health.",
+        "tier.",
+        "home.",
+        "bills.",
+        "budget.",
+        "budgets.",
+        "rates.",
+        "form.",
+        "low_eff.",
+        "download.",
+        "status.",
+        "report.",
+        "reports.",
+        "sso.",
+        "oversub.",
+        "frag.",
+    ];
+    text.split(|c: char| c.is_whitespace() || "()[]{}:,;·|".contains(c))
+        .filter(|w| {
+            SECTIONS.iter().any(|s| {
+                w.starts_with(s)
+                    && w.len() > s.len()
+                    && w[s.len()..].chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            })
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[sqlx::test]
+async fn every_main_page_in_both_languages(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    seed(&api).await;
+    let portal = TestPortal::start(pool).await;
+    let b = Browser::start().await;
+    let c = &b.client;
+    let mut shots = 0;
+    for user in ["finance", "admin", "lead"] {
+        sign_in(c, &portal, user).await;
+        for (_, name, path) in SHOWN.iter().filter(|(u, ..)| *u == user) {
+            for (lang, code) in [("zh-CN", "zh"), ("en", "en")] {
+                let path = path.replace("{month}", SEED_MONTH);
+                let sep = if path.contains('?') { '&' } else { '?' };
+                c.goto(&portal.url(&format!("{path}{sep}lang={lang}"))).await.unwrap();
+                assert_eq!(html_lang(c).await, lang, "{user} {path}");
+                let text = c.find(Locator::Css("body")).await.unwrap().text().await.unwrap();
+                assert!(!text.contains("Page not found"), "{user} {path} is a page");
+                // (the audit log lists actions by their ids, `budget.put`: data, not words)
+                if !path.starts_with("/admin/audit") {
+                    assert_eq!(untranslated(&text), Vec::<String>::new(), "{user} {path} in {lang}");
+                }
+                b.screenshot(&format!("page-{name}-{code}")).await;
+                shots += 1;
+            }
+        }
+        c.delete_all_cookies().await.unwrap();
+    }
+    assert_eq!(shots, 2 * SHOWN.len());
+    b.close().await;
+}

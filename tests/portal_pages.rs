@@ -119,6 +119,7 @@ async fn pages_show_the_api_numbers_and_a_team_lead_only_its_own(pool: PgPool) {
     for t in teams {
         assert!(home.contains(&yuan(t["total"].as_str().unwrap())), "home of {month} lacks {}", t["team"]);
     }
+    assert!(!home.contains("本月预测"), "an ended month has no forecast: {home}");
     // … and a team's home of that month shows what the team spent in it; a month to come names no page
     let (_, vision_home) = get(&portal, &finance, &format!("/teams/vision?month={month}")).await;
     let vision = teams.iter().find(|t| t["team"] == "vision").unwrap()["total"].as_str().unwrap();

@@ -135,7 +135,10 @@ mod tests {
 
     /// The axis' tick labels of a column chart, bottom up.
     fn ticks(svg: &str) -> Vec<String> {
-        svg.split("<text").filter_map(|t| t.split('>').nth(1)?.split('<').next()).map(|l| l.trim().to_string()).collect()
+        svg.split("<text")
+            .filter_map(|t| t.split('>').nth(1)?.split('<').next())
+            .map(|l| l.trim().to_string())
+            .collect()
     }
 
     #[test]
