@@ -12,6 +12,9 @@
 //! - node `mig`, 1 card, two 3g.40gb stored before the memory share: derived from the profile, ½ each: 1
 //!   (compute 2 × 3/7 = 6/7).
 //! - cluster: (7 + 8 + 4 + 4) / 20 = 1.15, 1.2 card-hours unknown.
+//!
+//! And against the simulator's truth on the standard profile (MIG's mixed strategy with four profiles, renamed
+//! time-slicing, HAMi with gpumem, a node without DCGM): `tests/shared_truth.rs` checks the shared profile.
 
 mod common;
 
@@ -22,7 +25,7 @@ use calamine::{Data, Reader, Xlsx};
 use cardhour::metering::{CapacityRow, ContainerKey, HourOutput, OfferedSource, UsageRow, UtilSource};
 use chrono::{DateTime, Duration, Utc};
 use common::api::TestApi;
-use common::{TestDb, run_cardhour_ok};
+use common::{TestDb, TestPrometheus, run_cardhour_ok, simulate_run};
 use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -255,4 +258,50 @@ async fn the_workbook_shows_the_replica_policy_like_the_csv() {
     let csv_url = format!("{}/api/v1/exports/2026-10/bills.csv", api.base);
     let csv = api.client.get(csv_url).bearer_auth(&api.finance).send().await.unwrap().text().await.unwrap();
     assert!(csv.contains("/replicas:c1:whole_card@2026-10-01") && csv.contains("over_recovery"), "{csv}");
+}
+
+#[test]
+fn memory_promised_on_the_standard_simulation_equals_the_truth() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = simulate_run(dir.path(), 56, 12, 60, 7);
+    let truth = sim.truth_json();
+    let prom = TestPrometheus::from_openmetrics(&sim.metrics).unwrap();
+    let db = TestDb::migrated().unwrap();
+    let (from, to) = (sim.start_arg(), sim.end_arg());
+    run_cardhour_ok(
+        ["ingest", "--cluster", "sim", "--prometheus", &prom.url, "--format", "json", "--from", &from, "--to", &to],
+        &db.env(),
+    );
+    let report: Value = serde_json::from_str(&run_cardhour_ok(
+        ["oversubscription", "--from", &from, "--to", &to, "--cluster", "sim", "--format", "json"],
+        &db.env(),
+    ))
+    .unwrap();
+    let mut got: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
+    for r in report["nodes"].as_array().unwrap() {
+        let e = got.entry(r["node"].as_str().unwrap().to_string()).or_default();
+        e.0 += num(r, "promised_memory_card_hours");
+        e.1 += num(r, "unknown_memory_card_hours");
+        e.2 += num(r, "card_hours");
+    }
+    let mut want: BTreeMap<String, f64> = BTreeMap::new();
+    let mut kinds: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for p in truth["by_pod"].as_array().unwrap() {
+        let node = p["node"].as_str().unwrap().to_string();
+        *want.entry(node.clone()).or_default() += num(p, "promised_memory_card_hours");
+        kinds.entry(node).or_default().push(p["kind"].as_str().unwrap().to_string());
+    }
+    for k in ["whole", "mig", "timeslice", "hami"] {
+        assert!(kinds.values().flatten().any(|x| x == k), "{k} simulated");
+    }
+    assert_eq!(want.len(), 7, "{want:?}");
+    let mut figures = Vec::new();
+    for (node, w) in &want {
+        let (memory, unknown, card_hours) = got[node];
+        assert!(*w > 0.0);
+        assert!((memory - w).abs() <= 1e-9 * w, "{node}: memory promised {memory} vs the truth's {w}");
+        assert_eq!(unknown, 0.0, "{node}");
+        figures.push(format!("{node} {:.3}", memory / card_hours));
+    }
+    println!("memory ratio per node (standard profile, 12 h): {}", figures.join(", "));
 }
