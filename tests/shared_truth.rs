@@ -259,7 +259,7 @@ fn shared_cards_are_metered_as_the_truth_and_the_uncounted_node_restated_once_co
         e.1 += num(p, "promised_memory_card_hours");
     }
     assert_eq!(got.len(), 9);
-    let mut figures = Vec::new();
+    let (mut figures, mut memory_err) = (Vec::new(), 0.0f64);
     for n in nodes {
         let node = n["node"].as_str().unwrap();
         let (promised, card_hours, memory, unknown) = got[node];
@@ -268,6 +268,7 @@ fn shared_cards_are_metered_as_the_truth_and_the_uncounted_node_restated_once_co
         assert!(rel(card_hours, num(n, "card_hours")) <= 1e-9, "{node}: {card_hours} card-hours");
         assert!(want_memory > 0.0, "{node}: the truth promises memory");
         assert!(rel(memory, want_memory) <= 1e-9, "{node}: memory promised {memory} vs {want_memory}");
+        memory_err = memory_err.max(rel(memory, want_memory));
         assert_eq!(unknown, 0.0, "{node}: unknown memory");
         figures.push(format!("{node} {:.3} / memory {:.3}", promised / card_hours, memory / card_hours));
     }
@@ -277,7 +278,8 @@ fn shared_cards_are_metered_as_the_truth_and_the_uncounted_node_restated_once_co
     let want_memory: f64 = want.values().map(|w| w.1).sum();
     assert!(rel(cluster.2, want_memory) <= 1e-9, "cluster memory promised {} vs {want_memory}", cluster.2);
     println!(
-        "oversubscription (promised / physical card-hours, compute / memory): {}; cluster {:.3} / memory {:.3}",
+        "oversubscription (promised / physical card-hours, compute / memory): {}; cluster {:.3} / memory {:.3}; \
+         memory promised per node vs the truth: {memory_err:.2e}",
         figures.join(", "),
         cluster.0 / cluster.1,
         cluster.2 / cluster.1
