@@ -144,6 +144,16 @@ async fn a_team_lead_reads_the_simulated_truth_and_switches_language() {
     }
     b.screenshot("flow-lead-other-team").await;
     b.close().await;
+
+    // ingest health, as finance reads it: the share of GPU-hours without utilization, the truth's (the simulation
+    // is shorter than a day, so its last 24 stored hours are all of it)
+    let finance = common::portal::visitor();
+    assert_eq!(portal.login(&finance, "finance", PASSWORD).await.status, 303);
+    let health = finance.get(portal.url("/health?lang=en")).send().await.unwrap().text().await.unwrap();
+    let totals = &truth["totals"];
+    let share = totals["unmetered_gpu_hours"].as_f64().unwrap() / totals["gpu_hours"].as_f64().unwrap();
+    let shown = format!("<td class=\"num\">{:.1} %</td>", share * 100.0);
+    assert!(health.contains(&shown), "ingest health shows {shown}: {health}");
 }
 
 #[sqlx::test]

@@ -101,7 +101,7 @@ const WORDS: &[Word] = &[
     ("health.watermark", "水位线", "Watermark"),
     ("health.lag", "延迟（小时）", "Lag (hours)"),
     ("health.last_error", "最近错误", "Last error"),
-    ("health.unmetered", "未计量占比", "Unmetered share"),
+    ("health.unmetered", "未计量占比（近 24 小时）", "Unmetered share (last 24 h)"),
     ("health.unknown", "未知资源", "Unknown resources"),
     ("health.non_finite", "非有限样本", "Non-finite samples"),
     ("health.node_issues", "节点问题", "Node issues"),
