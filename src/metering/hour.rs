@@ -248,8 +248,12 @@ fn plan_container<'a>(
     if let Some(anchor) = cores.or(mem).or(mem_pct) {
         let whole = find(ResourceKind::Whole);
         let model = Some(nodes.model(anchor.node.as_str())).filter(|m| *m != "unknown");
-        let cores_share = cores.and_then(|s| last_value(&s.samples)).map(|c| c / 100.0);
-        let (mib, pct) = (mem.and_then(|s| last_value(&s.samples)), mem_pct.and_then(|s| last_value(&s.samples)));
+        // HAMi reads 0 (and nothing) as "no limit": a request of 0 asks for no share, the default applies; a
+        // fraction of 0 would bill a held card as nothing
+        let asked =
+            |s: Option<&&RequestSeries>| s.and_then(|s| last_value(&s.samples)).filter(|v| v.is_finite() && *v > 0.0);
+        let cores_share = asked(cores.as_ref()).map(|c| c / 100.0);
+        let (mib, pct) = (asked(mem.as_ref()), asked(mem_pct.as_ref()));
         let memory_share = hami_memory_share(mib, pct, model.and_then(card_memory_mib));
         // the memory policy counts a share only where the container asks for memory
         let mem_share = memory_share.filter(|_| mib.is_some() || pct.is_some());

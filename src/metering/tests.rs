@@ -350,6 +350,8 @@ fn each_row_carries_the_memory_its_unit_is_promised() {
         ("pct", vec![("nvidia_com_gpucores", 20.0), ("nvidia_com_gpumem_percentage", 50.0)]),
         ("cores", vec![("nvidia_com_gpucores", 40.0)]),
         ("card", vec![("nvidia_com_gpu", 1.0)]),
+        // 0 is HAMi's "no limit": the defaults, a whole card and its whole memory, never a fraction of 0
+        ("zero", vec![("nvidia_com_gpu", 1.0), ("nvidia_com_gpucores", 0.0), ("nvidia_com_gpumem", 0.0)]),
     ] {
         for (r, v) in res {
             i.requests.push(request(pod, r, v, "hami"));
@@ -382,7 +384,7 @@ fn each_row_carries_the_memory_its_unit_is_promised() {
     i.devices.push(d);
     let out = meter_hour(&i, &MeterConfig::default());
     let row = |pod: &str| out.rows.iter().find(|r| r.key.pod == pod).unwrap_or_else(|| panic!("{pod}"));
-    let shares: Vec<(&str, &str, f64, Option<f64>)> = ["mib", "pct", "cores", "card", "blind", "m", "t", "g"]
+    let shares: Vec<(&str, &str, f64, Option<f64>)> = ["mib", "pct", "cores", "card", "zero", "blind", "m", "t", "g"]
         .iter()
         .map(|p| (*p, row(p).kind, row(p).fraction, row(p).memory_share))
         .collect();
@@ -393,6 +395,7 @@ fn each_row_carries_the_memory_its_unit_is_promised() {
             ("pct", "hami", 0.2, Some(0.5)),
             ("cores", "hami", 0.4, Some(1.0)),
             ("card", "whole", 1.0, Some(1.0)),
+            ("zero", "hami", 1.0, Some(1.0)),
             ("blind", "hami", 1.0, None),
             ("m", "mps", 0.25, Some(0.25)),
             ("t", "timeslice", 0.25, Some(1.0)),
