@@ -14,7 +14,8 @@ pub use crate::export::Lang;
 pub type Word = (&'static str, &'static str, &'static str);
 
 /// The tables of words: the shared ones here, and each section's own beside its handlers (one owner per table).
-const TABLES: &[&[Word]] = &[WORDS];
+const TABLES: &[&[Word]] =
+    &[WORDS, super::budgets::WORDS, super::rates::WORDS, super::rates::TCO_WORDS, super::field_errors::WORDS];
 
 /// The words every section shares.
 const WORDS: &[Word] = &[
