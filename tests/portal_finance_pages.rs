@@ -146,6 +146,22 @@ async fn budgets_show_the_api_numbers_and_a_team_lead_only_its_own(pool: PgPool)
     assert_eq!(thresholds, [dec(&json!("0.5")), dec(&json!("1"))], "{list:?}");
     let (_, page) = get(&portal, &finance, &format!("{location}&lang=zh-CN")).await;
     assert!(page.contains("¥12,345.67") && page.contains("预算已保存"), "{page}");
+
+    // a budget below the spend: the alerts the API lists are on the team's row
+    let form = [("csrf", token.as_str()), ("month", month), ("team", "nlp"), ("amount", "100"), ("thresholds", "")];
+    assert_eq!(post(&portal, &finance, "/budgets", &form).await.0, 303);
+    let (_, list) = api.call(Method::GET, &format!("/api/v1/budgets/{month}"), Some(&api.finance), None).await;
+    let nlp = list.as_array().unwrap().iter().find(|b| b["team_id"] == "nlp").unwrap().clone();
+    let alerts = nlp["alerts"].as_array().unwrap();
+    assert!(!alerts.is_empty(), "spent {} of 100 raises alerts: {nlp}", nlp["spent"]);
+    let (_, page) = get(&portal, &finance, &format!("/budgets?month={month}&lang=en")).await;
+    let row = &page[page.find(r#"<tr id="budget-nlp">"#).unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("¥100.00") && row.contains(&yuan(s(&nlp["spent"]))), "{row}");
+    for a in alerts {
+        let pct = format!("{:.1} %", dec(&a["threshold"]) * rust_decimal::Decimal::ONE_HUNDRED);
+        assert!(row.contains(&format!("{pct} ({})", s(&a["basis"]))), "alert {a} not on {row}");
+    }
 }
 
 #[sqlx::test]

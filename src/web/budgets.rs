@@ -225,12 +225,17 @@ struct BudgetChange {
     thresholds: Option<Vec<Decimal>>,
 }
 
-/// The budget a form sets, or every bad field.
-fn check(form: &BudgetForm) -> Result<BudgetChange, FieldErrors> {
+/// The budget a form sets, or every bad field; `known` are the teams the form offers (a team among them may
+/// still be gone when the use case looks: it says so then).
+fn check(form: &BudgetForm, known: &[&str]) -> Result<BudgetChange, FieldErrors> {
     let mut errors = FieldErrors::default();
     let month = fields::month(&mut errors, "month", &form.month);
     let team = fields::text(&mut errors, "team", &form.team, 63).and_then(|team| match TeamId::parse("team", &team) {
-        Ok(id) => Some(id.into_string()),
+        Ok(id) if known.contains(&id.as_str()) => Some(id.into_string()),
+        Ok(id) => {
+            errors.add("team", fields::Problem::UnknownTeam, format!("team {id} not found"));
+            None
+        }
         Err(e) => {
             errors.add("team", fields::Problem::UnknownTeam, e.message);
             None
@@ -276,7 +281,9 @@ async fn submit(
     if !user.principal.role.writes() {
         return Ok(refused(&user, lang, "/budgets"));
     }
-    let BudgetChange { month, team, amount, thresholds } = match check(&form) {
+    let teams = usecase::teams::teams(&s.cases, &user.principal.scope()).await?;
+    let known: Vec<&str> = teams.iter().map(|t| t.id.as_str()).collect();
+    let BudgetChange { month, team, amount, thresholds } = match check(&form, &known) {
         Ok(v) => v,
         Err(errors) => return form_back(&s, &user, lang, form, errors).await,
     };
@@ -299,17 +306,17 @@ mod tests {
     }
 
     fn bad(f: BudgetForm) -> Vec<(String, fields::Problem)> {
-        check(&f).unwrap_err().0.into_iter().map(|e| (e.field, e.problem)).collect()
+        check(&f, &["vision"]).unwrap_err().0.into_iter().map(|e| (e.field, e.problem)).collect()
     }
 
     #[test]
     fn a_budget_form_is_read_field_by_field() {
-        let c = check(&form("2026-11", "vision", "12345.67", "")).unwrap();
+        let c = check(&form("2026-11", "vision", "12345.67", ""), &["vision"]).unwrap();
         assert_eq!(
             (c.month.to_string(), c.team.as_str(), c.amount, c.thresholds),
             ("2026-11".into(), "vision", Decimal::new(1234567, 2), None)
         );
-        let c = check(&form("2026-11", "vision", "1", "0.5, 0.9，1")).unwrap();
+        let c = check(&form("2026-11", "vision", "1", "0.5, 0.9，1"), &["vision"]).unwrap();
         assert_eq!(c.thresholds.unwrap(), [Decimal::new(5, 1), Decimal::new(9, 1), Decimal::ONE]);
         use fields::Problem as P;
         assert_eq!(
@@ -323,5 +330,10 @@ mod tests {
             [("month".into(), P::DateRange), ("team".into(), P::UnknownTeam), ("thresholds".into(), P::NotNumber)]
         );
         assert_eq!(bad(form("2026-11", "vision", "1\0", "")), [("amount".into(), P::Characters)]);
+        // a team the form does not offer (another's, or none) is named at once, beside the other fields
+        assert_eq!(
+            bad(form("2026-11", "nlp", "-1", "")),
+            [("team".into(), P::UnknownTeam), ("amount".into(), P::Negative)]
+        );
     }
 }

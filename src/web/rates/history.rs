@@ -45,10 +45,15 @@ fn input_value(field: &str, v: rust_decimal::Decimal) -> String {
 }
 
 fn inputs_of(lang: Lang, tco: &serde_json::Value) -> Vec<(&'static str, String)> {
-    let Ok(i) = serde_json::from_value::<TcoInputs>(tco.clone()) else {
+    match serde_json::from_value::<TcoInputs>(tco.clone()) {
+        Ok(i) => input_words(lang, &i),
         // stored by an older release in another shape: shown as stored
-        return vec![(t(lang, "rates.inputs"), tco.to_string())];
-    };
+        Err(_) => vec![(t(lang, "rates.inputs"), tco.to_string())],
+    }
+}
+
+/// TCO inputs in words, in the form's order: (label, value).
+pub(super) fn input_words(lang: Lang, i: &TcoInputs) -> Vec<(&'static str, String)> {
     let values = [
         i.card_price,
         i.server_share_per_card,

@@ -155,6 +155,8 @@ pub struct Line {
 }
 
 pub struct Preview {
+    /// The inputs in words (they print; the form does not).
+    pub inputs: Vec<(&'static str, String)>,
     pub lines: Vec<Line>,
     pub annual: String,
     pub rate: String,
@@ -233,7 +235,7 @@ fn check(form: &TcoForm) -> Result<(String, chrono::NaiveDate, TcoInputs), Field
     Ok((model, from, inputs))
 }
 
-fn preview_of(lang: Lang, b: &RateBreakdown, form: &TcoForm) -> Preview {
+fn preview_of(lang: Lang, inputs: &TcoInputs, b: &RateBreakdown, form: &TcoForm) -> Preview {
     let line = |label: &'static str, how: Option<&'static str>, amount: String| Line {
         label: t(lang, label),
         how: how.map_or("", |h| t(lang, h)),
@@ -243,6 +245,7 @@ fn preview_of(lang: Lang, b: &RateBreakdown, form: &TcoForm) -> Preview {
     hidden.push(("effective_from", form.effective_from.trim().to_string()));
     hidden.extend(FIELDS.iter().map(|(name, ..)| (*name, form.figure(name).trim().to_string())));
     Preview {
+        inputs: super::history::input_words(lang, inputs),
         lines: vec![
             line("tco.hardware", Some("tco.hardware.how"), yuan(b.hardware_per_year)),
             line("tco.power_before", Some("tco.power_before.how"), yuan(b.power_per_year_before_system_factor)),
@@ -275,10 +278,10 @@ pub(super) async fn submit(
         Err(errors) => return Ok(form_back(&user, lang, &form, errors)),
     };
     if form.action != "save" {
-        return match rates::preview_rate(inputs) {
+        return match rates::preview_rate(inputs.clone()) {
             Ok(b) => {
-                Ok(page_of(&user, lang, &form, FieldErrors::default(), Some(preview_of(lang, &b, &form)))
-                    .into_response())
+                let preview = preview_of(lang, &inputs, &b, &form);
+                Ok(page_of(&user, lang, &form, FieldErrors::default(), Some(preview)).into_response())
             }
             Err(e) => Ok(form_back(&user, lang, &form, FieldErrors::from_usecase(e, "")?)),
         };
@@ -325,8 +328,9 @@ mod tests {
     #[test]
     fn the_example_previews_the_spec_rate() {
         let (_, _, inputs) = check(&example()).unwrap();
-        let b = rates::preview_rate(inputs).unwrap();
-        let p = preview_of(Lang::En, &b, &example());
+        let b = rates::preview_rate(inputs.clone()).unwrap();
+        let p = preview_of(Lang::En, &inputs, &b, &example());
+        assert_eq!(p.inputs[0], ("Card price", "¥80,000.00".to_string()));
         assert_eq!(p.rate, "¥5.6893");
         assert_eq!(p.annual, "¥34,886.72");
         assert_eq!(p.lines[1].amount, "¥4,905.60");
