@@ -226,6 +226,9 @@ async fn a_bad_budget_comes_back_with_the_fields_message_and_writes_nothing(pool
     let (status, page) = get(&portal, &finance, "/budgets?month=abc&lang=en").await;
     assert_eq!(status, 422, "{page}");
     assert!(field_message(&page, "/budgets", "month").is_some_and(|m| m.contains("Not a month")), "{page}");
+    let (status, page) = get(&portal, &finance, "/budgets?month=2026-1%001").await;
+    assert_eq!(status, 422, "{page}");
+    assert!(field_message(&page, "/budgets", "month").is_some_and(|m| m.contains("not allowed")), "{page}");
     assert_eq!(write_counts(&pool).await, before, "a refused budget wrote");
     let (_, list) = api.call(Method::GET, "/api/v1/budgets/2026-11", Some(&api.finance), None).await;
     assert_eq!(list, json!([]));
@@ -311,6 +314,9 @@ async fn the_rates_page_shows_the_api_history_cloud_rates_and_rent_vs_build(pool
         get(&portal, &finance, "/rates?model=A100-80GB&from=2026-10-05&to=2026-10-01&lang=zh-CN").await;
     assert_eq!(status, 422, "{page}");
     assert!(page.contains("超出允许范围"), "{page}");
+    let (status, page) = get(&portal, &finance, "/rates?model=A100%00&from=2026-10-05&to=2026-10-06&lang=en").await;
+    assert_eq!(status, 422, "{page}");
+    assert!(page.contains("not allowed"), "{page}");
     // no usage in the range: said in words
     let (status, page) = get(&portal, &finance, "/rates?model=A100-80GB&from=2026-01-01&to=2026-01-02&lang=en").await;
     assert_eq!(status, 200, "{page}");

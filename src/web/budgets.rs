@@ -48,8 +48,8 @@ pub(super) const WORDS: &[Word] = &[
     ("budgets.saved", "预算已保存。", "The budget is saved."),
     ("budgets.prev", "上月", "Previous month"),
     ("budgets.next", "下月", "Next month"),
-    ("forbidden", "无权操作", "Not allowed"),
-    ("forbidden.text", "您的角色只能查看，不能修改。", "Your role may read, not change."),
+    ("writer.forbidden", "无权操作", "Not allowed"),
+    ("writer.forbidden_text", "您的角色只能查看，不能修改。", "Your role may read, not change."),
 ];
 
 pub fn routes() -> Router<AppState> {
@@ -208,9 +208,9 @@ pub(super) fn refused(user: &PageUser, lang: Lang, active: &str) -> Response {
         return PageError::NotFound.into_response();
     }
     let page = MessagePage {
-        c: Chrome::new(user, lang, active, t(lang, "forbidden")),
-        heading: format!("403 · {}", t(lang, "forbidden")),
-        text: t(lang, "forbidden.text").into(),
+        c: Chrome::new(user, lang, active, t(lang, "writer.forbidden")),
+        heading: format!("403 · {}", t(lang, "writer.forbidden")),
+        text: t(lang, "writer.forbidden_text").into(),
     };
     (StatusCode::FORBIDDEN, page).into_response()
 }

@@ -33,42 +33,46 @@ pub enum Problem {
 impl Problem {
     fn key(self) -> &'static str {
         match self {
-            Problem::Required => "field.required",
-            Problem::Characters => "field.characters",
-            Problem::TooLong => "field.too_long",
-            Problem::NotNumber => "field.not_number",
-            Problem::Negative => "field.negative",
-            Problem::OutOfRange => "field.out_of_range",
-            Problem::NotDate => "field.not_date",
-            Problem::DateRange => "field.date_range",
-            Problem::NotMonth => "field.not_month",
-            Problem::UnknownTeam => "field.unknown_team",
-            Problem::Taken => "field.taken",
+            Problem::Required => "fieldmsg.required",
+            Problem::Characters => "fieldmsg.characters",
+            Problem::TooLong => "fieldmsg.too_long",
+            Problem::NotNumber => "fieldmsg.not_number",
+            Problem::Negative => "fieldmsg.negative",
+            Problem::OutOfRange => "fieldmsg.out_of_range",
+            Problem::NotDate => "fieldmsg.not_date",
+            Problem::DateRange => "fieldmsg.date_range",
+            Problem::NotMonth => "fieldmsg.not_month",
+            Problem::UnknownTeam => "fieldmsg.unknown_team",
+            Problem::Taken => "fieldmsg.taken",
         }
     }
 }
 
 pub(super) const WORDS: &[Word] = &[
-    ("field.required", "必填", "Required"),
+    ("fieldmsg.required", "必填", "Required"),
     (
-        "field.characters",
+        "fieldmsg.characters",
         "含有不允许的字符（如 NUL、控制字符）",
         "Contains characters that are not allowed (NUL, control)",
     ),
-    ("field.too_long", "太长", "Too long"),
-    ("field.not_number", "不是数字，请输入如 1234.56 的数值", "Not a number: type one such as 1234.56"),
-    ("field.negative", "不能为负数", "Must not be negative"),
-    ("field.out_of_range", "超出允许范围", "Out of range"),
-    ("field.not_date", "不是日期，请按 YYYY-MM-DD 输入", "Not a date: use YYYY-MM-DD"),
+    ("fieldmsg.too_long", "太长", "Too long"),
+    ("fieldmsg.not_number", "不是数字，请输入如 1234.56 的数值", "Not a number: type one such as 1234.56"),
+    ("fieldmsg.negative", "不能为负数", "Must not be negative"),
+    ("fieldmsg.out_of_range", "超出允许范围", "Out of range"),
+    ("fieldmsg.not_date", "不是日期，请按 YYYY-MM-DD 输入", "Not a date: use YYYY-MM-DD"),
     (
-        "field.date_range",
+        "fieldmsg.date_range",
         "日期须在 2000-01-01 至 2100-12-31 之间",
         "The date must be between 2000-01-01 and 2100-12-31",
     ),
-    ("field.not_month", "不是月份，请按 YYYY-MM 输入", "Not a month: use YYYY-MM"),
-    ("field.unknown_team", "没有这个团队", "No such team"),
-    ("field.taken", "已存在", "Already taken"),
-    ("form.invalid", "表单有误，未保存任何内容，请修改标出的字段。", "Nothing was saved: correct the marked fields."),
+    ("fieldmsg.not_month", "不是月份，请按 YYYY-MM 输入", "Not a month: use YYYY-MM"),
+    ("fieldmsg.unknown_team", "没有这个团队", "No such team"),
+    ("fieldmsg.taken", "已存在", "Already taken"),
+    (
+        "fieldmsg.form_invalid",
+        "表单有误，未保存任何内容，请修改标出的字段。",
+        "Nothing was saved: correct the marked fields.",
+    ),
 ];
 
 /// One bad field.
