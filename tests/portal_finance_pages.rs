@@ -354,6 +354,7 @@ async fn the_tco_preview_is_the_apis_and_save_creates_exactly_that_version(pool:
 
     // the preview's Save carries the same inputs
     let save = &page[page.rfind(r#"<form method="post" action="/rates/new""#).unwrap()..];
+    let save = &save[..save.find("</form>").unwrap()];
     let mut fields: Vec<(String, String)> = Vec::new();
     for part in save.split("<input type=\"hidden\" name=\"").skip(1) {
         let (name, rest) = part.split_once('"').unwrap();
@@ -406,6 +407,13 @@ async fn the_tco_preview_is_the_apis_and_save_creates_exactly_that_version(pool:
     assert_eq!((status, body == missing), (404, true));
     let (status, _, body) =
         post(&portal, &lead, "/rates/cloud", &[("csrf", lt.as_str()), ("model", "H100"), ("on_demand", "1")]).await;
+    assert_eq!((status, body == missing), (404, true));
+    fn manual(t: &str) -> [(&str, &str); 4] {
+        [("csrf", t), ("gpu_model", "H100"), ("effective_from", "2026-12-01"), ("rate", "1")]
+    }
+    let (vt, lt) = (vt.as_str(), lt.as_str());
+    assert_eq!(post(&portal, &viewer, "/rates/manual", &manual(vt)).await.0, 403);
+    let (status, _, body) = post(&portal, &lead, "/rates/manual", &manual(lt)).await;
     assert_eq!((status, body == missing), (404, true));
     assert_eq!(write_counts(&pool).await, before, "a refused POST wrote");
 }
@@ -477,11 +485,60 @@ async fn bad_rate_forms_come_back_with_the_fields_message_and_write_nothing(pool
         let msg = field_message(&body, "/rates/cloud", field).unwrap_or_else(|| panic!("{field}={value:?}: {body}"));
         assert!(msg.contains(zh), "{field}={value:?}: {msg}");
     }
+    // a rate set by hand
+    let cases: &[(&str, &str, &str)] = &[
+        ("gpu_model", "", "必填"),
+        ("effective_from", "2026-11-31", "不是日期"),
+        ("effective_from", "1999-12-31", "2000-01-01"),
+        ("rate", "abc", "不是数字"),
+        ("rate", "-1", "不能为负数"),
+        ("rate", "2000000", "超出允许范围"),
+        ("rate", "1\0", "不允许的字符"),
+    ];
+    for (field, value, zh) in cases {
+        let mut form = vec![
+            ("csrf", token.as_str()),
+            ("gpu_model", "H100-80GB"),
+            ("effective_from", "2026-12-01"),
+            ("rate", "21.3"),
+        ];
+        form.iter_mut().find(|(k, _)| k == field).unwrap().1 = value;
+        let (status, _, body) = post(&portal, &finance, "/rates/manual", &form).await;
+        assert_eq!(status, 422, "{field}={value:?}: {body}");
+        let msg = field_message(&body, "/rates/manual", field).unwrap_or_else(|| panic!("{field}={value:?}: {body}"));
+        assert!(msg.contains(zh), "{field}={value:?}: {msg}");
+    }
+    assert_eq!(
+        post(
+            &portal,
+            &finance,
+            "/rates/manual",
+            &[("gpu_model", "H100"), ("effective_from", "2026-12-01"), ("rate", "1")]
+        )
+        .await
+        .0,
+        403
+    );
     // without the CSRF token: refused
     let no_csrf: Vec<_> = tco_form(&token, &tco, "A100-80GB", "2026-12-01", "save").into_iter().skip(1).collect();
     assert_eq!(post(&portal, &finance, "/rates/new", &no_csrf).await.0, 403);
     assert_eq!(post(&portal, &finance, "/rates/cloud", &[("model", "H100"), ("on_demand", "1")]).await.0, 403);
     assert_eq!(write_counts(&pool).await, before, "a refused rate form wrote");
+
+    // a good rate by hand: exactly the version the API then lists
+    let form =
+        [("csrf", token.as_str()), ("gpu_model", "H100-80GB"), ("effective_from", "2026-12-01"), ("rate", "21.3")];
+    let (status, location, body) = post(&portal, &finance, "/rates/manual", &form).await;
+    assert_eq!(status, 303, "{body}");
+    let (_, list) = api.call(Method::GET, "/api/v1/rates", Some(&api.viewer), None).await;
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(
+        (s(&list[0]["gpu_model"]), s(&list[0]["effective_from"]), dec(&list[0]["rate"])),
+        ("H100-80GB", "2026-12-01", dec(&json!("21.3")))
+    );
+    assert!(list[0]["tco"].is_null(), "{list:?}");
+    assert_eq!(location, format!("/rates?saved={}#model-H100-80GB", list[0]["id"]));
 
     // a good cloud form: the API lists it; blank is unknown
     let form =

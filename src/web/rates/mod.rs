@@ -4,6 +4,7 @@
 //! as in the API; the forms are the writers'.
 
 mod history;
+mod manual;
 mod tco;
 
 use askama::Template;
@@ -27,6 +28,7 @@ use crate::usecase::{self, months, rates};
 use crate::validate::{self, TimeInput};
 
 pub use history::ModelHistory;
+pub(super) use manual::WORDS as MANUAL_WORDS;
 pub(super) use tco::WORDS as TCO_WORDS;
 
 pub(super) const WORDS: &[Word] = &[
@@ -88,6 +90,7 @@ pub fn routes() -> Router<AppState> {
         .route("/rates", get(page))
         .route("/rates/cloud", post(cloud_submit))
         .route("/rates/new", get(tco::form_page).post(tco::submit))
+        .route("/rates/manual", post(manual::submit))
 }
 
 /// A ¥ per card-hour figure as the statements print a rate: `¥5.6893`.

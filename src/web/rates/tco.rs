@@ -173,15 +173,28 @@ pub struct TcoPage {
     pub inputs: Vec<InputView>,
     pub errors: FieldErrors,
     pub preview: Option<Preview>,
+    /// The rate-by-hand form ([`super::manual`]) and its bad fields.
+    pub manual: super::manual::ManualForm,
+    pub manual_errors: FieldErrors,
 }
 
 impl TcoPage {
     pub fn error(&self, field: &str) -> Option<String> {
         self.errors.message(self.c.lang, field)
     }
+
+    pub fn manual_error(&self, field: &str) -> Option<String> {
+        self.manual_errors.message(self.c.lang, field)
+    }
 }
 
-fn page_of(user: &PageUser, lang: Lang, form: &TcoForm, errors: FieldErrors, preview: Option<Preview>) -> TcoPage {
+pub(super) fn page_of(
+    user: &PageUser,
+    lang: Lang,
+    form: &TcoForm,
+    errors: FieldErrors,
+    preview: Option<Preview>,
+) -> TcoPage {
     let inputs = FIELDS
         .iter()
         .zip(EXAMPLE)
@@ -201,6 +214,8 @@ fn page_of(user: &PageUser, lang: Lang, form: &TcoForm, errors: FieldErrors, pre
         inputs,
         errors,
         preview,
+        manual: Default::default(),
+        manual_errors: FieldErrors::default(),
     }
 }
 
