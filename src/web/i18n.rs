@@ -14,7 +14,15 @@ pub use crate::export::Lang;
 pub type Word = (&'static str, &'static str, &'static str);
 
 /// The tables of words: the shared ones here, and each section's own beside its handlers (one owner per table).
-const TABLES: &[&[Word]] = &[WORDS, super::admin::WORDS];
+const TABLES: &[&[Word]] = &[
+    WORDS,
+    super::admin::WORDS,
+    super::budgets::WORDS,
+    super::rates::WORDS,
+    super::rates::TCO_WORDS,
+    super::rates::MANUAL_WORDS,
+    super::field_errors::WORDS,
+];
 
 /// The words every section shares.
 const WORDS: &[Word] = &[

@@ -6,12 +6,15 @@
 
 mod admin;
 mod bills;
+mod budgets;
 mod chart;
+mod field_errors;
 mod fmt;
 mod home;
 mod i18n;
 mod layout;
 mod login;
+mod rates;
 mod reports;
 mod waste;
 
@@ -30,6 +33,8 @@ pub fn router(_state: AppState) -> Router<AppState> {
         .route("/static/portal.css", get(layout::css))
         .merge(home::routes())
         .merge(bills::routes())
+        .merge(budgets::routes())
+        .merge(rates::routes())
         .merge(reports::routes())
         .merge(waste::routes())
         .merge(admin::routes())
