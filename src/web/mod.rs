@@ -24,14 +24,14 @@ use crate::state::AppState;
 pub use layout::PageError;
 
 /// The pages' routes.
-pub fn router(_state: AppState) -> Router<AppState> {
+pub fn router(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/static/portal.css", get(layout::css))
         .merge(home::routes())
         .merge(bills::routes())
         .merge(reports::routes())
         .merge(waste::routes())
-        .merge(login::routes())
+        .merge(login::routes(state.sso.is_some()))
         .layer(axum::middleware::from_fn(i18n::remember))
 }
 
