@@ -176,10 +176,15 @@ async fn report_pages_show_the_api_numbers(pool: PgPool) {
         for r in rows {
             let ratio = r["compute_ratio"].as_f64().map_or("–".into(), |x| format!("{x:.2}×"));
             let expect = format!(
-                "{}{}{}<td class=\"num\">{ratio}",
+                "{}{}{}<td class=\"num\">{}",
                 cell(&hours(&r["card_hours"])),
                 cell(&hours(&r["held_card_hours"])),
-                cell(&hours(&r["promised_card_hours"]))
+                cell(&hours(&r["promised_card_hours"])),
+                if r["compute_ratio"].as_f64().is_some_and(|x| x > 1.0) {
+                    format!(r#"<strong title="oversubscribed">{ratio}</strong>"#)
+                } else {
+                    ratio
+                }
             );
             assert!(table.contains(&expect), "{level}: {expect} not in {table}");
             seen += 1;
@@ -190,7 +195,7 @@ async fn report_pages_show_the_api_numbers(pool: PgPool) {
     assert_eq!(ts["compute_ratio"].as_f64(), Some(3.0), "3 replicas each promising a whole card: {ts}");
     let ts_row = &page[page.find("<td>node-ts</td>").unwrap()..];
     let ts_row = &ts_row[..ts_row.find("</tr>").unwrap()];
-    assert!(ts_row.contains("3.00×") && ts_row.contains("oversubscribed"), "{ts_row}");
+    assert!(ts_row.contains(r#"<strong title="oversubscribed">3.00×</strong>"#), "{ts_row}");
     // 540 effective card-seconds of 3600 physical: 15 % busy; 20 % of what was held
     assert!(ts_row.contains(&cell("15.0 %")) && ts_row.contains(&cell("20.0 %")), "{ts_row}");
 

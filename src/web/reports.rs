@@ -82,6 +82,11 @@ pub(super) const WORDS: &[i18n::Word] = &[
     ("oversub.busy", "忙碌度", "Busy"),
     ("oversub.none", "区间内没有容量数据。", "No capacity stored in the range."),
     ("oversub.over", "超卖", "oversubscribed"),
+    (
+        "oversub.over_key",
+        "底色标出的行：承诺超过物理卡（超卖）。",
+        "Shaded rows: more promised than the physical cards (oversubscribed).",
+    ),
     ("unmetered_card_hours", "未计量卡时", "Unmetered card-hours"),
     ("all_clusters", "全部集群", "all clusters"),
 ];
