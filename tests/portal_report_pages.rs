@@ -180,7 +180,8 @@ async fn report_pages_show_the_api_numbers(pool: PgPool) {
                 cell(&hours(&r["card_hours"])),
                 cell(&hours(&r["held_card_hours"])),
                 cell(&hours(&r["promised_card_hours"])),
-                if r["compute_ratio"].as_f64().is_some_and(|x| x > 1.0) {
+                // shaded and bold from what prints above 1.00×
+                if r["compute_ratio"].as_f64().is_some_and(|x| x >= 1.005) {
                     format!(r#"<strong title="oversubscribed">{ratio}</strong>"#)
                 } else {
                     ratio

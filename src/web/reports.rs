@@ -281,3 +281,47 @@ async fn tiers_page(
             .collect(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::Role;
+    use crate::web::layout::tests::user;
+
+    #[test]
+    fn the_report_nav_offers_what_the_role_may_open() {
+        let links = report_nav(Lang::En, &user(Role::Viewer, &[]), "/reports/tiers", Some("2026-10"));
+        let hrefs: Vec<&str> = links.iter().map(|l| l.href.as_str()).collect();
+        assert_eq!(
+            hrefs,
+            [
+                "/reports/utilization?month=2026-10",
+                "/reports/tiers?month=2026-10",
+                "/reports/low-utilization",
+                "/reports/fragmentation",
+                "/reports/oversubscription"
+            ]
+        );
+        assert_eq!(
+            links.iter().filter(|l| l.active).map(|l| l.label).collect::<Vec<_>>(),
+            ["Efficiency tiers and ranking"]
+        );
+        // a team lead: only the top N of its own teams
+        let lead = report_nav(Lang::Zh, &user(Role::TeamLead, &["vision"]), "/reports/low-utilization", None);
+        assert_eq!(
+            lead.iter().map(|l| (l.href.as_str(), l.label, l.active)).collect::<Vec<_>>(),
+            [("/reports/low-utilization", "低利用率 Top N", true)]
+        );
+    }
+
+    #[test]
+    fn form_fields_keep_their_messages() {
+        let mut errors = FieldErrors::default();
+        assert_eq!(errors.take(time_field("from", "  ")), Some(None), "empty is not given");
+        assert!(errors.take(time_field("to", "2026-11-01")).flatten().is_some());
+        assert!(errors.is_empty());
+        assert_eq!(errors.take(time_field("from", "soon")), None);
+        assert!(errors.of("from").contains("is not a time"), "{}", errors.of("from"));
+        assert_eq!(errors.of("to"), "");
+    }
+}
