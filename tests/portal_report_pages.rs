@@ -82,6 +82,14 @@ async fn report_pages_show_the_api_numbers(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     seed(&api).await;
     seed_time_slicing(&pool).await;
+    // c2's replicas billed as whole cards: the month's statement has an over-recovery
+    let whole = cardhour::billing::ReplicaPolicyVersion {
+        cluster: "c2".into(),
+        pool: None,
+        from: "2026-09-01".parse().unwrap(),
+        policy: cardhour::billing::ReplicaBilling::WholeCard,
+    };
+    cardhour::db::replica_policy::set(&mut pool.acquire().await.unwrap(), &whole, "test").await.unwrap();
     let portal = TestPortal::start(pool.clone()).await;
     let viewer = signed_in(&portal, "viewer").await;
 
@@ -199,6 +207,19 @@ async fn report_pages_show_the_api_numbers(pool: PgPool) {
     assert!(ts_row.contains(r#"<strong title="oversubscribed">3.00×</strong>"#), "{ts_row}");
     // 540 effective card-seconds of 3600 physical: 15 % busy; 20 % of what was held
     assert!(ts_row.contains(&cell("15.0 %")) && ts_row.contains(&cell("20.0 %")), "{ts_row}");
+
+    // beside it, how the month's replicas were billed: the statement's settings and over-recovery
+    let (_, bill) = api.call(Method::GET, "/api/v1/bills/2026-10", Some(&api.viewer), None).await;
+    let over_recovery = bill["over_recovery"].as_str().unwrap_or_else(|| panic!("no over-recovery: {bill}"));
+    assert_ne!(over_recovery, "0.00", "{bill}");
+    let billing = &page[page.find(r#"id="oversub-billing""#).expect("the replica billing table")..];
+    let billing = &billing[..billing.find("</table>").unwrap()];
+    assert!(billing.contains(r#"<a href="/bills/2026-10">2026-10</a>"#), "{billing}");
+    let setting = &bill["policy"]["replicas"][0];
+    assert_eq!((setting["cluster"].as_str(), setting["policy"].as_str()), (Some("c2"), Some("whole_card")), "{bill}");
+    let from = setting["from"].as_str().unwrap();
+    assert!(billing.contains(&format!("c2: whole card from {from}")), "{billing}");
+    assert!(billing.contains(&cell(&yuan(over_recovery))), "{billing} lacks {over_recovery}");
 
     // each report links the others
     for path in ["/reports/low-utilization", "/reports/fragmentation", "/reports/oversubscription"] {

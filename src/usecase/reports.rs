@@ -197,3 +197,42 @@ pub async fn oversubscription(
     global_only(scope)?;
     Ok(db::oversubscription::report(&s.pool, from, to, s.billing_tz, cluster).await?)
 }
+
+/// How a month's time-sliced replicas were billed, beside its oversubscription: the settings in effect and what
+/// whole-card billing recovered above the cards' cost — the month's statement's own figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MonthReplicaBilling {
+    pub month: Month,
+    /// The dated settings in effect (none: every replica at its fraction, the default).
+    pub policies: Vec<crate::billing::ReplicaPolicyVersion>,
+    /// `None` when nothing was billed as whole cards.
+    pub over_recovery: Option<Money>,
+}
+
+/// How many months [`replica_billing`] reads at most: the newest of a longer range.
+pub const REPLICA_BILLING_MONTHS: usize = 12;
+
+/// The replica billing of the billing months `[from, to)` touches (the newest [`REPLICA_BILLING_MONTHS`] of
+/// them), oldest first (global readers).
+pub async fn replica_billing(
+    s: &Services,
+    scope: &Scope,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<MonthReplicaBilling>, Error> {
+    global_only(scope)?;
+    let first = Month::containing(from, s.billing_tz);
+    let mut month = Month::containing(to - Duration::milliseconds(1), s.billing_tz);
+    let mut out = Vec::new();
+    while month >= first && out.len() < REPLICA_BILLING_MONTHS {
+        let st = super::statements::statement(s, month, PolicyChoice::NONE).await?;
+        out.push(MonthReplicaBilling {
+            month,
+            policies: st.bills.replica_policies.clone().unwrap_or_default(),
+            over_recovery: st.bills.over_recovery,
+        });
+        month = month.prev();
+    }
+    out.reverse();
+    Ok(out)
+}

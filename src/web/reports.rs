@@ -87,6 +87,18 @@ pub(super) const WORDS: &[i18n::Word] = &[
         "底色标出的行：承诺超过物理卡（超卖）。",
         "Shaded rows: more promised than the physical cards (oversubscribed).",
     ),
+    ("oversub.billing", "时间片副本的计费", "How time-sliced replicas were billed"),
+    (
+        "oversub.billing_note",
+        "各月结算单上的计费设置与超额回收（整卡计费收回的超出卡成本部分，由平台单列）。",
+        "The settings and the over-recovery on each month's statement (what whole-card billing recovered above the cards' cost, the platform's own line).",
+    ),
+    ("oversub.policies", "计费设置", "Settings"),
+    ("oversub.over_recovery", "超额回收", "Over-recovery"),
+    ("oversub.fraction", "按份额", "fraction"),
+    ("oversub.whole_card", "整卡", "whole card"),
+    ("oversub.from", "自", "from"),
+    ("oversub.all_fraction", "全部按份额计费（默认）", "all by fraction (the default)"),
     ("unmetered_card_hours", "未计量卡时", "Unmetered card-hours"),
     ("all_clusters", "全部集群", "all clusters"),
 ];

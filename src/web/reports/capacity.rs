@@ -17,7 +17,7 @@ use crate::auth::PageUser;
 use crate::state::AppState;
 use crate::usecase::{self, reports};
 use crate::waste::OversubscriptionRow;
-use crate::web::fmt::{card_hours_f64, percent, when};
+use crate::web::fmt::{card_hours_f64, percent, when, yuan};
 use crate::web::i18n::{PageLang, t};
 use crate::web::layout::{Chrome, PageError};
 
@@ -158,6 +158,35 @@ fn oversub_row(r: &OversubscriptionRow) -> OversubRow {
     }
 }
 
+/// How one month's time-sliced replicas were billed (its statement's figures).
+pub struct BillingRow {
+    pub month: String,
+    pub policies: String,
+    pub over_recovery: String,
+}
+
+fn billing_row(b: &reports::MonthReplicaBilling, lang: crate::web::i18n::Lang) -> BillingRow {
+    let policy = |p: crate::billing::ReplicaBilling| match p {
+        crate::billing::ReplicaBilling::Fraction => t(lang, "oversub.fraction"),
+        crate::billing::ReplicaBilling::WholeCard => t(lang, "oversub.whole_card"),
+    };
+    let policies = if b.policies.is_empty() {
+        t(lang, "oversub.all_fraction").to_string()
+    } else {
+        b.policies
+            .iter()
+            .map(|v| {
+                let at = v.pool.as_ref().map_or_else(|| v.cluster.clone(), |p| format!("{}/{p}", v.cluster));
+                format!("{at}: {} {} {}", policy(v.policy), t(lang, "oversub.from"), v.from)
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    BillingRow {
+        month: b.month.to_string(), policies, over_recovery: b.over_recovery.map_or_else(|| "–".into(), yuan)
+    }
+}
+
 #[derive(Template, WebTemplate)]
 #[template(path = "report_oversubscription.html")]
 pub struct OversubscriptionPage {
@@ -169,6 +198,8 @@ pub struct OversubscriptionPage {
     pub clusters: Vec<OversubRow>,
     pub gpu_models: Vec<OversubRow>,
     pub nodes: Vec<OversubRow>,
+    /// The replica billing of the months the range touches.
+    pub billing: Vec<BillingRow>,
 }
 
 pub async fn oversubscription(
@@ -200,10 +231,13 @@ pub async fn oversubscription(
             clusters: vec![],
             gpu_models: vec![],
             nodes: vec![],
+            billing: vec![],
         };
         return Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response());
     };
-    let report = reports::oversubscription(&s.cases, &user.principal.scope(), from, to, cluster.as_deref()).await?;
+    let scope = user.principal.scope();
+    let report = reports::oversubscription(&s.cases, &scope, from, to, cluster.as_deref()).await?;
+    let billing = reports::replica_billing(&s.cases, &scope, from, to).await?;
     let rows = |rs: &[OversubscriptionRow]| rs.iter().map(oversub_row).collect();
     Ok(OversubscriptionPage {
         c,
@@ -214,6 +248,7 @@ pub async fn oversubscription(
         clusters: rows(&report.clusters),
         gpu_models: rows(&report.gpu_models),
         nodes: rows(&report.nodes),
+        billing: billing.iter().map(|b| billing_row(b, lang)).collect(),
     }
     .into_response())
 }
