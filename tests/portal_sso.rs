@@ -163,6 +163,18 @@ async fn forms_need_the_proxy_users_csrf_token(pool: PgPool) {
     assert_ne!(zhao_csrf, csrf);
     assert_eq!(post(&c, &url("/logout"), "wang", "finance-team", &[("csrf", &csrf)]).await.status, 403);
 
+    // with its own token the form is taken, as from a signed-in user; the audit names the SSO user
+    let a = post(&c, &close, "zhao", "finance-team", &close_form(&zhao_csrf)).await;
+    assert_eq!((a.status, a.location.as_deref()), (303, Some(format!("/bills/{month}").as_str())), "{}", a.body);
+    let (_, bill) = api.call(Method::GET, &format!("/api/v1/bills/{month}"), Some(&api.finance), None).await;
+    assert_eq!(bill["status"], "closed", "{bill}");
+    let actor: String =
+        sqlx::query_scalar("SELECT actor FROM audit_log WHERE entity = 'month:2026-10' ORDER BY id DESC LIMIT 1")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(actor, "sso:zhao");
+
     // logging out with the token: the portal's session ends and the proxy's sign-out follows
     let a = post(&c, &url("/logout"), "zhao", "finance-team", &[("csrf", &zhao_csrf)]).await;
     assert_eq!((a.status, a.location.as_deref()), (303, Some(SIGN_OUT)));
