@@ -26,6 +26,72 @@ impl DatabaseArgs {
     }
 }
 
+/// SSO mode for `serve`: believe an authenticating proxy's user and groups headers (e.g. oauth2-proxy's).
+#[derive(Debug, Clone, Args)]
+pub struct ProxyArgs {
+    /// The authenticating proxy's addresses (IPs or networks, e.g. 10.0.0.5, 10.0.0.0/24; repeat the flag, or
+    /// comma-separate in the environment). Turns SSO mode on: the pages take their user from the proxy's headers,
+    /// believed only on connections from these addresses (the peer address, never X-Forwarded-For); no login
+    /// form.
+    #[arg(long = "proxy-trusted", env = "CARDHOUR_PROXY_TRUSTED", value_delimiter = ',', value_parser = crate::auth::proxy::parse_trusted)]
+    pub trusted: Vec<ipnet::IpNet>,
+    /// The header naming the signed-in user.
+    #[arg(long = "proxy-user-header", env = "CARDHOUR_PROXY_USER_HEADER", default_value = "X-Forwarded-User", value_parser = parse_header_name)]
+    pub user_header: axum::http::HeaderName,
+    /// The header listing the user's groups, comma-separated.
+    #[arg(long = "proxy-groups-header", env = "CARDHOUR_PROXY_GROUPS_HEADER", default_value = "X-Forwarded-Groups", value_parser = parse_header_name)]
+    pub groups_header: axum::http::HeaderName,
+    /// What a group grants: GROUP=ROLE (admin, finance, viewer) or GROUP=team_lead:TEAM; repeat the flag (or
+    /// comma-separate in the environment). The highest role of a user's groups wins; a team lead gets the teams
+    /// of all its groups. A user whose groups grant nothing is refused (403).
+    #[arg(long = "proxy-group", env = "CARDHOUR_PROXY_GROUPS", value_delimiter = ',', value_parser = crate::auth::proxy::GroupGrant::parse)]
+    pub groups: Vec<crate::auth::proxy::GroupGrant>,
+    /// Where logging out sends the browser: the proxy's sign-out (e.g. /oauth2/sign_out). Without it, logging
+    /// out ends only the portal's session.
+    #[arg(long = "proxy-sign-out-url", env = "CARDHOUR_PROXY_SIGN_OUT_URL", value_parser = parse_sign_out_url)]
+    pub sign_out_url: Option<String>,
+}
+
+impl ProxyArgs {
+    /// The proxy to believe; `None` without `--proxy-trusted` (SSO off). Group mappings without a trusted
+    /// address, or SSO without any mapping (everyone refused), are configuration errors.
+    pub fn config(&self) -> Result<Option<crate::auth::ProxyConfig>, String> {
+        if self.trusted.is_empty() {
+            if !self.groups.is_empty() || self.sign_out_url.is_some() {
+                return Err(
+                    "--proxy-group and --proxy-sign-out-url need --proxy-trusted (the proxy's addresses)".into()
+                );
+            }
+            return Ok(None);
+        }
+        if self.groups.is_empty() {
+            return Err("SSO mode (--proxy-trusted) needs at least one --proxy-group GROUP=ROLE: without one every user is refused".into());
+        }
+        Ok(Some(crate::auth::ProxyConfig {
+            user_header: self.user_header.clone(),
+            groups_header: self.groups_header.clone(),
+            trusted: self.trusted.clone(),
+            grants: self.groups.clone(),
+            sign_out_url: self.sign_out_url.clone(),
+        }))
+    }
+}
+
+fn parse_header_name(s: &str) -> Result<axum::http::HeaderName, String> {
+    axum::http::HeaderName::from_bytes(s.trim().as_bytes())
+        .map_err(|_| format!("`{}` is not a header name (e.g. X-Forwarded-User)", s.escape_debug()))
+}
+
+/// A sign-out address: a path of this site (`/oauth2/sign_out`) or an absolute http(s) URL.
+fn parse_sign_out_url(s: &str) -> Result<String, String> {
+    let local = crate::auth::local_next(Some(s)) == s;
+    if local || parse_webhook_url(s).is_ok() {
+        Ok(s.to_string())
+    } else {
+        Err(format!("`{}` is neither a path (/oauth2/sign_out) nor an http(s) URL", s.escape_debug()))
+    }
+}
+
 /// How to read one cluster's Prometheus.
 #[derive(Debug, Clone, Args)]
 pub struct SourceArgs {
@@ -116,6 +182,40 @@ mod tests {
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert!(parse_duration("0").is_err());
         assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn sso_needs_its_proxy_and_a_mapping() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            proxy: ProxyArgs,
+        }
+        let parse =
+            |args: &[&str]| Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied())).map(|c| c.proxy);
+        let off = parse(&[]).unwrap();
+        assert!(off.config().unwrap().is_none());
+        assert_eq!(off.user_header.as_str(), "x-forwarded-user");
+        let on = parse(&[
+            "--proxy-trusted",
+            "10.0.0.0/24,::1",
+            "--proxy-group",
+            "fin=finance",
+            "--proxy-group",
+            "ml=team_lead:vision",
+        ])
+        .unwrap()
+        .config()
+        .unwrap()
+        .unwrap();
+        assert_eq!((on.trusted.len(), on.grants.len()), (2, 2));
+        assert!(parse(&["--proxy-group", "fin=finance"]).unwrap().config().is_err());
+        assert!(parse(&["--proxy-trusted", "10.0.0.1"]).unwrap().config().is_err());
+        assert!(parse(&["--proxy-trusted", "proxy.local"]).is_err());
+        assert!(parse(&["--proxy-trusted", "10.0.0.1", "--proxy-group", "x=boss"]).is_err());
+        assert!(parse(&["--proxy-sign-out-url", "//evil.example"]).is_err());
+        assert!(parse(&["--proxy-sign-out-url", "/oauth2/sign_out"]).is_ok());
     }
 
     #[test]

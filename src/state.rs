@@ -13,8 +13,10 @@ pub struct AppState {
     pub billing_tz: chrono_tz::Tz,
     /// The use cases, with the answers they keep in memory.
     pub cases: crate::usecase::Services,
-    /// How the portal signs users in (session cookie, SSO headers, login throttle).
+    /// How the portal signs users in (session cookie, login throttle).
     pub portal: Arc<crate::auth::PortalConfig>,
+    /// SSO mode: the authenticating proxy whose headers name the pages' users (no login form then).
+    pub sso: Option<Arc<crate::auth::ProxyConfig>>,
 }
 
 impl AppState {
@@ -24,7 +26,14 @@ impl AppState {
             pool,
             billing_tz,
             portal: Arc::new(crate::auth::PortalConfig::default()),
+            sso: None,
         }
+    }
+
+    /// This state in SSO mode behind the proxy `sso` describes.
+    pub fn with_sso(mut self, sso: crate::auth::ProxyConfig) -> Self {
+        self.sso = Some(Arc::new(sso));
+        self
     }
 
     /// This state with another portal configuration.

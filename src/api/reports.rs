@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use chrono::{Duration, Utc};
+use chrono::Utc;
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -13,7 +13,6 @@ use super::{ApiQuery, AppState};
 use crate::auth::{GlobalReader, ScopedReader};
 use crate::billing::Month;
 use crate::error::ApiError;
-use crate::ingest::window::floor_hour;
 use crate::usecase::reports::{self, TeamRank};
 use crate::validate;
 use crate::waste::{UtilizationReport, WastefulPod};
@@ -52,17 +51,7 @@ async fn oversubscription(
     GlobalReader(reader): GlobalReader,
     ApiQuery(q): ApiQuery<OversubscriptionQuery>,
 ) -> Result<Json<crate::waste::OversubscriptionReport>, ApiError> {
-    let to = match q.to.map(|t| t.resolve("to", s.billing_tz)).transpose()? {
-        Some(t) => validate::instant("to", t)?,
-        None => floor_hour(Utc::now()),
-    };
-    let from = match q.from.map(|t| t.resolve("from", s.billing_tz)).transpose()? {
-        Some(f) => validate::instant("from", f)?,
-        None => to - Duration::days(7),
-    };
-    if from >= to {
-        return Err(ApiError::invalid("from", "must be before `to`"));
-    }
+    let (from, to) = reports::oversubscription_range(q.from, q.to, s.billing_tz, Utc::now())?;
     let cluster = q.cluster.as_deref().map(|c| validate::cluster("cluster", c)).transpose()?;
     let report = reports::oversubscription(&s.cases, &reader.scope(), from, to, cluster.as_deref()).await?;
     Ok(Json(report))
@@ -86,11 +75,7 @@ async fn cluster_fragmentation(
     GlobalReader(reader): GlobalReader,
     ApiQuery(q): ApiQuery<HourQuery>,
 ) -> Result<Json<crate::waste::Fragmentation>, ApiError> {
-    let hour = match q.hour.map(|h| h.resolve("hour", s.billing_tz)).transpose()? {
-        Some(h) if floor_hour(h) != h => return Err(ApiError::invalid("hour", "must be a whole hour")),
-        Some(h) => Some(validate::instant("hour", h)?),
-        None => None,
-    };
+    let hour = reports::fragmentation_hour(q.hour, s.billing_tz)?;
     Ok(Json(reports::fragmentation(&s.cases, &reader.scope(), hour).await?))
 }
 
@@ -117,11 +102,7 @@ async fn low_utilization(
     ScopedReader(scope): ScopedReader,
     ApiQuery(q): ApiQuery<TopQuery>,
 ) -> Result<Json<Vec<WastefulPod>>, ApiError> {
-    let to = q.to.map(|t| t.resolve("to", s.billing_tz)).transpose()?.unwrap_or_else(|| floor_hour(Utc::now()));
-    let from = q.from.map(|t| t.resolve("from", s.billing_tz)).transpose()?.unwrap_or(to - Duration::days(7));
-    // one row per pod: the range is capped like `/usage?group_by=pod`
-    validate::range(from, to, validate::MAX_POD_RANGE_DAYS)?;
-    let top = validate::bounded("top", q.top.unwrap_or(10), 1, validate::TOP_MAX)?;
+    let (from, to, top) = reports::low_utilization_range(q.from, q.to, q.top, s.billing_tz, Utc::now())?;
     Ok(Json(reports::low_utilization(&s.cases, &scope, from, to, top).await?))
 }
 

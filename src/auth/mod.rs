@@ -8,11 +8,13 @@
 mod extract;
 mod page;
 pub mod password;
+pub mod proxy;
 pub mod session;
 mod token;
 
 pub use extract::{AuthRejection, Finance, GlobalReader, Reader, ScopedReader, bearer_token};
 pub use page::{CsrfForm, CsrfUpload, PageRejection, PageUser, UploadPart, local_next};
+pub use proxy::ProxyConfig;
 pub use token::{NewToken, hash_token, new_token};
 
 pub use crate::access::{Principal, Role, Scope};

@@ -25,6 +25,9 @@ pub struct PageUser {
     pub username: String,
     /// The session's CSRF token: every form a page renders carries it in a hidden field named `csrf`.
     pub csrf: String,
+    /// The query string the page was asked with (without `?`; empty for none): links back to the same page keep
+    /// it (the language switch).
+    pub query: String,
 }
 
 /// Why a page request was refused before its handler ran.
@@ -36,8 +39,23 @@ pub enum PageRejection {
     Csrf,
     /// A form that could not be read.
     BadForm(String),
+    /// SSO mode, a request without the proxy's user header: it did not come through the proxy's sign-in.
+    ProxyOnly,
+    /// SSO mode, a user header the portal does not believe: sent from an address that is not the proxy's, or
+    /// naming no one user (logged when it happens).
+    ProxyRefused,
+    /// SSO mode, a user the proxy signed in whose groups grant no role here.
+    NoRole,
     /// The session or the user could not be read (logged; the page says only that it failed).
     Internal(String),
+}
+
+/// A plain page in both languages for the refusals that happen before any page (no user to frame it for).
+fn plain(status: StatusCode, title: &str, en: &str, zh: &str) -> Response {
+    let html = format!("<!doctype html><meta charset=utf-8><title>{title}</title><h1>{title}</h1><p>{en}<p>{zh}");
+    let mut r = (status, Html(html)).into_response();
+    r.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
+    r
 }
 
 impl IntoResponse for PageRejection {
@@ -58,6 +76,25 @@ impl IntoResponse for PageRejection {
             )
                 .into_response(),
             Self::BadForm(m) => (StatusCode::BAD_REQUEST, m).into_response(),
+            Self::ProxyOnly => plain(
+                StatusCode::UNAUTHORIZED,
+                "401",
+                "This portal signs you in through single sign-on: open it at the address of the sign-on proxy.",
+                "本系统通过单点登录进入，请从单点登录代理的地址访问。",
+            ),
+            Self::ProxyRefused => plain(
+                StatusCode::FORBIDDEN,
+                "403",
+                "The sign-on headers of this request are not accepted: it did not come from the sign-on proxy.",
+                "此请求的单点登录信息不被接受：它并非来自单点登录代理。",
+            ),
+            Self::NoRole => plain(
+                StatusCode::FORBIDDEN,
+                "403",
+                "You are signed in, but none of your groups gives access to cardhour. Ask an administrator to map \
+                 one of your groups to a role.",
+                "您已登录，但您所在的组都没有本系统的访问权限。请联系管理员为您的组配置角色。",
+            ),
             Self::Internal(detail) => {
                 tracing::error!("page request failed: {detail}");
                 (StatusCode::INTERNAL_SERVER_ERROR, Html("<!doctype html><title>500</title><h1>500</h1>"))
@@ -89,6 +126,11 @@ pub(crate) fn session_of(parts: &Parts) -> Result<Session, PageRejection> {
     parts.extensions.get::<Session>().cloned().ok_or_else(|| PageRejection::Internal("no session layer".into()))
 }
 
+/// The request's query string, empty when it has none.
+pub(crate) fn query_of(parts: &Parts) -> String {
+    parts.uri.query().unwrap_or("").to_string()
+}
+
 fn internal(e: impl std::fmt::Display) -> PageRejection {
     PageRejection::Internal(e.to_string())
 }
@@ -97,6 +139,9 @@ impl FromRequestParts<AppState> for PageUser {
     type Rejection = PageRejection;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        if let Some(sso) = &state.sso {
+            return proxy_user(parts, sso).await;
+        }
         let next = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
         let login = || PageRejection::Login { next: next.clone() };
         let session = session_of(parts)?;
@@ -104,7 +149,7 @@ impl FromRequestParts<AppState> for PageUser {
         match crate::usecase::users::session_user(&state.cases, id).await.map_err(internal)? {
             Some((user, principal)) => {
                 let csrf = session::csrf_token(&session).await.map_err(internal)?;
-                Ok(PageUser { principal, username: user.username, csrf })
+                Ok(PageUser { principal, username: user.username, csrf, query: query_of(parts) })
             }
             None => {
                 // disabled or deleted since signing in: the session ends here
@@ -113,6 +158,34 @@ impl FromRequestParts<AppState> for PageUser {
             }
         }
     }
+}
+
+/// The user the authenticating proxy names (SSO mode), its role and teams from its groups on this very request,
+/// its session bound to it (for the CSRF token).
+async fn proxy_user(parts: &Parts, sso: &super::ProxyConfig) -> Result<PageUser, PageRejection> {
+    use super::proxy::Identity;
+    let peer = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
+    let principal = match sso.identify(peer, &parts.headers) {
+        Identity::User(p) => p,
+        Identity::NoRole { user } => {
+            tracing::info!(user = %user.escape_debug(), "SSO user without a role: none of its groups is mapped");
+            return Err(PageRejection::NoRole);
+        }
+        Identity::Anonymous => return Err(PageRejection::ProxyOnly),
+        Identity::Untrusted => {
+            let peer = peer.map_or_else(|| "unknown".to_string(), |p| p.to_string());
+            tracing::warn!(%peer, header = %sso.user_header, "SSO user header from an address that is not a trusted proxy: refused");
+            return Err(PageRejection::ProxyRefused);
+        }
+        Identity::Malformed => {
+            tracing::warn!(header = %sso.user_header, "SSO user header from the proxy names no one user: refused");
+            return Err(PageRejection::ProxyRefused);
+        }
+    };
+    let session = session_of(parts)?;
+    session::bind_proxy_user(&session, &principal.name).await.map_err(internal)?;
+    let csrf = session::csrf_token(&session).await.map_err(internal)?;
+    Ok(PageUser { username: principal.name.clone(), principal, csrf, query: query_of(parts) })
 }
 
 /// An `application/x-www-form-urlencoded` form whose `csrf` field matches the session's token; the other fields

@@ -19,6 +19,8 @@ pub const COOKIE: &str = "cardhour_session";
 const USER: &str = "user_id";
 const CSRF: &str = "csrf";
 const SEEN: &str = "seen";
+/// The proxy's user a session belongs to (SSO mode).
+const PROXY_USER: &str = "proxy_user";
 
 /// A session is saved again (and its expiry pushed back) at most this often: not a write on every page view.
 const TOUCH_EVERY: i64 = 60;
@@ -88,6 +90,21 @@ pub async fn sign_in(session: &Session, user_id: i64) -> Result<(), Error> {
     Ok(())
 }
 
+/// Binds the session to the proxy's `user` (SSO mode): a session of another user, or of none, gets a new id and
+/// a new CSRF token first, so a form rendered for one user is never accepted for another. Marks it used as
+/// [`user_id`] does.
+pub async fn bind_proxy_user(session: &Session, user: &str) -> Result<(), Error> {
+    if session.get::<String>(PROXY_USER).await?.as_deref() == Some(user) {
+        return touch(session).await;
+    }
+    session.cycle_id().await?;
+    session.remove_value(USER).await?;
+    session.insert(PROXY_USER, user).await?;
+    session.insert(CSRF, random_token()).await?;
+    session.insert(SEEN, now()).await?;
+    Ok(())
+}
+
 /// Ends the session: its row is deleted and the cookie removed.
 pub async fn sign_out(session: &Session) -> Result<(), Error> {
     session.flush().await
@@ -97,11 +114,17 @@ pub async fn sign_out(session: &Session) -> Result<(), Error> {
 /// pushes its inactivity expiry back).
 pub async fn user_id(session: &Session) -> Result<Option<i64>, Error> {
     let Some(id) = session.get::<i64>(USER).await? else { return Ok(None) };
+    touch(session).await?;
+    Ok(Some(id))
+}
+
+/// Marks the session used: saved again when last marked over a minute ago.
+async fn touch(session: &Session) -> Result<(), Error> {
     let seen = session.get::<i64>(SEEN).await?.unwrap_or(0);
     if now() - seen >= TOUCH_EVERY {
         session.insert(SEEN, now()).await?;
     }
-    Ok(Some(id))
+    Ok(())
 }
 
 fn now() -> i64 {

@@ -286,6 +286,8 @@ pub struct ServeArgs {
     /// A portal session unused this long ends (the user signs in again).
     #[arg(long, env = "CARDHOUR_SESSION_IDLE", default_value = "2h", value_parser = parse_duration)]
     pub session_idle: Duration,
+    #[command(flatten)]
+    pub proxy: crate::config::ProxyArgs,
 }
 
 #[derive(Debug, Subcommand)]

@@ -11,7 +11,17 @@ pub(super) async fn serve_cmd(a: ServeArgs) -> anyhow::Result<()> {
     let portal = crate::auth::PortalConfig {
         session: crate::auth::session::SessionConfig { secure: a.secure_cookies, idle: a.session_idle },
     };
-    let state = crate::state::AppState::new(pool.clone(), billing_tz).with_portal(portal);
+    let sso = a.proxy.config().map_err(anyhow::Error::msg)?;
+    let mut state = crate::state::AppState::new(pool.clone(), billing_tz).with_portal(portal);
+    if let Some(sso) = sso {
+        tracing::info!(
+            trusted = ?sso.trusted.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            user_header = %sso.user_header,
+            groups_header = %sso.groups_header,
+            "SSO mode: the pages' users come from the proxy's headers"
+        );
+        state = state.with_sso(sso);
+    }
     let app = crate::server::app(state);
     // expired sessions are never loaded; this only keeps their table small
     tokio::spawn(db::sessions::delete_expired_every(pool, std::time::Duration::from_secs(600)));

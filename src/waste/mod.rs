@@ -186,15 +186,21 @@ pub struct WastefulPod {
     pub rate: Option<RatePerCardHour>,
     /// The money of the wasted GPU-hours: wasted card-hours × rate, to the fen (0 when unpriced).
     pub wasted_amount: Money,
+    /// The same waste at a month's pace: wasted card-hours × 730 h ÷ the range's hours × rate, to the fen (0 when
+    /// unpriced). A projection: what wasting like this for a month costs.
+    pub wasted_per_month: Money,
 }
 
-/// A pod's row of the low-utilization top N from its sums.
-pub fn wasteful_pod(p: PodSums) -> WastefulPod {
+/// A pod's row of the low-utilization top N from its sums over a range `range_seconds` long.
+pub fn wasteful_pod(p: PodSums, range_seconds: i64) -> WastefulPod {
     let metered = p.gpu_seconds - p.unmetered_gpu_seconds;
     let wasted = (metered - p.effective_gpu_seconds).max(0.0);
+    let wasted_card_hours = card_hours_from_seconds(wasted);
+    let per_month = wasted_card_hours * Decimal::from(HOURS_PER_MONTH * 3600) / Decimal::from(range_seconds.max(1));
     WastefulPod {
         // unpriced: 0.00, written with its two decimals like every amount
-        wasted_amount: p.rate.map_or(Money::round_fen(Decimal::ZERO), |r| r.amount(card_hours_from_seconds(wasted))),
+        wasted_amount: p.rate.map_or(Money::round_fen(Decimal::ZERO), |r| r.amount(wasted_card_hours)),
+        wasted_per_month: p.rate.map_or(Money::round_fen(Decimal::ZERO), |r| r.amount(per_month)),
         cluster: p.cluster,
         namespace: p.namespace,
         pod: p.pod,
@@ -354,8 +360,10 @@ mod tests {
             unmetered_gpu_seconds: 3600.0,
             rate: RatePerCardHour::new(dec!(12.5)),
         };
-        let w = wasteful_pod(p.clone());
+        let w = wasteful_pod(p.clone(), 36_000);
         assert_eq!(w.wasted_amount.to_string(), "100.20");
+        // at a month's pace over a 10 h range: 8.0162 h × 730 / 10 h × 12.5 = 7,314.7825 → 7,314.78
+        assert_eq!(w.wasted_per_month.to_string(), "7314.78");
         let v = serde_json::to_value(&w).unwrap();
         assert_eq!(v["wasted_gpu_hours"], serde_json::json!(8.016));
         assert_eq!(v["effective_gpu_hours"], serde_json::json!(0.984));
@@ -366,9 +374,9 @@ mod tests {
             (Some("张三"), Some("A100-80GB"), Some("12.5000"))
         );
         // unpriced: no money, said by a null rate
-        let w = wasteful_pod(PodSums { rate: None, ..p });
+        let w = wasteful_pod(PodSums { rate: None, ..p }, 36_000);
         assert!(w.rate.is_none());
-        assert_eq!(w.wasted_amount.to_string(), "0.00");
+        assert_eq!((w.wasted_amount.to_string(), w.wasted_per_month.to_string()), ("0.00".into(), "0.00".into()));
         assert_eq!(round_for_display(0.09838000000000002, 4), 0.0984);
         assert!(round_for_display(f64::NAN, 3).is_nan());
     }

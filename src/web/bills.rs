@@ -387,7 +387,8 @@ async fn close_submit(
             return Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response());
         }
     };
-    match closing::close(&s.cases, month, policy, reason, &format!("user:{}", user.username)).await {
+    // the audit names the caller as its credential says (`user:…`, or `sso:…` behind the SSO proxy)
+    match closing::close(&s.cases, month, policy, reason, &user.principal.actor()).await {
         Ok(_) => Ok(Redirect::to(&format!("/bills/{month}")).into_response()),
         // refused (not ready without a reason, not ended, closed meanwhile): the form back with why
         Err(e) => match close_refusal(&e, lang) {

@@ -70,7 +70,8 @@ fn draw_columns(bars: &[(String, f64, String)], w: u32, h: u32) -> Result<String
     Ok(svg)
 }
 
-/// A heatmap: `rows` × `cols`, each cell a share 0–1 (`None`: nothing measured) — light for low, dark for high.
+/// A heatmap: `rows` × `cols`, each cell a share 0–1 (`None`: nothing measured) — light for low, dark for high —
+/// with its legend underneath: the colour of every 10 % from 0 to 100 %, and the grey of nothing measured (`–`).
 pub fn heatmap(rows: &[String], cols: &[String], cells: &[Vec<Option<f64>>]) -> String {
     or_empty(draw_heatmap(rows, cols, cells))
 }
@@ -87,10 +88,18 @@ fn shade(v: Option<f64>) -> RGBColor {
     }
 }
 
+/// The legend's steps (tenths, 0–100 %) and the width of each swatch.
+const LEGEND_STEPS: u32 = 10;
+const SWATCH_W: u32 = 28;
+
 fn draw_heatmap(rows: &[String], cols: &[String], cells: &[Vec<Option<f64>>]) -> Result<String, String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let (cell_w, cell_h, left, top) = (22u32, 20u32, 140u32, 30u32);
-    let (w, h) = (left + cell_w * cols.len().max(1) as u32 + 10, top + cell_h * rows.len().max(1) as u32 + 10);
+    let grid_bottom = top + cell_h * rows.len().max(1) as u32;
+    // the legend: 11 swatches, a gap, the grey one
+    let legend_w = 4 + SWATCH_W * (LEGEND_STEPS + 1) + 16 + SWATCH_W + 10;
+    let w = (left + cell_w * cols.len().max(1) as u32 + 10).max(legend_w);
+    let h = grid_bottom + 14 + 14 + 16 + 6;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
@@ -109,6 +118,20 @@ fn draw_heatmap(rows: &[String], cols: &[String], cells: &[Vec<Option<f64>>]) ->
                 root.draw(&rect).map_err(|e| err(&e))?;
             }
         }
+        let y = (grid_bottom + 14) as i32;
+        let swatch =
+            |x: i32, v: Option<f64>| Rectangle::new([(x, y), (x + SWATCH_W as i32 - 2, y + 13)], shade(v).filled());
+        let edge = |x: i32| Rectangle::new([(x, y), (x + SWATCH_W as i32 - 2, y + 13)], RGBColor(200, 200, 200));
+        for step in 0..=LEGEND_STEPS {
+            let x = (4 + SWATCH_W * step) as i32;
+            let v = f64::from(step) / f64::from(LEGEND_STEPS);
+            root.draw(&swatch(x, Some(v))).map_err(|e| err(&e))?;
+            root.draw(&edge(x)).map_err(|e| err(&e))?;
+            root.draw(&Text::new(format!("{} %", step * 10), (x, y + 17), label.clone())).map_err(|e| err(&e))?;
+        }
+        let x = (4 + SWATCH_W * (LEGEND_STEPS + 1) + 16) as i32;
+        root.draw(&swatch(x, None)).map_err(|e| err(&e))?;
+        root.draw(&Text::new("–".to_string(), (x + 10, y + 17), label.clone())).map_err(|e| err(&e))?;
         root.present().map_err(|e| err(&e))?;
     }
     Ok(svg)
@@ -131,6 +154,14 @@ mod tests {
         // the full share is deep blue, the unmeasured cell grey
         assert!(svg.contains("#08306B"), "{svg}");
         assert!(svg.contains("#E6E6E6"), "{svg}");
+        // the legend: every tenth from 0 to 100 %, each in its colour (a cell of 50 % is drawn in the 50 % swatch's)
+        for pct in (0..=100).step_by(10) {
+            assert!(svg.contains(&format!("\n{pct} %\n</text>")), "legend lacks {pct} %: {svg}");
+        }
+        let half = shade(Some(0.5));
+        let hex = format!("#{:02X}{:02X}{:02X}", half.0, half.1, half.2);
+        assert!(svg.contains(&hex), "{hex}: {svg}");
+        assert!(svg.contains("\n–\n</text>"), "the legend names the unmeasured grey");
     }
 
     /// The axis' tick labels of a column chart, bottom up.

@@ -22,6 +22,7 @@ const TABLES: &[&[Word]] = &[
     super::rates::TCO_WORDS,
     super::rates::MANUAL_WORDS,
     super::field_errors::WORDS,
+    super::reports::WORDS,
 ];
 
 /// The words every section shares.
@@ -169,6 +170,17 @@ impl<S: Send + Sync> FromRequestParts<S> for PageLang {
     }
 }
 
+/// The link to this page in language `code` (`en`, `zh-CN`): the page's `query` kept but for its `lang`, which
+/// is replaced (`month=2026-10&lang=zh` → `?month=2026-10&lang=en`).
+pub fn switch_href(query: &str, code: &str) -> String {
+    let mut out = url::form_urlencoded::Serializer::new(String::new());
+    for (k, v) in url::form_urlencoded::parse(query.as_bytes()).filter(|(k, _)| k != "lang") {
+        out.append_pair(&k, &v);
+    }
+    out.append_pair("lang", code);
+    format!("?{}", out.finish())
+}
+
 /// `zh-CN` or `en`, for `<html lang>`.
 pub fn html_code(lang: Lang) -> &'static str {
     lang.pick("zh-CN", "en")
@@ -210,6 +222,15 @@ mod tests {
         assert_eq!(lang_of(Some("x=1&lang=en"), &cookie_zh), Lang::En);
         assert_eq!(lang_of(Some("lang=fr"), &headers(&[(header::ACCEPT_LANGUAGE, "fr, en;q=0.3")])), Lang::En);
         assert_eq!(lang_of(None, &HeaderMap::new()), Lang::Zh);
+    }
+
+    #[test]
+    fn the_switch_keeps_the_query_but_its_language() {
+        assert_eq!(switch_href("", "en"), "?lang=en");
+        assert_eq!(switch_href("month=2026-10&lang=zh", "en"), "?month=2026-10&lang=en");
+        assert_eq!(switch_href("lang=en&team=vision&lang=en&sort=pod", "zh-CN"), "?team=vision&sort=pod&lang=zh-CN");
+        // what the query said stays said, encoded again
+        assert_eq!(switch_href("from=2026-10-01+08%3A00&x=%26", "en"), "?from=2026-10-01+08%3A00&x=%26&lang=en");
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub struct Chrome {
     pub user: Option<String>,
     pub csrf: String,
     pub nav: Vec<NavItem>,
+    /// The language switch: this page in the other language (its query kept, `lang` replaced).
+    pub lang_href: String,
 }
 
 /// The sections each role may open, in the order the header lists them.
@@ -68,12 +70,13 @@ impl Chrome {
             .iter()
             .map(|(href, key)| NavItem { href, label: i18n::t(lang, key), active: *href == active })
             .collect();
-        Chrome { lang, title: title.into(), user: Some(user.username.clone()), csrf: user.csrf.clone(), nav }
+        let lang_href = i18n::switch_href(&user.query, lang.pick("en", "zh-CN"));
+        Chrome { lang, title: title.into(), user: Some(user.username.clone()), csrf: user.csrf.clone(), nav, lang_href }
     }
 
     /// The frame of the pages everyone gets alike (not found, errors): no user, no navigation.
     fn bare(lang: Lang, title: &str) -> Self {
-        Chrome { lang, title: title.into(), user: None, csrf: String::new(), nav: Vec::new() }
+        Chrome { lang, title: title.into(), user: None, csrf: String::new(), nav: Vec::new(), lang_href: String::new() }
     }
 
     pub fn t(&self, key: &'static str) -> &'static str {
@@ -82,11 +85,6 @@ impl Chrome {
 
     pub fn html_lang(&self) -> &'static str {
         i18n::html_code(self.lang)
-    }
-
-    /// The language the switch offers.
-    pub fn other_lang(&self) -> &'static str {
-        self.lang.pick("en", "zh-CN")
     }
 }
 
@@ -169,6 +167,7 @@ pub(crate) mod tests {
             },
             username: "alice".into(),
             csrf: "tok-123".into(),
+            query: String::new(),
         }
     }
 

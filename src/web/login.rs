@@ -2,6 +2,10 @@
 //! `POST /logout`. A wrong name or password gets the form back (401) with one message that does not say which
 //! was wrong; too many failures get it with 429 and `Retry-After` (the rule: [`usecase::users::THROTTLE_WINDOW`]);
 //! a login moves the visitor to a new session id and on to `next` (a local path) or `/`.
+//!
+//! In SSO mode ([`crate::auth::proxy`]) the proxy signs users in: `/login` goes on to `next` (the proxy has signed
+//! the visitor in already, or will), the form is not taken, and logging out ends the portal's session and goes to
+//! the proxy's sign-out address when one is configured.
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -22,9 +26,10 @@ use crate::state::AppState;
 use crate::usecase;
 use crate::usecase::users::Login;
 
-/// `/login` and `/logout`.
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/login", get(form).post(login)).route("/logout", post(logout))
+/// `/login` and `/logout`; in SSO mode the login page only goes on, and there is no form to post.
+pub fn routes(sso: bool) -> Router<AppState> {
+    let login_page = if sso { get(form) } else { get(form).post(login) };
+    Router::new().route("/login", login_page).route("/logout", post(logout))
 }
 
 #[derive(Template, WebTemplate)]
@@ -58,6 +63,9 @@ fn no_store(status: StatusCode, page: LoginPage) -> Response {
 
 async fn form(State(st): State<AppState>, session: Session, Query(q): Query<NextQuery>) -> Response {
     let next = local_next(q.next.as_deref()).to_string();
+    if st.sso.is_some() {
+        return Redirect::to(&next).into_response();
+    }
     let csrf = match session::csrf_token(&session).await {
         Ok(t) => t,
         Err(e) => return internal(e),
@@ -129,9 +137,18 @@ async fn login(
 #[derive(Deserialize)]
 struct LogoutForm {}
 
-async fn logout(session: Session, CsrfForm(LogoutForm {}): CsrfForm<LogoutForm>) -> Response {
+async fn logout(
+    State(st): State<AppState>,
+    session: Session,
+    CsrfForm(LogoutForm {}): CsrfForm<LogoutForm>,
+) -> Response {
+    let to = match &st.sso {
+        // without the proxy's sign-out the next page signs the same user in again: the proxy's session decides
+        Some(sso) => sso.sign_out_url.as_deref().unwrap_or("/"),
+        None => "/login",
+    };
     match session::sign_out(&session).await {
-        Ok(()) => Redirect::to("/login").into_response(),
+        Ok(()) => Redirect::to(to).into_response(),
         Err(e) => internal(e),
     }
 }

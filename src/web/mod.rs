@@ -28,7 +28,7 @@ use crate::state::AppState;
 pub use layout::PageError;
 
 /// The pages' routes.
-pub fn router(_state: AppState) -> Router<AppState> {
+pub fn router(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/static/portal.css", get(layout::css))
         .merge(home::routes())
@@ -38,7 +38,7 @@ pub fn router(_state: AppState) -> Router<AppState> {
         .merge(reports::routes())
         .merge(waste::routes())
         .merge(admin::routes())
-        .merge(login::routes())
+        .merge(login::routes(state.sso.is_some()))
         .layer(axum::middleware::from_fn(i18n::remember))
 }
 
