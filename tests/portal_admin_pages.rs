@@ -422,9 +422,9 @@ async fn a_cmdb_upload_is_previewed_then_applied_exactly(pool: PgPool) {
     let bad = "namespace,team,valid_from\na,Bad Team,2026-11-01\nb,vision,2026-13-01\nc,vision,2026/11/01\n";
     let (status, page) = upload(&portal, &finance, bad.as_bytes().to_vec()).await;
     assert_eq!(status, 422, "{page}");
-    assert!(page.contains("row 2: team") && page.contains("不是团队 ID"), "{page}");
-    assert!(page.contains("row 3: valid_from") && page.contains("`2026-13-01` 不是日期"), "{page}");
-    assert_eq!(preview_rows(&page), [(4, "added".to_string())]);
+    assert_eq!(preview_rows(&page), [(2, "error".to_string()), (3, "error".into()), (4, "added".into())]);
+    assert!(page.contains("<code>team</code>: `Bad Team` 不是团队 ID"), "{page}");
+    assert!(page.contains("<code>valid_from</code>: `2026-13-01` 不是日期"), "{page}");
     assert!(!page.contains(r#"action="/admin/mappings/apply""#), "{page}");
     let (status, page) = upload(&portal, &finance, Vec::new()).await;
     assert_eq!(status, 422);

@@ -222,6 +222,15 @@ pub struct PreviewRow {
     pub team: String,
     pub previous: Option<String>,
     pub valid_from: String,
+    /// A refused row's problem: its field and message.
+    pub problem: Option<(String, String)>,
+}
+
+/// The line and field of a problem as the parser names it (`row 3: valid_from`, `row 3`); `None` for the file's.
+fn row_of(at: &str) -> Option<(usize, String)> {
+    let rest = at.strip_prefix("row ")?;
+    let (line, field) = rest.split_once(": ").unwrap_or((rest, ""));
+    Some((line.parse().ok()?, field.to_string()))
 }
 
 /// What the apply form carries: the file, what the preview decided, and the MAC over both.
@@ -238,8 +247,10 @@ pub struct PreviewPage {
     pub tabs: Vec<Tab>,
     pub file_name: String,
     pub rows: Vec<PreviewRow>,
-    /// Each problem of the file: (where, message).
+    /// Each problem of the file that is no row's: (where, message).
     pub errors: Vec<(String, String)>,
+    /// How many problems the file has (rows' included).
+    pub problems: usize,
     pub added: usize,
     pub changed: usize,
     pub unchanged: usize,
@@ -306,28 +317,51 @@ async fn preview_page(
     let report = pv.report.as_ref().unwrap_or(&empty);
     let applicable =
         pv.errors.is_empty() && pv.report.is_some() && report.inserted + report.updated + report.teams_created > 0;
+    let mut rows: Vec<PreviewRow> = report
+        .rows
+        .iter()
+        .map(|r| {
+            let (class, action) = action(lang, r.action);
+            PreviewRow {
+                line: r.line,
+                class,
+                action,
+                cluster: r.cluster.clone(),
+                namespace: r.namespace.clone(),
+                team: r.team.clone(),
+                previous: r.previous_team.clone(),
+                valid_from: r.valid_from.to_string(),
+                problem: None,
+            }
+        })
+        .collect();
+    // each refused row in its place among the others, the file's own problems above them
+    let mut errors = Vec::new();
+    for e in &pv.errors {
+        let message = super::localize(lang, &e.message);
+        match row_of(&e.field) {
+            Some((line, field)) => rows.push(PreviewRow {
+                line,
+                class: "error",
+                action: t(lang, "admin.error"),
+                cluster: None,
+                namespace: String::new(),
+                team: String::new(),
+                previous: None,
+                valid_from: String::new(),
+                problem: Some((field, message)),
+            }),
+            None => errors.push((e.field.clone(), message)),
+        }
+    }
+    rows.sort_by_key(|r| r.line);
     Ok(PreviewPage {
         c: Chrome::new(user, lang, "/admin/teams", t(lang, "admin.preview_title")),
         tabs: tabs(user, lang, "/admin/mappings"),
         file_name,
-        rows: report
-            .rows
-            .iter()
-            .map(|r| {
-                let (class, action) = action(lang, r.action);
-                PreviewRow {
-                    line: r.line,
-                    class,
-                    action,
-                    cluster: r.cluster.clone(),
-                    namespace: r.namespace.clone(),
-                    team: r.team.clone(),
-                    previous: r.previous_team.clone(),
-                    valid_from: r.valid_from.to_string(),
-                }
-            })
-            .collect(),
-        errors: pv.errors.iter().map(|e| (e.field.clone(), super::localize(lang, &e.message))).collect(),
+        rows,
+        errors,
+        problems: pv.errors.len(),
         added: report.inserted,
         changed: report.updated,
         unchanged: report.unchanged,
@@ -355,7 +389,7 @@ async fn preview(
     };
     let name = file.file_name.clone().unwrap_or_default();
     let p = preview_page(&s, &user, lang, name, &file.bytes, None).await?;
-    Ok(if p.errors.is_empty() { p.into_response() } else { refused(p) })
+    Ok(if p.problems == 0 { p.into_response() } else { refused(p) })
 }
 
 /// The apply form as sent.
@@ -417,5 +451,13 @@ mod tests {
         assert!(!signed_by("key", b"namespace,team\n", "plan-2", &sig), "another plan");
         assert!(!signed_by("other-session", b"namespace,team\n", "plan-1", &sig), "another session");
         assert!(!signed_by("key", b"namespace,team\n", "plan-1", ""), "no signature");
+    }
+
+    #[test]
+    fn a_problem_is_placed_at_its_row() {
+        assert_eq!(row_of("row 3: valid_from"), Some((3, "valid_from".to_string())));
+        assert_eq!(row_of("row 12"), Some((12, String::new())));
+        assert_eq!(row_of("body"), None);
+        assert_eq!(row_of("row x: team"), None);
     }
 }

@@ -132,7 +132,7 @@ pub fn localize(lang: Lang, message: &str) -> String {
             (r"^must not contain a NUL byte$", "不能包含 NUL 字符"),
             (r"^must not contain (a control|a bidirectional|control)", "不能包含控制字符或不可见字符"),
             (r"^a team id uses", "团队 ID 只能使用 a-z、0-9、`.`、`_`、`-`（最多 63 个，以字母或数字开头）"),
-            (r"is not a team id", "不是团队 ID（只能使用 a-z、0-9、`.`、`_`、`-`）"),
+            (r"^`(.*)` is not a team id", "`$1` 不是团队 ID（只能使用 a-z、0-9、`.`、`_`、`-`）"),
             (r"^unknown team `([^`]*)`", "团队 `$1` 不存在（请先创建）"),
             (r"^`(.*)` is not a date", "`$1` 不是日期（2026-11-01、2026/11/01 或 20261101）"),
             (r"^must be between (\S+) and (\S+)$", "必须在 $1 与 $2 之间"),
@@ -254,6 +254,7 @@ pub(in crate::web) const WORDS: &[Word] = &[
     ("admin.changed", "修改", "changed"),
     ("admin.unchanged", "不变", "unchanged"),
     ("admin.errors", "错误", "errors"),
+    ("admin.error", "错误", "error"),
     ("admin.teams_created", "将新建的团队", "teams to create"),
     ("admin.apply", "应用此导入", "Apply this import"),
     (
