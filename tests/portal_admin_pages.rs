@@ -523,6 +523,13 @@ async fn users_are_made_disabled_and_a_new_password_ends_the_other_sessions(pool
         post(&portal, &admin, "/admin/users", &[("username", "mei"), ("role", "viewer"), ("password", "secret-typed")])
             .await;
     assert!(a.status == 422 && !a.body.contains("secret-typed"), "a password is never sent back");
+    // the last login, when there was one
+    let (_, page) = get(&portal, &admin, "/admin/users").await;
+    let row = |name: &str| {
+        page.split(&format!("<strong>{name}</strong>")).nth(1).unwrap().split("</tr>").next().unwrap().to_string()
+    };
+    assert_eq!(row("kai").matches("(Asia/Shanghai)").count(), 2, "created and last login: {}", row("kai"));
+    assert!(row("mei").contains("从未登录"), "{}", row("mei"));
 
     // a new password: that user's every other session ends, the old password stops working
     let (f1, f2) = (signed_in(&portal, "finance").await, signed_in(&portal, "finance").await);

@@ -197,7 +197,8 @@ pub fn role_word(lang: Lang, role: &str) -> String {
         "team_lead" => "role.team_lead",
         other => return other.to_string(),
     };
-    format!("{} ({role})", i18n::t(lang, key))
+    // English readers read the role's own name; others the word and the name the API and CLI use
+    if lang == Lang::En { role.to_string() } else { format!("{} ({role})", i18n::t(lang, key)) }
 }
 
 /// The roles a form offers, in the order it lists them.
@@ -271,7 +272,8 @@ pub(in crate::web) const WORDS: &[Word] = &[
     ("admin.disabled", "已停用", "Disabled"),
     ("admin.active", "启用", "active"),
     ("admin.last_login", "最近登录", "Last login"),
-    ("admin.unknown", "未记录", "not recorded"),
+    ("admin.never_logged_in", "从未登录", "never"),
+    ("admin.never_used", "从未使用", "never"),
     ("admin.password", "初始密码", "Initial password"),
     ("admin.new_password", "新密码", "New password"),
     ("admin.set_password", "设置密码", "Set password"),
