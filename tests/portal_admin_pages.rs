@@ -369,6 +369,14 @@ async fn a_cmdb_upload_is_previewed_then_applied_exactly(pool: PgPool) {
         assert_eq!(write_counts(&pool).await, before);
     }
 
+    // another session's preview, even of the same user, is not this session's
+    let other_session = signed_in(&portal, "finance").await;
+    let other_token = csrf(&portal, &other_session, "/").await;
+    let fields = [("csrf", other_token.as_str()), ("file", &file), ("plan", &plan), ("sig", &sig)];
+    let a = portal.post_form(&other_session, "/admin/mappings/apply", &fields).await;
+    assert!(a.status == 422 && a.body.contains("预览的文件被改动过"), "{}", a.body);
+    assert_eq!(write_counts(&pool).await, before);
+
     // stale: the mappings changed since the preview — refused, nothing of the file written, a fresh preview back
     let m = json!({"namespace": "nlp-prod", "team_id": "vision", "valid_from": "2026-11-01"});
     assert_eq!(api.call(Method::POST, "/api/v1/mappings", Some(&api.finance), Some(m)).await.0, 201);

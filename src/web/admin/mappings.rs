@@ -1,8 +1,8 @@
 //! `/admin/mappings`: the namespace → team mappings, a form to add one or point one at another team, and the CMDB
 //! CSV upload — the API's import (same decoding, parser and decisions) shown as a preview of every row's change
-//! before anything is written. "Apply" sends the previewed file back under an HMAC keyed by the session's CSRF
-//! token together with the digest of what the preview decided; the import then runs only if the file is the one
-//! previewed and decides exactly the same, else nothing is written.
+//! before anything is written. "Apply" sends the previewed file back with the digest of what the preview decided,
+//! both under an HMAC keyed by a secret the session keeps server-side; the import then runs only if the file is the
+//! one previewed and decides exactly the same, else nothing is written.
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -15,6 +15,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+use tower_sessions::Session;
 
 use super::{FieldErrors, Need, Tab, allow, blank_none, refused, tabs};
 use crate::access::Scope;
@@ -280,14 +281,19 @@ fn action(lang: Lang, a: RowAction) -> (&'static str, &'static str) {
     )
 }
 
-/// The MAC of a previewed file and its plan under the session's CSRF token: only this session's preview of this
-/// file can be applied, and a file altered on its way back is refused.
+/// The MAC of a previewed file and its plan under a secret of the session (never in a page): only this session's
+/// preview of this file can be applied, and a file or plan altered on its way back is refused.
 fn sign(key: &str, file: &[u8], plan: &str) -> String {
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key.as_bytes()) else { return String::new() };
     mac.update(b"cardhour mappings preview\0");
     mac.update(&Sha256::digest(file));
     mac.update(plan.as_bytes());
     mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The session's key of previews.
+async fn preview_key(session: &Session) -> Result<String, PageError> {
+    crate::auth::session::secret(session, "mappings-preview").await.map_err(|e| PageError::Internal(e.to_string()))
 }
 
 fn signed_by(key: &str, file: &[u8], plan: &str, sig: &str) -> bool {
@@ -299,6 +305,7 @@ fn signed_by(key: &str, file: &[u8], plan: &str, sig: &str) -> bool {
 async fn preview_page(
     s: &AppState,
     user: &PageUser,
+    key: &str,
     lang: Lang,
     file_name: String,
     bytes: &[u8],
@@ -368,7 +375,7 @@ async fn preview_page(
         teams_created: report.teams_created,
         apply: applicable.then(|| Carried {
             file: URL_SAFE_NO_PAD.encode(bytes),
-            sig: sign(&user.csrf, bytes, &pv.plan),
+            sig: sign(key, bytes, &pv.plan),
             plan: pv.plan.clone(),
         }),
         message,
@@ -379,6 +386,7 @@ async fn preview(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
+    session: Session,
     upload: CsrfUpload,
 ) -> Result<Response, PageError> {
     allow(&user, Need::Writer)?;
@@ -388,7 +396,8 @@ async fn preview(
         return Ok(refused(page(&s, &user, lang, MappingForm::default(), FieldErrors::default(), errors).await?));
     };
     let name = file.file_name.clone().unwrap_or_default();
-    let p = preview_page(&s, &user, lang, name, &file.bytes, None).await?;
+    let key = preview_key(&session).await?;
+    let p = preview_page(&s, &user, &key, lang, name, &file.bytes, None).await?;
     Ok(if p.problems == 0 { p.into_response() } else { refused(p) })
 }
 
@@ -409,11 +418,12 @@ async fn apply(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
+    session: Session,
     CsrfForm(form): CsrfForm<ApplyForm>,
 ) -> Result<Response, PageError> {
     allow(&user, Need::Writer)?;
-    let bytes =
-        URL_SAFE_NO_PAD.decode(form.file.as_bytes()).ok().filter(|b| signed_by(&user.csrf, b, &form.plan, &form.sig));
+    let key = preview_key(&session).await?;
+    let bytes = URL_SAFE_NO_PAD.decode(form.file.as_bytes()).ok().filter(|b| signed_by(&key, b, &form.plan, &form.sig));
     let Some(bytes) = bytes else {
         let mut errors = FieldErrors::default();
         errors.push(lang, "file", "the previewed file was altered: nothing was imported; upload it again");
@@ -431,7 +441,7 @@ async fn apply(
         // stale (or refused rows): the file's preview as things are now, with why, and nothing written
         Err(e @ (usecase::Error::Conflict { .. } | usecase::Error::Invalid(_))) => {
             let message = super::localize(lang, &e.to_string());
-            let p = preview_page(&s, &user, lang, form.file_name, &bytes, Some(message)).await?;
+            let p = preview_page(&s, &user, &key, lang, form.file_name, &bytes, Some(message)).await?;
             Ok(refused(p))
         }
         Err(e) => Err(e.into()),
