@@ -1,6 +1,8 @@
 //! The bad fields of a portal form: each field typed as text is read by the shared rules ([`crate::validate`]),
 //! and a refusal becomes the field's message in the page's language — what is wrong in words, with the rule's
-//! own detail (the API's message) in English.
+//! own detail (the API's message) in English; and the one translation of the use cases' English messages.
+
+use std::sync::LazyLock;
 
 use rust_decimal::Decimal;
 
@@ -75,6 +77,64 @@ pub(super) const WORDS: &[Word] = &[
     ),
 ];
 
+/// The validation messages of the use cases (English) as a zh-CN reader reads them; the English one for en, and
+/// for a message this table does not know (it is shown rather than hidden).
+pub fn localize(lang: Lang, message: &str) -> String {
+    static ZH: LazyLock<Vec<(regex::Regex, &'static str)>> = LazyLock::new(|| {
+        [
+            (r"^must not be blank$", "不能为空"),
+            (r"^required$", "必填"),
+            (r"^must be at most (\d+) characters$", "最多 $1 个字符"),
+            (r"^must be at least (\d+) characters$", "至少 $1 个字符"),
+            (r"^must not contain a NUL byte$", "不能包含 NUL 字符"),
+            (r"^must not contain (a control|a bidirectional|control)", "不能包含控制字符或不可见字符"),
+            (r"^a team id uses", "团队 ID 只能使用 a-z、0-9、`.`、`_`、`-`（最多 63 个，以字母或数字开头）"),
+            (r"^`(.*)` is not a team id", "`$1` 不是团队 ID（只能使用 a-z、0-9、`.`、`_`、`-`）"),
+            (r"^unknown team `([^`]*)`", "团队 `$1` 不存在（请先创建）"),
+            (r"^`(.*)` is not a date", "`$1` 不是日期（2026-11-01、2026/11/01 或 20261101）"),
+            (r"^must be between (\S+) and (\S+)$", "必须在 $1 与 $2 之间"),
+            (r"^must be a Kubernetes namespace name", "必须是 Kubernetes 命名空间名（不含空格）"),
+            (r"^use A-Z, a-z, 0-9", "只能使用 A-Z、a-z、0-9、`.`、`_`、`-`（最多 63 个）"),
+            (
+                r"^use a-z, 0-9, `.`, `_`, `@`, `-`",
+                "只能使用 a-z、0-9、`.`、`_`、`@`、`-`（最多 64 个，以字母或数字开头）",
+            ),
+            (r"^team `([^`]*)` exists$", "团队 `$1` 已存在"),
+            (r"^user `([^`]*)` exists$", "用户 `$1` 已存在"),
+            (r"^no user `([^`]*)`$", "用户 `$1` 不存在"),
+            (r"^a team_lead needs at least one team$", "团队负责人至少需要一个团队"),
+            (r"^only a team_lead has teams", "只有团队负责人才有团队"),
+            (r"^a team_lead token needs", "团队负责人的令牌至少需要一个团队，其他角色的令牌不能有团队"),
+            (r"is not in the future$", "必须晚于现在"),
+            (r"^not a role", "不是角色（admin、finance、viewer、team_lead）"),
+            (r"^choose a file", "请选择一个 CSV 文件"),
+            (r"^the mappings changed since the preview", "预览之后映射已有变化：没有导入任何内容；请重新上传文件"),
+            (r"^the previewed file was altered", "预览的文件被改动过：没有导入任何内容；请重新上传文件"),
+            (r"^you cannot disable yourself", "不能停用自己的账号"),
+            (r"already has a mapping valid from", "该命名空间在这一天已有映射"),
+            (r"^no rows", "没有数据行（需要表头和至少一行）"),
+            (r"^the file is neither UTF-8 nor GBK", "文件既不是 UTF-8 也不是 GBK/GB18030：请另存为 CSV UTF-8"),
+            (r"^at most (\d+) rows per import", "每次最多导入 $1 行；请拆分文件"),
+            (r"^maps (\S+) from (\S+) to (\S+), row (\d+) to (\S+)$", "将 $1 自 $2 映射到 $3，而第 $4 行映射到 $5"),
+        ]
+        .into_iter()
+        .filter_map(|(re, zh)| regex::Regex::new(re).ok().map(|r| (r, zh)))
+        .collect()
+    });
+    if lang == Lang::En {
+        return message.to_string();
+    }
+    ZH.iter()
+        .find_map(|(re, zh)| {
+            re.captures(message).map(|c| {
+                let mut out = String::new();
+                c.expand(zh, &mut out);
+                out
+            })
+        })
+        .unwrap_or_else(|| message.to_string())
+}
+
 /// One bad field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {
@@ -103,6 +163,11 @@ impl FieldErrors {
         let words = t(lang, e.problem.key());
         Some(match lang {
             Lang::En if !e.detail.is_empty() => format!("{words}: {}", e.detail),
+            // a use case's own rule, where the translation knows it, says more than the word alone
+            Lang::Zh if matches!(e.problem, Problem::OutOfRange | Problem::Taken) => {
+                let zh = localize(lang, &e.detail);
+                if zh != e.detail { zh } else { words.to_string() }
+            }
             _ => words.to_string(),
         })
     }
