@@ -116,6 +116,13 @@ struct CsvRow {
 
 /// Every row checked before anything is written; all errors reported at once, as `row N: field` (N the line).
 pub fn parse(body: &str) -> Result<Vec<ImportRow>, Vec<Invalid>> {
+    let (rows, errors) = parse_rows(body);
+    if errors.is_empty() { Ok(rows) } else { Err(errors) }
+}
+
+/// The good rows of a file and the problems of the others (what a preview shows side by side); [`parse`] is
+/// this, refusing the file when there is any problem.
+pub fn parse_rows(body: &str) -> (Vec<ImportRow>, Vec<Invalid>) {
     let body = body.strip_prefix('\u{feff}').unwrap_or(body);
     let mut reader = csv::ReaderBuilder::new().trim(csv::Trim::All).from_reader(body.as_bytes());
     let mut errors = Vec::new();
@@ -174,7 +181,7 @@ pub fn parse(body: &str) -> Result<Vec<ImportRow>, Vec<Invalid>> {
     if rows.is_empty() && errors.is_empty() {
         errors.push(Invalid::new("body", "no rows (expected a header and at least one row)"));
     }
-    if errors.is_empty() { Ok(rows) } else { Err(errors) }
+    (rows, errors)
 }
 
 fn same_key(a: &ImportRow, b: &ImportRow) -> bool {

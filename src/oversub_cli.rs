@@ -1,5 +1,6 @@
-//! `cardhour oversubscription`: the cards' worth promised over the physical cards per node, GPU model and
-//! cluster per day, with the same cards' utilization beside it (SPEC §7; the API's `/reports/oversubscription`).
+//! `cardhour oversubscription`: the cards' worth and the card memory promised over the physical cards per node,
+//! GPU model and cluster per day, with the same cards' utilization beside it (SPEC §7; the API's
+//! `/reports/oversubscription`).
 
 use anyhow::{Context, bail};
 
@@ -22,7 +23,8 @@ pub struct OversubscriptionArgs {
     /// Only this cluster (default: all).
     #[arg(long, value_parser = valid_cluster)]
     pub cluster: Option<String>,
-    /// `text` (one line per node and day, then per model and per cluster) or `json`.
+    /// `text` (one line per node and day, then per model and per cluster: compute and memory promised and their
+    /// ratios, busy, utilization, and the card-hours of unknown memory where any) or `json`.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub format: String,
 }
@@ -42,12 +44,21 @@ fn line(r: &OversubscriptionRow) -> String {
         (None, Some(m)) => format!("{} {m}", r.cluster),
         _ => r.cluster.clone(),
     };
+    let ratio = |x: Option<f64>| x.map_or_else(|| "—".to_string(), |x| format!("{x:.2}"));
+    let unknown = if r.unknown_memory_card_hours > 0.0 {
+        format!("  memory unknown for {:.3} h", r.unknown_memory_card_hours)
+    } else {
+        String::new()
+    };
     format!(
-        "{}  {what:<50} cards {:>9.3} h  promised {:>9.3} h  ratio {:>6}  busy {:>7}  utilization {:>7}",
+        "{}  {what:<50} cards {:>9.3} h  promised {:>9.3} h  ratio {:>6}  memory {:>9.3} h  ratio {:>6}  busy {:>7}  \
+         utilization {:>7}{unknown}",
         r.day,
         r.card_hours,
         r.promised_card_hours,
-        r.compute_ratio.map_or_else(|| "—".to_string(), |x| format!("{x:.2}")),
+        ratio(r.compute_ratio),
+        r.promised_memory_card_hours,
+        ratio(r.memory_ratio),
         pct(r.busy),
         pct(r.utilization),
     )

@@ -79,6 +79,7 @@ async fn store_usage(pool: &PgPool) {
                 node: "n1".into(),
                 units: 1.0,
                 fraction: 1.0,
+                memory_share: Some(1.0),
                 gpu_seconds: 3600.0,
                 effective_gpu_seconds: 1800.0,
                 unmetered_gpu_seconds: 0.0,

@@ -18,6 +18,7 @@ fn row(namespace: &str, label_team: Option<&str>, gpu_seconds: f64) -> UsageRow 
         node: "n1".into(),
         units: 1.0,
         fraction: 1.0,
+        memory_share: Some(1.0),
         gpu_seconds,
         effective_gpu_seconds: gpu_seconds / 2.0,
         unmetered_gpu_seconds: 0.0,

@@ -37,6 +37,7 @@ fn row(namespace: &str, pod: &str, team: &str, model: &str, cards: f64) -> Usage
         node: "node-a".into(),
         units: cards,
         fraction: 1.0,
+        memory_share: Some(1.0),
         gpu_seconds: cards * 3600.0,
         effective_gpu_seconds: cards * 3600.0 * 0.5,
         unmetered_gpu_seconds: 0.0,

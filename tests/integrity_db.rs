@@ -33,6 +33,7 @@ fn row(namespace: &str, team: &str, cards: f64) -> UsageRow {
         node: "n1".into(),
         units: cards,
         fraction: 1.0,
+        memory_share: Some(1.0),
         gpu_seconds: cards * 3600.0,
         effective_gpu_seconds: cards * 1800.0,
         unmetered_gpu_seconds: 0.0,

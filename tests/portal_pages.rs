@@ -107,6 +107,26 @@ async fn pages_show_the_api_numbers_and_a_team_lead_only_its_own(pool: PgPool) {
         let total = t["total"].as_str().unwrap();
         assert!(month_page.contains(&yuan(total)), "month page lacks {}'s total {}", t["team"], yuan(total));
     }
+    // the home of a past month (`?month=`) is that month's overview: every team's total, the month's total
+    let (status, home) = get(&portal, &finance, &format!("/?month={month}")).await;
+    assert_eq!(status, 200, "{home}");
+    let sum: rust_decimal::Decimal =
+        teams.iter().map(|t| t["total"].as_str().unwrap().parse::<rust_decimal::Decimal>().unwrap()).sum();
+    assert!(
+        home.contains(&format!("id=\"total\">{}<", yuan(&sum.to_string()))),
+        "home of {month} lacks the total {sum}"
+    );
+    for t in teams {
+        assert!(home.contains(&yuan(t["total"].as_str().unwrap())), "home of {month} lacks {}", t["team"]);
+    }
+    assert!(!home.contains("本月预测"), "an ended month has no forecast: {home}");
+    // … and a team's home of that month shows what the team spent in it; a month to come names no page
+    let (_, vision_home) = get(&portal, &finance, &format!("/teams/vision?month={month}")).await;
+    let vision = teams.iter().find(|t| t["team"] == "vision").unwrap()["total"].as_str().unwrap();
+    assert!(vision_home.contains(&format!("id=\"spent\">{}<", yuan(vision))), "vision's home of {month}");
+    for path in ["/?month=2999-01", "/?month=abc", "/teams/vision?month=2026-13"] {
+        assert_eq!(get(&portal, &finance, path).await.0, 404, "{path}");
+    }
     for path in ["/", "/idle", "/health", "/reports/utilization", "/reports/tiers", "/teams/nlp"] {
         let (status, body) = get(&portal, &finance, path).await;
         assert_eq!(status, 200, "{path} for finance: {body}");

@@ -39,6 +39,7 @@ fn row(ns: &str, pod: &str, team: &str, node: &str, kind: &'static str, units: f
         node: node.into(),
         units,
         fraction,
+        memory_share: Some(1.0),
         gpu_seconds: units * fraction * 3600.0,
         effective_gpu_seconds: units * fraction * 3600.0 * 0.5,
         unmetered_gpu_seconds: 0.0,

@@ -241,34 +241,47 @@ fn shared_cards_are_metered_as_the_truth_and_the_uncounted_node_restated_once_co
         &db.env(),
     ))
     .unwrap();
-    let mut got: BTreeMap<&str, (f64, f64, f64)> = BTreeMap::new();
+    // memory: the truth's card-memory-hours promised per pod (HAMi gpumem over the card's memory, MIG its
+    // profile's over the card's, a time-slicing replica a card's, MPS 1/replicas), none of it unknown
+    let mut got: BTreeMap<&str, (f64, f64, f64, f64)> = BTreeMap::new();
     for r in report["nodes"].as_array().unwrap() {
         let e = got.entry(r["node"].as_str().unwrap()).or_default();
         e.0 += num(r, "promised_card_hours");
         e.1 += num(r, "card_hours");
+        e.2 += num(r, "promised_memory_card_hours");
+        e.3 += num(r, "unknown_memory_card_hours");
     }
-    let mut want: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut want: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
     for p in truth["by_pod"].as_array().unwrap() {
         let f = if p["kind"] == "timeslice" { num(p, "fraction") } else { 1.0 };
-        *want.entry(p["node"].as_str().unwrap()).or_default() += num(p, "gpu_hours") / f;
+        let e = want.entry(p["node"].as_str().unwrap()).or_default();
+        e.0 += num(p, "gpu_hours") / f;
+        e.1 += num(p, "promised_memory_card_hours");
     }
     assert_eq!(got.len(), 9);
-    let mut figures = Vec::new();
+    let (mut figures, mut memory_err) = (Vec::new(), 0.0f64);
     for n in nodes {
         let node = n["node"].as_str().unwrap();
-        let (promised, card_hours, _) = got[node];
-        assert!(rel(promised, want[node]) <= 1e-9, "{node}: promised {promised} vs {}", want[node]);
+        let (promised, card_hours, memory, unknown) = got[node];
+        let (want_promised, want_memory) = want[node];
+        assert!(rel(promised, want_promised) <= 1e-9, "{node}: promised {promised} vs {want_promised}");
         assert!(rel(card_hours, num(n, "card_hours")) <= 1e-9, "{node}: {card_hours} card-hours");
-        figures.push(format!("{node} {:.3}", promised / card_hours));
+        assert!(want_memory > 0.0, "{node}: the truth promises memory");
+        assert!(rel(memory, want_memory) <= 1e-9, "{node}: memory promised {memory} vs {want_memory}");
+        memory_err = memory_err.max(rel(memory, want_memory));
+        assert_eq!(unknown, 0.0, "{node}: unknown memory");
+        figures.push(format!("{node} {:.3} / memory {:.3}", promised / card_hours, memory / card_hours));
     }
-    let cluster: (f64, f64) = report["clusters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .fold((0.0, 0.0), |a, r| (a.0 + num(r, "promised_card_hours"), a.1 + num(r, "card_hours")));
+    let cluster: (f64, f64, f64) = report["clusters"].as_array().unwrap().iter().fold((0.0, 0.0, 0.0), |a, r| {
+        (a.0 + num(r, "promised_card_hours"), a.1 + num(r, "card_hours"), a.2 + num(r, "promised_memory_card_hours"))
+    });
+    let want_memory: f64 = want.values().map(|w| w.1).sum();
+    assert!(rel(cluster.2, want_memory) <= 1e-9, "cluster memory promised {} vs {want_memory}", cluster.2);
     println!(
-        "oversubscription (promised / physical card-hours): {}; cluster {:.3}",
+        "oversubscription (promised / physical card-hours, compute / memory): {}; cluster {:.3} / memory {:.3}; \
+         memory promised per node vs the truth: {memory_err:.2e}",
         figures.join(", "),
-        cluster.0 / cluster.1
+        cluster.0 / cluster.1,
+        cluster.2 / cluster.1
     );
 }

@@ -46,6 +46,7 @@ fn row(namespace: &str, pod: &str, team: &str, model: &str, cards: f64, util: f6
         node: format!("node-{}", if model == A100 { "a" } else { "h" }),
         units: cards,
         fraction: 1.0,
+        memory_share: Some(1.0),
         gpu_seconds: cards * 3600.0,
         effective_gpu_seconds: cards * 3600.0 * util,
         unmetered_gpu_seconds: 0.0,

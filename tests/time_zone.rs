@@ -28,6 +28,7 @@ async fn store(pool: &PgPool, hour: &str, cards: f64) {
         node: "node-a".into(),
         units: cards,
         fraction: 1.0,
+        memory_share: Some(1.0),
         gpu_seconds: cards * 3600.0,
         effective_gpu_seconds: cards * 1800.0,
         unmetered_gpu_seconds: 0.0,

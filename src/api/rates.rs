@@ -145,6 +145,5 @@ async fn get_rent_vs_build(
     ApiQuery(q): ApiQuery<RentQuery>,
 ) -> Result<Json<RentVsBuildView>, ApiError> {
     let (from, to) = (q.from.resolve("from", s.billing_tz)?, q.to.resolve("to", s.billing_tz)?);
-    validate::range(from, to, validate::MAX_RANGE_DAYS)?;
     Ok(Json(rates::rent_vs_build_view(&s.cases, &reader.scope(), &q.model, from, to).await?))
 }

@@ -41,8 +41,9 @@ pub struct OversubscriptionQuery {
 }
 
 /// Oversubscription (超卖) per node, GPU model and cluster per day: cards' worth promised (a time-slicing replica a
-/// whole card, MPS 1/replicas, HAMi gpucores/100, MIG g/slices) over the physical cards, with the same cards'
-/// utilization beside it (global readers).
+/// whole card, MPS 1/replicas, HAMi gpucores/100, MIG g/slices) and card memory promised (a time-slicing replica a
+/// card's, MPS 1/replicas, HAMi gpumem over the card's or gpumem_percentage, MIG its profile's memory over the
+/// card's) over the physical cards, with the same cards' utilization beside it (global readers).
 #[utoipa::path(get, path = "/reports/oversubscription", tag = "reports", security(("bearer" = [])), params(OversubscriptionQuery),
     responses((status = 200, description = "Promised over physical cards per node, model and cluster per day", body = crate::waste::OversubscriptionReport), ReaderErrors))]
 async fn oversubscription(

@@ -13,7 +13,7 @@ pub mod session;
 mod token;
 
 pub use extract::{AuthRejection, Finance, GlobalReader, Reader, ScopedReader, bearer_token};
-pub use page::{CsrfForm, PageRejection, PageUser, local_next};
+pub use page::{CsrfForm, CsrfUpload, PageRejection, PageUser, UploadPart, local_next};
 pub use proxy::ProxyConfig;
 pub use token::{NewToken, hash_token, new_token};
 

@@ -215,6 +215,55 @@ impl<T: DeserializeOwned + Send> FromRequest<AppState> for CsrfForm<T> {
     }
 }
 
+/// One part of a `multipart/form-data` form other than `csrf`: its name, the file name sent with it, its bytes.
+#[derive(Debug, Clone)]
+pub struct UploadPart {
+    pub name: String,
+    pub file_name: Option<String>,
+    pub bytes: Bytes,
+}
+
+/// A `multipart/form-data` form (a file upload) whose one `csrf` part matches the session's token; its other
+/// parts in order. The body is bounded by the application's body limit.
+pub struct CsrfUpload(pub Vec<UploadPart>);
+
+impl CsrfUpload {
+    /// The first part named `name`.
+    pub fn part(&self, name: &str) -> Option<&UploadPart> {
+        self.0.iter().find(|p| p.name == name)
+    }
+}
+
+impl FromRequest<AppState> for CsrfUpload {
+    type Rejection = PageRejection;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let (parts, body) = req.into_parts();
+        let session = session_of(&parts)?;
+        let bad = |e: axum::extract::multipart::MultipartError| PageRejection::BadForm(e.body_text());
+        let mut form = axum::extract::Multipart::from_request(Request::from_parts(parts, body), state)
+            .await
+            .map_err(|e| PageRejection::BadForm(e.body_text()))?;
+        let (mut csrf, mut rest) = (Vec::new(), Vec::new());
+        while let Some(field) = form.next_field().await.map_err(bad)? {
+            let name = field.name().unwrap_or_default().to_string();
+            let file_name = field.file_name().map(str::to_string);
+            let bytes = field.bytes().await.map_err(bad)?;
+            if name == "csrf" {
+                csrf.push(String::from_utf8_lossy(&bytes).into_owned());
+            } else {
+                rest.push(UploadPart { name, file_name, bytes });
+            }
+        }
+        // none reads as an empty token; two are a forged form
+        let [sent] = &csrf[..] else { return Err(PageRejection::Csrf) };
+        if !session::csrf_matches(&session, sent).await.map_err(internal)? {
+            return Err(PageRejection::Csrf);
+        }
+        Ok(CsrfUpload(rest))
+    }
+}
+
 /// The one `csrf` value of a form body and the body without it (encoded again, so `T` never sees the field even
 /// if it denies unknown ones). No `csrf` reads as an empty one; two are refused as a forged form.
 fn split_csrf(body: &[u8]) -> Result<(String, String), PageRejection> {

@@ -23,51 +23,46 @@ pub(super) async fn migrate_cmd(a: MigrateArgs) -> anyhow::Result<()> {
 pub(super) async fn token_cmd(t: TokenCommand) -> anyhow::Result<()> {
     match t {
         TokenCommand::Create { db: d, name, role, teams, expires_in, expires_at } => {
-            if name.trim().is_empty() {
-                bail!("--name must not be empty");
-            }
-            if (role == crate::auth::Role::TeamLead) == teams.is_empty() {
-                bail!("--team is required for a team_lead token, and only for one");
-            }
             let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
             let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
             let expires_at = expires_at.map(|t| resolve_time("--expires-at", t, tz)).transpose()?;
-            let now = Utc::now();
             let expires_at = match (expires_in, expires_at) {
                 (Some(d), _) => Some(
                     chrono::Duration::from_std(d)
                         .ok()
-                        .and_then(|d| now.checked_add_signed(d))
+                        .and_then(|d| Utc::now().checked_add_signed(d))
                         .filter(|t| chrono::Datelike::year(t) <= 9999)
                         .with_context(|| {
                             format!("--expires-in {}: too far in the future", humantime::format_duration(d))
                         })?,
                 ),
-                (None, Some(t)) if t <= now => bail!("--expires-at {} is not in the future", t.to_rfc3339()),
                 (None, t) => t,
             };
-            let mut tx = pool.begin().await?;
-            for team in &teams {
-                if db::teams::get(&mut tx, team).await?.is_none() {
-                    bail!("unknown team `{team}` (create it first: PUT /api/v1/teams/{team} or a mapping import)");
+            let sv = services_on(pool).await?;
+            let req = usecase::tokens::TokenRequest { name: name.trim().to_string(), role, teams, expires_at };
+            let issued = match usecase::tokens::create(&sv, "cli", &req).await {
+                Ok(t) => t,
+                Err(usecase::Error::Invalid(problems)) => {
+                    let flag = |f: &str| match f {
+                        "expires_at" if expires_in.is_some() => "--expires-in".to_string(),
+                        f => format!("--{}", f.replace('_', "-")),
+                    };
+                    let lines: Vec<String> =
+                        problems.iter().map(|p| format!("{}: {}", flag(&p.field), p.message)).collect();
+                    bail!("{}", lines.join("; "));
                 }
-            }
-            let token = crate::auth::new_token();
-            let id = db::tokens::insert_expiring(&mut tx, name.trim(), &token.hash, role, &teams, expires_at).await?;
-            let after = serde_json::json!({ "id": id, "name": name.trim(), "role": role.as_str(), "teams": teams,
-                                            "expires_at": expires_at });
-            db::audit::record(&mut tx, "cli", "token.create", &format!("token:{id}"), None, Some(after)).await?;
-            tx.commit().await?;
+                Err(e) => return Err(e.into()),
+            };
             let until = expires_at.map_or_else(
                 || "does not expire".to_string(),
                 |t| format!("expires {}", t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
             );
-            eprintln!("token {id} for {} ({}, {until}); shown only now:", name.trim(), role.as_str());
-            println!("{}", token.secret);
+            eprintln!("token {} for {} ({}, {until}); shown only now:", issued.id, req.name, role.as_str());
+            println!("{}", issued.secret);
         }
         TokenCommand::List { db: d, format } => {
             let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
-            let tokens = db::tokens::list(&pool).await?;
+            let tokens = usecase::tokens::list(&services_on(pool).await?).await?;
             match format {
                 SummaryFormat::Json => println!("{}", serde_json::to_string_pretty(&tokens)?),
                 SummaryFormat::Text => print!("{}", token_table(&tokens, Utc::now())),
@@ -75,13 +70,12 @@ pub(super) async fn token_cmd(t: TokenCommand) -> anyhow::Result<()> {
         }
         TokenCommand::Revoke { db: d, id } => {
             let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
-            let mut tx = pool.begin().await?;
-            if !db::tokens::revoke(&mut tx, id).await? {
-                bail!("no active token {id}");
+            let sv = services_on(pool).await?;
+            match usecase::tokens::revoke(&sv, "cli", id).await {
+                Ok(()) => println!("token {id} revoked"),
+                Err(usecase::Error::NotFoundField { .. }) => bail!("no active token {id}"),
+                Err(e) => return Err(e.into()),
             }
-            db::audit::record(&mut tx, "cli", "token.revoke", &format!("token:{id}"), None, None).await?;
-            tx.commit().await?;
-            println!("token {id} revoked");
         }
     }
     Ok(())

@@ -88,7 +88,7 @@ pub enum Command {
     /// Configure nodes whose cards, replicas or model nothing on the node tells.
     #[command(subcommand)]
     Nodes(crate::node_cli::NodesCommand),
-    /// Oversubscription per node, GPU model and cluster per day, with the cards' utilization beside it.
+    /// Oversubscription (compute and memory) per node, GPU model and cluster per day, with the cards' utilization beside it.
     Oversubscription(crate::oversub_cli::OversubscriptionArgs),
     /// How time-sliced replicas are billed (fraction or whole-card), per cluster or node pool, from a date on.
     #[command(subcommand)]

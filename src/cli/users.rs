@@ -76,7 +76,7 @@ pub(super) async fn user_cmd(c: UserCommand) -> anyhow::Result<()> {
         UserCommand::SetPassword { db, username, password_stdin: _ } => {
             let pw = read_password()?;
             let sv = services(&db, 2).await?;
-            let u = usecase::users::set_password(&sv, &cli_actor(), &username, &pw).await.map_err(refused)?;
+            let u = usecase::users::set_password(&sv, &cli_actor(), &username, &pw, None).await.map_err(refused)?;
             println!("password of {} changed", u.username);
         }
     }

@@ -18,6 +18,30 @@ pub struct ClusterRow {
     pub sample_source_reason: Option<String>,
 }
 
+/// A cluster's GPU-seconds and the unmetered part of them over its last stored `hours` hours.
+#[derive(Debug, Clone)]
+pub struct MeteredShare {
+    pub cluster: String,
+    pub gpu_seconds: f64,
+    pub unmetered_gpu_seconds: f64,
+}
+
+/// Per cluster, the GPU-seconds of its newest `hours` stored hours (ending at its newest stored hour, so a lagging
+/// ingest still shows its last day) and how many of them no utilization series covered.
+pub async fn metered_share(pool: &PgPool, hours: i32) -> Result<Vec<MeteredShare>, sqlx::Error> {
+    sqlx::query_as!(
+        MeteredShare,
+        r#"SELECT u.cluster, sum(u.gpu_seconds) AS "gpu_seconds!", sum(u.unmetered_gpu_seconds) AS "unmetered_gpu_seconds!"
+           FROM (SELECT cluster, max(hour) AS last FROM ingested_hours GROUP BY cluster) l
+           JOIN usage_namespace_hourly u
+             ON u.cluster = l.cluster AND u.hour > l.last - make_interval(hours => $1) AND u.hour <= l.last
+           GROUP BY u.cluster ORDER BY u.cluster"#,
+        hours
+    )
+    .fetch_all(pool)
+    .await
+}
+
 pub async fn clusters(pool: &PgPool) -> Result<Vec<ClusterRow>, sqlx::Error> {
     sqlx::query_as!(
         ClusterRow,

@@ -1,5 +1,5 @@
-//! The sums the oversubscription report is computed from: stored usage per node, day, kind and fraction, and
-//! stored capacity per node and day, days in the billing time zone.
+//! The sums the oversubscription report is computed from: stored usage per node, day, kind, fraction, MIG profile
+//! and memory share, and stored capacity per node and day, days in the billing time zone.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
@@ -15,12 +15,13 @@ pub async fn held_days(
 ) -> Result<Vec<HeldDay>, sqlx::Error> {
     sqlx::query_as!(
         HeldDay,
-        r#"SELECT cluster, node, (hour AT TIME ZONE $3)::date AS "day!", gpu_model, kind, fraction,
-                  sum(gpu_seconds) AS "gpu_seconds!", sum(effective_gpu_seconds) AS "effective_gpu_seconds!",
+        r#"SELECT cluster, node, (hour AT TIME ZONE $3)::date AS "day!", gpu_model, kind, fraction, mig_profile,
+                  memory_share, sum(gpu_seconds) AS "gpu_seconds!",
+                  sum(effective_gpu_seconds) AS "effective_gpu_seconds!",
                   sum(unmetered_gpu_seconds) AS "unmetered_gpu_seconds!"
            FROM gpu_usage_hourly
            WHERE hour >= $1 AND hour < $2 AND ($4::text IS NULL OR cluster = $4)
-           GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6"#,
+           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8"#,
         from,
         to,
         tz,

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use tower_sessions::cookie::time::OffsetDateTime;
 use tower_sessions::session::{Id, Record};
 use tower_sessions::session_store::{self, SessionStore};
@@ -67,10 +67,12 @@ impl SessionStore for PgSessionStore {
         }
     }
 
+    /// Updates a session that exists; one deleted meanwhile (signed out, its user's password changed) stays
+    /// deleted: a request still running under it must not bring it back when it saves. (New sessions go
+    /// through [`create`](SessionStore::create).)
     async fn save(&self, record: &Record) -> session_store::Result<()> {
         sqlx::query!(
-            "INSERT INTO portal_sessions (id_hash, data, expiry_date) VALUES ($1, $2, $3)
-             ON CONFLICT (id_hash) DO UPDATE SET data = EXCLUDED.data, expiry_date = EXCLUDED.expiry_date",
+            "UPDATE portal_sessions SET data = $2, expiry_date = $3 WHERE id_hash = $1",
             id_hash(&record.id),
             encode(record)?,
             expiry(record.expiry_date)
@@ -106,6 +108,19 @@ impl SessionStore for PgSessionStore {
             .map_err(backend)?;
         Ok(())
     }
+}
+
+/// Ends every session of user `user_id` but `keep`'s (the one making the change); how many ended.
+pub async fn end_user_sessions(conn: &mut PgConnection, user_id: i64, keep: Option<&Id>) -> Result<u64, sqlx::Error> {
+    let r = sqlx::query!(
+        "DELETE FROM portal_sessions WHERE data @> jsonb_build_object('user_id', $1::bigint)
+         AND ($2::text IS NULL OR id_hash <> $2)",
+        user_id,
+        keep.map(id_hash)
+    )
+    .execute(conn)
+    .await?;
+    Ok(r.rows_affected())
 }
 
 /// Deletes expired sessions every `every` until the process ends.

@@ -37,7 +37,8 @@ pub fn bill_csv(st: &Statement, include: impl Fn(&str) -> bool, every_team: bool
 
 /// The statement's teams `include` accepts as an Excel workbook (summary sheet, a sheet per team). The workbook came
 /// after layout 2 and has one shape so far, for every layout: it is built from the statement alone (a closed month's
-/// frozen snapshot). `every_team` as for [`bill_csv`]: the summary then carries the capacity and reconciles to it.
+/// frozen snapshot). Its replica billing cells appear only where the statement carries replica settings or
+/// unverified lines (as the CSV's columns), so a month closed before replica billing keeps its bytes. `every_team` as for [`bill_csv`]: the summary then carries the capacity and reconciles to it.
 pub fn bill_xlsx(
     st: &Statement,
     include: impl Fn(&str) -> bool,

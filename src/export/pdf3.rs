@@ -18,12 +18,15 @@ const ROW: f32 = 9.0 * 1.6;
 pub fn view_pdf(view: &StatementView, fonts: &FontChain) -> Result<Vec<u8>, PdfError> {
     let metrics = fonts.metrics()?;
     let mut lay = Layout::new(&metrics);
+    // A draft's watermark is drawn first, under everything: its charts leave their background unpainted so the
+    // word shows through them. A closed month (no watermark) keeps its white chart background, byte for byte.
+    let background = if view.watermark.is_some() { Background::Clear } else { Background::White };
     for section in &view.sections {
         lay.new_page();
         // drawn by `ensure` at the top of each continuation page of this section
         lay.running_head = section.running_head.clone();
         for block in &section.blocks {
-            block_pdf(&mut lay, block, fonts)?;
+            block_pdf(&mut lay, block, fonts, background)?;
         }
     }
     let total = lay.pages.len();
@@ -72,7 +75,14 @@ fn push_text(lay: &mut Layout, page: usize, x: f32, y: f32, size: f32, text: &st
     }
 }
 
-fn block_pdf(lay: &mut Layout, block: &Block, fonts: &FontChain) -> Result<(), PdfError> {
+/// Whether a chart paints its background.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Background {
+    White,
+    Clear,
+}
+
+fn block_pdf(lay: &mut Layout, block: &Block, fonts: &FontChain, background: Background) -> Result<(), PdfError> {
     match block {
         Block::Title(t) => lay.line(15.0, t)?,
         Block::Line(t) => lay.line(10.0, t)?,
@@ -86,7 +96,7 @@ fn block_pdf(lay: &mut Layout, block: &Block, fonts: &FontChain) -> Result<(), P
             lay.gap(8.0);
             lay.ensure(h + 20.0)?; // the title stays with its chart
             lay.line(10.0, title)?;
-            let svg = chart_svg(bars, w as u32, h as u32)?;
+            let svg = chart_svg(bars, w as u32, h as u32, background)?;
             let tree = svg_tree(&svg, fonts)?;
             let y = lay.y;
             lay.push(Op::Svg { x: MARGIN, y, w, h, tree: Box::new(tree) });
@@ -134,14 +144,16 @@ fn table_pdf(lay: &mut Layout, t: &Table) -> Result<(), PdfError> {
 }
 
 /// A horizontal bar chart of team totals as SVG, each bar labelled with its amount (¥), drawn with plotters.
-fn chart_svg(bars: &[(String, Money)], w: u32, h: u32) -> Result<String, PdfError> {
+fn chart_svg(bars: &[(String, Money)], w: u32, h: u32, background: Background) -> Result<String, PdfError> {
     use plotters::prelude::*;
     let chart_err = |e: &dyn std::fmt::Display| PdfError::Chart(e.to_string());
     let values: Vec<f64> = bars.iter().map(|b| b.1.as_decimal().to_f64().unwrap_or(0.0)).collect();
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| chart_err(&e))?;
+        if background == Background::White {
+            root.fill(&WHITE).map_err(|e| chart_err(&e))?;
+        }
         let max = values.iter().copied().fold(0.0_f64, f64::max);
         let min = values.iter().copied().fold(0.0_f64, f64::min);
         // room right of the longest bar for its label
@@ -188,4 +200,19 @@ fn chart_svg(bars: &[(String, Money)], w: u32, h: u32) -> Result<String, PdfErro
         root.present().map_err(|e| chart_err(&e))?;
     }
     Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drafts_chart_lets_its_watermark_show_through() {
+        let bars = vec![("vision".to_string(), Money::from_decimal(rust_decimal::Decimal::new(123_456, 2)))];
+        let white = chart_svg(&bars, 600, 80, Background::White).unwrap();
+        let clear = chart_svg(&bars, 600, 80, Background::Clear).unwrap();
+        assert!(white.to_uppercase().contains("FILL=\"#FFFFFF\""), "{white}");
+        assert!(!clear.to_uppercase().contains("FILL=\"#FFFFFF\""), "{clear}");
+        assert!(clear.contains("¥1,234.56"), "the bar keeps its label: {clear}");
+    }
 }

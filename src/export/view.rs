@@ -127,19 +127,30 @@ fn status_words(st: &Statement, lang: Lang) -> String {
     }
 }
 
-fn policy_words(st: &Statement, lang: Lang) -> String {
-    use crate::billing::{BillMode, UnallocatedPolicy};
-    let p = &st.bills.policy;
-    let mode = match p.mode {
+/// A bill mode in words.
+pub fn mode_words(mode: crate::billing::BillMode, lang: Lang) -> &'static str {
+    use crate::billing::BillMode;
+    match mode {
         BillMode::Showback => lang.pick("展示成本（showback）", "showback (cost shown)"),
         BillMode::Chargeback => lang.pick("分摊计费（chargeback）", "chargeback (cost billed)"),
-    };
-    let unallocated = match p.unallocated {
+    }
+}
+
+/// An unallocated-cost policy in words.
+pub fn unallocated_words(policy: crate::billing::UnallocatedPolicy, lang: Lang) -> &'static str {
+    use crate::billing::UnallocatedPolicy;
+    match policy {
         UnallocatedPolicy::KeptByPlatform => lang.pick("未分配成本由平台承担", "unallocated cost kept by the platform"),
         UnallocatedPolicy::SpreadProportionally => {
             lang.pick("未分配成本按用量比例分摊", "unallocated cost spread in proportion to usage")
         }
-    };
+    }
+}
+
+fn policy_words(st: &Statement, lang: Lang) -> String {
+    let p = &st.bills.policy;
+    let mode = mode_words(p.mode, lang);
+    let unallocated = unallocated_words(p.unallocated, lang);
     let mut words = format!("{mode}{}{unallocated}", lang.pick("；", "; "));
     if let Some(r) = &st.bills.replica_policies {
         words.push_str(lang.pick("；时间片副本：", "; time-sliced replicas: "));

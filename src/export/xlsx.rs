@@ -4,6 +4,11 @@
 //! starting with `=` cannot run). Each table has a Chinese header row with the English field name below it.
 //! Deterministic: fixed document properties and creation time (the close's time, or the month's first day for an
 //! open month), so equal statements give equal bytes and the file can carry an ETag.
+//!
+//! Replica billing (SPEC §3) as the CSV and the PDF show it, and only where the statement carries it (so a month
+//! closed before replica billing keeps its bytes): the replica settings among the summary's facts, the
+//! whole-card replica-hours and the unverified-node mark as two more columns of the team sheets, and the platform
+//! over-recovery (what whole-card billing recovers above the cards' cost) in the reconciliation.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
@@ -31,6 +36,10 @@ pub const LINE_HEADER: [(&str, &str); 12] = [
     ("金额（元）", "amount"),
     ("未定价", "unpriced"),
 ];
+
+/// The columns a team sheet adds where the statement carries replica settings or unverified lines.
+pub const REPLICA_HEADER: [(&str, &str); 2] =
+    [("整卡计费副本卡时", "whole_card_hours"), ("未核实节点", "unverified_node")];
 
 /// The team table of the summary sheet.
 pub const TEAM_HEADER: [(&str, &str); 9] = [
@@ -150,6 +159,11 @@ fn rate(ws: &mut Worksheet, row: u32, col: u16, r: Option<RatePerCardHour>, f: &
     Ok(())
 }
 
+/// Whether the team sheets carry [`REPLICA_HEADER`] (as the CSV's replica columns).
+fn replica_columns(st: &Statement) -> bool {
+    st.bills.replica_policies.is_some() || st.bills.teams.iter().flat_map(|t| &t.lines).any(|l| l.unverified_node)
+}
+
 fn status_text(st: &Statement) -> &'static str {
     match st.status {
         MonthStatus::Open => "草稿 draft (open)",
@@ -167,22 +181,25 @@ fn summary_sheet(
     ws.set_name(SUMMARY_SHEET)?;
     let b = &st.bills;
     ws.write_string_with_format(0, 0, "GPU 成本账单 GPU cost statement", &f.header)?;
-    let facts: [(&str, &str); 4] = [
-        ("月份 month", ""),
-        ("状态 status", status_text(st)),
-        ("计费模式 mode", b.policy.mode.as_str()),
-        ("未分配策略 unallocated", b.policy.unallocated.as_str()),
+    let mut facts: Vec<(&str, String)> = vec![
+        ("月份 month", String::new()),
+        ("状态 status", status_text(st).into()),
+        ("计费模式 mode", b.policy.mode.as_str().into()),
+        ("未分配策略 unallocated", b.policy.unallocated.as_str().into()),
     ];
+    if let Some(r) = &b.replica_policies {
+        facts.push(("副本计费 replicas", crate::export::present::replica_settings(r)));
+    }
     for (i, (label, value)) in facts.iter().enumerate() {
         let row = 1 + i as u32;
         ws.write_string_with_format(row, 0, *label, &f.header)?;
         if i == 0 {
             ws.write_datetime_with_format(row, 1, month_date(st.month), &f.month)?;
         } else {
-            ws.write_string(row, 1, *value)?;
+            ws.write_string(row, 1, value)?;
         }
     }
-    let mut row = 6;
+    let mut row = facts.len() as u32 + 2;
     header(ws, row, &TEAM_HEADER, f)?;
     row += 2;
     for team in teams {
@@ -226,6 +243,10 @@ fn summary_sheet(
         figures.push(("容量成本", "capacity_cost", b.capacity_cost));
         figures.push(("团队承担合计", "teams_total", b.teams.iter().map(|t| t.total).sum()));
         figures.push(("平台承担", "platform_kept", b.platform_kept));
+        if let Some(over) = b.over_recovery {
+            // what whole-card billing recovered above the cards' cost: not part of capacity, its own line
+            figures.push(("超额回收（副本按整卡计费）", "over_recovery", over));
+        }
         for (zh, en, m) in figures {
             ws.write_string_with_format(row, 0, zh, &f.header)?;
             ws.write_string(row, 1, en)?;
@@ -240,6 +261,14 @@ fn summary_sheet(
 
 fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats) -> Result<(), XlsxError> {
     header(ws, 0, &LINE_HEADER, f)?;
+    let replica_cols = replica_columns(st);
+    if replica_cols {
+        let at = LINE_HEADER.len() as u16;
+        for (c, (zh, en)) in REPLICA_HEADER.iter().enumerate() {
+            ws.write_string_with_format(0, at + c as u16, *zh, &f.header)?;
+            ws.write_string(1, at + c as u16, *en)?;
+        }
+    }
     ws.set_freeze_panes(2, 0)?;
     let mut row = 2;
     let month = month_date(st.month);
@@ -261,6 +290,12 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats) -> Re
             rate(ws, row, 9, l.rate, f)?;
             money(ws, row, 10, l.amount, &f.money)?;
             ws.write_boolean(row, 11, l.unpriced)?;
+            if replica_cols {
+                if let Some(h) = l.whole_card_hours {
+                    hours(ws, row, 12, h, f)?;
+                }
+                ws.write_boolean(row, 13, l.unverified_node)?;
+            }
             row += 1;
         }
         if !bill.unallocated_share.is_zero() {

@@ -30,6 +30,9 @@ pub struct ClusterHealth {
     pub failed_windows: Vec<FailedWindow>,
     /// Anomalies of the hours of the last 24 h (unknown resources, non-finite samples …).
     pub anomalies: Vec<AnomalyCount>,
+    /// Of the GPU-hours of the cluster's newest 24 stored hours, the share no utilization series covered (their
+    /// effective GPU-hours are unknown, not zero); `None` when those hours hold no GPU-hours.
+    pub unmetered_share_24h: Option<f64>,
     /// Nodes of the last 31 days whose cards nothing counts (a unit taken as a card: `unverified_node`, or
     /// renamed replicas at the assumed count: `default_replicas`) or whose GPU model nothing names
     /// (`unknown_gpu_model`), with their hours and card-hours: configure them (`cardhour nodes set`).
@@ -88,6 +91,7 @@ pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<IngestHealth, s
     let kept = db::history::kept_hours(pool, None).await?;
     let failures = db::readiness::open_failures(pool, DateTime::<Utc>::UNIX_EPOCH, now).await?;
     let clusters = db::health::clusters(pool).await?;
+    let shares = db::health::metered_share(pool, 24).await?;
     let kinds: Vec<String> = NODE_ISSUE_KINDS.iter().map(|k| (*k).to_string()).collect();
     let node_issues = db::health::node_issues(pool, ended - Duration::days(31), &kinds).await?;
     let merged_team_labels = db::health::merged_team_labels(pool)
@@ -116,6 +120,10 @@ pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<IngestHealth, s
                 .filter(|a| a.cluster == c.cluster)
                 .map(|a| AnomalyCount { kind: a.kind.clone(), subjects: a.subjects, count: a.count })
                 .collect(),
+            unmetered_share_24h: shares
+                .iter()
+                .find(|s| s.cluster == c.cluster && s.gpu_seconds > 0.0)
+                .map(|s| s.unmetered_gpu_seconds / s.gpu_seconds),
             node_issues: node_issues
                 .iter()
                 .filter(|n| n.cluster == c.cluster)

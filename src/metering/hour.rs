@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::capacity::{capacity_rows, count_held_cards_as_offered};
 use super::input::{ContainerKey, DeviceSeries, HourInput, RequestSeries, UtilMetric};
+use super::memory::{hami_memory_share, unit_memory_share};
 use super::node::{CardsSource, ModelSource, NodeSettings, Nodes, Sharing};
 use super::output::{Anomaly, AnomalyKind, HourOutput, UsageRow, UtilSource};
 use super::resource::{HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices};
@@ -107,6 +108,7 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
                     node: plan.node.to_string(),
                     units: 0.0,
                     fraction: plan.fraction,
+                    memory_share: plan.memory_share,
                     gpu_seconds: 0.0,
                     effective_gpu_seconds: 0.0,
                     unmetered_gpu_seconds: 0.0,
@@ -206,9 +208,11 @@ struct Plan<'a> {
     kind: Kind,
     /// The series giving `q` at each grid point.
     units: &'a [Sample],
-    /// For MIG: the profile and its compute slices; for HAMi: the fraction already known.
+    /// For MIG: the profile and its compute slices; for HAMi: the fraction and the memory share already known
+    /// (the memory share `None` where the card's memory is unknown).
     mig: Option<(String, u32)>,
     hami_fraction: Option<f64>,
+    hami_memory_share: Option<f64>,
 }
 
 /// A plan with its fraction, model and devices resolved.
@@ -218,6 +222,8 @@ struct ResolvedPlan<'a> {
     kind: Kind,
     units: &'a [Sample],
     fraction: f64,
+    /// The share of a card's memory one unit is promised (SPEC §7); `None` where unknown.
+    memory_share: Option<f64>,
     gpu_model: String,
     mig_profile: Option<String>,
     devices: Vec<&'a Device<'a>>,
@@ -242,11 +248,15 @@ fn plan_container<'a>(
     if let Some(anchor) = cores.or(mem).or(mem_pct) {
         let whole = find(ResourceKind::Whole);
         let model = Some(nodes.model(anchor.node.as_str())).filter(|m| *m != "unknown");
-        let cores_share = cores.and_then(|s| last_value(&s.samples)).map(|c| c / 100.0);
-        let mem_share = mem_pct.and_then(|s| last_value(&s.samples)).map(|p| p / 100.0).or_else(|| {
-            let mib = mem.and_then(|s| last_value(&s.samples))?;
-            model.and_then(card_memory_mib).map(|card| mib / card)
-        });
+        // HAMi reads 0 (and nothing) as "no limit": a request of 0 asks for no share, the default applies; a
+        // fraction of 0 would bill a held card as nothing
+        let asked =
+            |s: Option<&&RequestSeries>| s.and_then(|s| last_value(&s.samples)).filter(|v| v.is_finite() && *v > 0.0);
+        let cores_share = asked(cores.as_ref()).map(|c| c / 100.0);
+        let (mib, pct) = (asked(mem.as_ref()), asked(mem_pct.as_ref()));
+        let memory_share = hami_memory_share(mib, pct, model.and_then(card_memory_mib));
+        // the memory policy counts a share only where the container asks for memory
+        let mem_share = memory_share.filter(|_| mib.is_some() || pct.is_some());
         let fraction = match cfg.hami_policy {
             HamiPolicy::Cores => cores_share.or(mem_share),
             HamiPolicy::Memory => mem_share.or(cores_share),
@@ -267,6 +277,7 @@ fn plan_container<'a>(
             units: whole.map(|w| w.samples.as_slice()).unwrap_or(&anchor.samples),
             mig: None,
             hami_fraction: Some(fraction.unwrap_or(1.0).clamp(0.0, 1.0)),
+            hami_memory_share: memory_share,
         });
     }
     let hami = !plans.is_empty();
@@ -289,6 +300,7 @@ fn plan_container<'a>(
             units: &s.samples,
             mig: kind.1,
             hami_fraction: None,
+            hami_memory_share: None,
         });
     }
     plans
@@ -352,12 +364,17 @@ impl<'a> Plan<'a> {
                 })
             }
         };
+        let memory_share = match kind {
+            Kind::Hami => self.hami_memory_share,
+            _ => unit_memory_share(kind.as_str(), fraction, mig_profile.as_deref(), &gpu_model),
+        };
         Some(ResolvedPlan {
             resource: self.resource,
             node: self.node,
             kind,
             units: self.units,
             fraction,
+            memory_share,
             gpu_model,
             mig_profile,
             devices,

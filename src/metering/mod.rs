@@ -5,6 +5,7 @@
 mod capacity;
 mod hour;
 mod input;
+mod memory;
 mod node;
 mod output;
 mod resource;
@@ -15,6 +16,7 @@ pub use input::{
     CapacitySeries, ContainerKey, DeviceSeries, GfdLabels, HamiSeries, HourInput, NamespaceSeries, NodeLabelSeries,
     RequestSeries, RunningSeries, SeenDevice, UnschedulableSeries, UtilMetric,
 };
+pub use memory::{hami_memory_share, mig_profile_memory_gb, unit_memory_share};
 pub use node::{
     CardsSource, ModelSource, NodeSettings, SharingSetting, gfd_mig_profile, gfd_model, mig_instances_per_card,
 };

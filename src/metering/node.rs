@@ -144,8 +144,7 @@ pub fn gfd_mig_profile(product: &str) -> Option<&str> {
 pub fn mig_instances_per_card(profile: &str, model: &str) -> Option<u32> {
     let g = mig_profile_slices(profile).filter(|g| *g > 0)?;
     let by_slices = mig_compute_slices(model).unwrap_or(7) / g;
-    let base = profile.split('+').next().unwrap_or(profile);
-    let mem_gb = base.split_once('.').and_then(|(_, m)| m.strip_suffix("gb")?.parse::<u32>().ok());
+    let mem_gb = super::memory::mig_profile_memory_gb(profile);
     let card_gb = card_memory_mib(model).map(|m| (m / 1024.0) as u32);
     let by_memory = match (mem_gb, card_gb) {
         (Some(p), Some(c)) if p > 0 => c / p,

@@ -56,6 +56,9 @@ pub struct UsageRow {
     pub units: f64,
     /// Card fraction of one unit (`f`).
     pub fraction: f64,
+    /// The share of a card's memory one unit is promised, 0–1 (SPEC §7; see `metering::memory`): `None` where
+    /// it cannot be known (a HAMi `gpumem` or a MIG profile on a card of unknown memory).
+    pub memory_share: Option<f64>,
     pub gpu_seconds: f64,
     pub effective_gpu_seconds: f64,
     pub unmetered_gpu_seconds: f64,

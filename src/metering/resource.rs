@@ -102,13 +102,37 @@ pub fn mig_compute_slices(model: &str) -> Option<u32> {
     }
 }
 
-/// A card's memory in MiB from its model name (`NVIDIA A100-SXM4-80GB` → 81920), for HAMi's memory policy.
+/// Cards whose product names carry no memory figure, and their memory in GB. Matched on whole words of the name
+/// (`A10` is not `A100`). Models sold in several sizes under one name (V100, H200 with its rounded-up MIG
+/// figures) are left out: their memory stays unknown rather than guessed.
+const NAMELESS_MEMORY_GB: [(&str, f64); 8] = [
+    ("A30", 24.0),
+    ("A10", 24.0),
+    ("A40", 48.0),
+    ("L4", 24.0),
+    ("L40", 48.0),
+    ("L40S", 48.0),
+    ("T4", 16.0),
+    ("H20", 96.0),
+];
+
+/// A card's memory in MiB from its model name (`NVIDIA A100-SXM4-80GB` → 81920; `NVIDIA A30`, whose name carries
+/// no figure, 24 GB → 24576), for HAMi's memory policy and the memory a unit is promised.
 pub fn card_memory_mib(model: &str) -> Option<f64> {
     let upper = model.to_ascii_uppercase();
-    let at = upper.find("GB")?;
-    let digits: String =
-        upper[..at].chars().rev().take_while(|c| c.is_ascii_digit()).collect::<Vec<_>>().into_iter().rev().collect();
-    digits.parse::<f64>().ok().filter(|g| *g > 0.0).map(|g| g * 1024.0)
+    if let Some(at) = upper.find("GB") {
+        let digits: String = upper[..at]
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_digit())
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        return digits.parse::<f64>().ok().filter(|g| *g > 0.0).map(|g| g * 1024.0);
+    }
+    let words: Vec<&str> = upper.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+    NAMELESS_MEMORY_GB.iter().find(|(name, _)| words.contains(name)).map(|(_, gb)| gb * 1024.0)
 }
 
 #[cfg(test)]
@@ -146,6 +170,11 @@ mod tests {
         assert_eq!(mig_profile_slices("2g.20gb"), Some(2));
         assert_eq!(card_memory_mib("NVIDIA A100-SXM4-80GB"), Some(81920.0));
         assert_eq!(card_memory_mib("NVIDIA H100 80GB HBM3"), Some(81920.0));
-        assert_eq!(card_memory_mib("NVIDIA L40S"), None);
+        assert_eq!(card_memory_mib("NVIDIA L40S"), Some(49152.0));
+        assert_eq!(card_memory_mib("NVIDIA-A30"), Some(24576.0));
+        assert_eq!(card_memory_mib("NVIDIA A10"), Some(24576.0));
+        assert_eq!(card_memory_mib("NVIDIA A100-PCIE-40GB"), Some(40960.0));
+        assert_eq!(card_memory_mib("Tesla V100-SXM2"), None);
+        assert_eq!(card_memory_mib("unknown"), None);
     }
 }

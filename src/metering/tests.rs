@@ -337,6 +337,74 @@ fn mig_single_strategy_by_gfd_alone_and_hami_whole_cards() {
 }
 
 #[test]
+fn each_row_carries_the_memory_its_unit_is_promised() {
+    let mut i = input();
+    // HAMi on two A100-80GB (cards × 10): 20 GiB of 80, half the memory, cores alone (the whole memory, HAMi's
+    // default), a whole card
+    i.capacity.push(capacity("hami", "nvidia_com_gpu", 20.0));
+    for g in ["GPU-h0", "GPU-h1"] {
+        i.devices.push(device(None, UtilMetric::GrEngineActive, g, "hami", 0, 0.5));
+    }
+    for (pod, res) in [
+        ("mib", vec![("nvidia_com_gpucores", 30.0), ("nvidia_com_gpumem", 20480.0)]),
+        ("pct", vec![("nvidia_com_gpucores", 20.0), ("nvidia_com_gpumem_percentage", 50.0)]),
+        ("cores", vec![("nvidia_com_gpucores", 40.0)]),
+        ("card", vec![("nvidia_com_gpu", 1.0)]),
+        // 0 is HAMi's "no limit": the defaults, a whole card and its whole memory, never a fraction of 0
+        ("zero", vec![("nvidia_com_gpu", 1.0), ("nvidia_com_gpucores", 0.0), ("nvidia_com_gpumem", 0.0)]),
+    ] {
+        for (r, v) in res {
+            i.requests.push(request(pod, r, v, "hami"));
+        }
+        i.running.push(running(pod, 0, 60));
+    }
+    // HAMi MiB on a node whose model nothing names: unknown, not guessed
+    i.requests.push(request("blind", "nvidia_com_gpumem", 8192.0, "dark"));
+    i.running.push(running("blind", 0, 60));
+    // MPS: one L40S, 4 replicas by GFD; time-slicing renamed: 4 replicas; MIG 3g.40gb on an A100-80GB
+    i.capacity.push(capacity("mps", "nvidia_com_gpu", 4.0));
+    let labels = GfdLabels {
+        product: Some("NVIDIA-L40S".into()),
+        count: Some(1),
+        replicas: Some(4),
+        sharing_strategy: Some("mps".into()),
+        ..GfdLabels::default()
+    };
+    i.node_labels.push(gfd("mps", labels));
+    i.requests.push(request("m", "nvidia_com_gpu", 1.0, "mps"));
+    i.running.push(running("m", 0, 60));
+    i.capacity.push(capacity("ts", "nvidia_com_gpu_shared", 4.0));
+    i.devices.push(device(None, UtilMetric::GrEngineActive, "GPU-t", "ts", 0, 0.0));
+    i.requests.push(request("t", "nvidia_com_gpu_shared", 2.0, "ts"));
+    i.running.push(running("t", 0, 60));
+    i.requests.push(request("g", "nvidia_com_mig_3g_40gb", 1.0, "mig"));
+    i.running.push(running("g", 0, 60));
+    let mut d = device(Some("g"), UtilMetric::GrEngineActive, "GPU-g", "mig", 0, 0.7);
+    d.mig_profile = Some("3g.40gb".into());
+    i.devices.push(d);
+    let out = meter_hour(&i, &MeterConfig::default());
+    let row = |pod: &str| out.rows.iter().find(|r| r.key.pod == pod).unwrap_or_else(|| panic!("{pod}"));
+    let shares: Vec<(&str, &str, f64, Option<f64>)> = ["mib", "pct", "cores", "card", "zero", "blind", "m", "t", "g"]
+        .iter()
+        .map(|p| (*p, row(p).kind, row(p).fraction, row(p).memory_share))
+        .collect();
+    assert_eq!(
+        shares,
+        [
+            ("mib", "hami", 0.3, Some(0.25)),
+            ("pct", "hami", 0.2, Some(0.5)),
+            ("cores", "hami", 0.4, Some(1.0)),
+            ("card", "whole", 1.0, Some(1.0)),
+            ("zero", "hami", 1.0, Some(1.0)),
+            ("blind", "hami", 1.0, None),
+            ("m", "mps", 0.25, Some(0.25)),
+            ("t", "timeslice", 0.25, Some(1.0)),
+            ("g", "mig", 3.0 / 7.0, Some(0.5)),
+        ]
+    );
+}
+
+#[test]
 fn a_node_nothing_counts_is_taken_at_face_value_until_configured() {
     let mut i = input();
     i.capacity.push(capacity("dark", "nvidia_com_gpu", 16.0));

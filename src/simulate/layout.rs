@@ -183,6 +183,15 @@ impl NodeType {
         }
     }
 
+    /// The card's memory as its product is sold (GB): the denominator of a MIG profile's memory share.
+    pub fn card_mem_gb(self) -> u32 {
+        match self.model() {
+            A100 | H100 => 80,
+            A30 => 24,
+            _ => 48,
+        }
+    }
+
     /// Framebuffer size of one physical card in MiB.
     pub fn card_mem_mib(self) -> u32 {
         match self.model() {
@@ -326,15 +335,22 @@ pub struct MigProfile {
     pub resource: &'static str,
     /// Instance framebuffer in MiB.
     pub mem_mib: u32,
+    /// The memory the profile promises as its name prints it (GB): its share of the card is this over the card's
+    /// nominal memory ([`NodeType::card_mem_gb`]).
+    pub mem_gb: u32,
 }
 
-pub const MIG_1G: MigProfile = MigProfile { g: 1, name: "1g.10gb", resource: "nvidia_com_mig_1g_10gb", mem_mib: 9728 };
-pub const MIG_2G: MigProfile = MigProfile { g: 2, name: "2g.20gb", resource: "nvidia_com_mig_2g_20gb", mem_mib: 19968 };
-pub const MIG_3G: MigProfile = MigProfile { g: 3, name: "3g.40gb", resource: "nvidia_com_mig_3g_40gb", mem_mib: 40192 };
-pub const MIG_7G: MigProfile = MigProfile { g: 7, name: "7g.80gb", resource: "nvidia_com_mig_7g_80gb", mem_mib: 80896 };
+pub const MIG_1G: MigProfile =
+    MigProfile { g: 1, name: "1g.10gb", resource: "nvidia_com_mig_1g_10gb", mem_mib: 9728, mem_gb: 10 };
+pub const MIG_2G: MigProfile =
+    MigProfile { g: 2, name: "2g.20gb", resource: "nvidia_com_mig_2g_20gb", mem_mib: 19968, mem_gb: 20 };
+pub const MIG_3G: MigProfile =
+    MigProfile { g: 3, name: "3g.40gb", resource: "nvidia_com_mig_3g_40gb", mem_mib: 40192, mem_gb: 40 };
+pub const MIG_7G: MigProfile =
+    MigProfile { g: 7, name: "7g.80gb", resource: "nvidia_com_mig_7g_80gb", mem_mib: 80896, mem_gb: 80 };
 /// The A30's 2g.12gb (under the single strategy its units are plain `nvidia_com_gpu`).
 pub const MIG_2G_A30: MigProfile =
-    MigProfile { g: 2, name: "2g.12gb", resource: "nvidia_com_mig_2g_12gb", mem_mib: 11776 };
+    MigProfile { g: 2, name: "2g.12gb", resource: "nvidia_com_mig_2g_12gb", mem_mib: 11776, mem_gb: 12 };
 /// MIG instances per card on the single-strategy nodes (two 3g.40gb on an A100, two 2g.12gb on an A30).
 pub const MIG_SINGLE_PER_CARD: u32 = 2;
 

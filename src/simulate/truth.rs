@@ -99,6 +99,11 @@ pub struct PodRow {
     pub figures: Figures,
     /// Σ over run segments (clipped to the window) of (t2 − t1)·q·f, in hours.
     pub continuous_gpu_hours: f64,
+    /// Card-memory-hours promised (SPEC §7): the running samples × Δ × q × the memory one unit is promised (a
+    /// whole card 1, MIG its profile's memory over the card's, a time-slicing replica 1, MPS 1/replicas, HAMi
+    /// its `gpumem` over the card's memory).
+    #[serde(default)]
+    pub promised_memory_card_hours: f64,
     pub segments: u32,
     pub squatter: bool,
     pub peak_fb_used_mib: Option<f64>,
@@ -277,6 +282,18 @@ fn measure(c: &Cluster, grid: &Grid, p: usize, k: u64) -> Measured {
     m
 }
 
+/// The share of a card's memory one unit of `pod` is promised.
+fn memory_per_unit(c: &Cluster, pod: &super::model::Pod) -> f64 {
+    let ty = c.nodes[pod.node].ty;
+    match pod.kind {
+        Kind::Whole | Kind::TimeSlice | Kind::Unknown => 1.0,
+        Kind::Mig(p) => f64::from(p.mem_gb) / f64::from(ty.card_mem_gb()),
+        // MPS caps a replica at its share of the card
+        Kind::Mps => 1.0 / f64::from(ty.replicas()),
+        Kind::Hami => f64::from(pod.gpumem_mib) / f64::from(ty.card_mem_mib()),
+    }
+}
+
 fn rfc3339(ms: i64) -> String {
     DateTime::<Utc>::from_timestamp_millis(ms).map(|d| d.to_rfc3339_opts(SecondsFormat::Secs, true)).unwrap_or_default()
 }
@@ -286,6 +303,7 @@ struct PodAcc {
     first: usize,
     acc: Acc,
     continuous_s: f64,
+    memory_s: f64,
     segments: u32,
     peak_fb: Option<f64>,
     any_device: bool,
@@ -324,6 +342,7 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
             first: p,
             acc: Acc::default(),
             continuous_s: 0.0,
+            memory_s: 0.0,
             segments: 0,
             peak_fb: None,
             any_device: false,
@@ -333,6 +352,7 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
         entry.continuous_s += run as f64 / 1000.0 * qf;
         entry.uids.push(pod.uid.clone());
         let (ka, kb) = grid.range(pod.t1, pod.t2, 0);
+        entry.memory_s += (kb - ka) as f64 * step_s * pod.q as f64 * memory_per_unit(c, pod);
         for k in ka..kb {
             let m = measure(c, grid, p, k);
             let mut a = Acc { gpu: qf * step_s, ..Acc::default() };
@@ -390,6 +410,7 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
             fraction: pod.f,
             figures: pa.acc.hours(),
             continuous_gpu_hours: pa.continuous_s / 3600.0,
+            promised_memory_card_hours: pa.memory_s / 3600.0,
             segments: pa.segments,
             squatter: pod.squatter,
             peak_fb_used_mib: pa.peak_fb,

@@ -19,6 +19,7 @@ pub mod statements;
 pub mod team_home;
 pub mod teams;
 pub mod tiers;
+pub mod tokens;
 pub mod usage;
 pub mod users;
 

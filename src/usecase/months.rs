@@ -60,7 +60,7 @@ pub struct Overview {
     pub allocated: Money,
     pub unallocated: Money,
     pub platform_kept: Money,
-    /// For an open month: its total at the current run rate for the whole month.
+    /// For the month under way (open, not ended): its total at the current run rate for the whole month.
     pub forecast: Option<Money>,
     pub figures: Figures,
 }
@@ -81,7 +81,9 @@ pub async fn overview(s: &Services, scope: &Scope, month: Month, now: DateTime<U
         .collect();
     let total: Money = teams.iter().map(|t| t.total).sum();
     let previous_total: Money = prev.team_ids().into_iter().map(|t| prev.team_total(t)).sum();
-    let forecast = (st.status == MonthStatus::Open)
+    // a forecast is for the month under way: an ended month's total is what it is, closed or not
+    let under_way = now < month.bounds(s.billing_tz).1;
+    let forecast = (st.status == MonthStatus::Open && under_way)
         .then(|| crate::waste::forecast(total, crate::alerts::elapsed(month, s.billing_tz, now)));
     let figures = super::reports::month_utilization_of(s, month).await?.totals;
     let b = &st.bills;

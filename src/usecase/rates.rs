@@ -169,8 +169,9 @@ pub struct RentVsBuildView {
     pub comparison: RentVsBuild,
 }
 
-/// Self-build vs rent of `model` over `[from, to)` at the measured allocation: own cost per allocated card-hour
-/// against each cloud rate, and the break-even allocation (global readers).
+/// Self-build vs rent of `model` over `[from, to)` (at most [`validate::MAX_RANGE_DAYS`]) at the measured
+/// allocation: own cost per allocated card-hour against each cloud rate, and the break-even allocation (global
+/// readers).
 pub async fn rent_vs_build_view(
     s: &Services,
     scope: &Scope,
@@ -179,6 +180,7 @@ pub async fn rent_vs_build_view(
     to: DateTime<Utc>,
 ) -> Result<RentVsBuildView, Error> {
     global_only(scope)?;
+    validate::range(from, to, validate::MAX_RANGE_DAYS)?;
     let model = validate::model_name("model", model)?;
     let mut conn = s.pool.acquire().await?;
     let book = db::rates::rate_book(&mut conn).await?;

@@ -38,9 +38,15 @@ pub struct TeamHome {
     pub low_efficiency: Vec<WastefulPod>,
 }
 
-/// The home of `team` for a caller of `scope` at `now`: not found when the team is unknown or outside the scope.
-pub async fn team_home(s: &Services, scope: &Scope, team: &str, now: DateTime<Utc>) -> Result<TeamHome, Error> {
-    let month = Month::containing(now, s.billing_tz);
+/// The home of `team` in `month` for a caller of `scope` at `now`: not found when the team is unknown or outside
+/// the scope. A past month reads as it ended (its usage, idle and low-efficiency pods up to its last hour).
+pub async fn team_home(
+    s: &Services,
+    scope: &Scope,
+    team: &str,
+    month: Month,
+    now: DateTime<Utc>,
+) -> Result<TeamHome, Error> {
     let st = super::statements::statement(s, month, PolicyChoice::NONE).await?;
     super::statements::check_team(s, &st, scope, team).await?;
     let only = Scope::teams(vec![team.to_string()]);
@@ -56,10 +62,11 @@ pub async fn team_home(s: &Services, scope: &Scope, team: &str, now: DateTime<Ut
         m = m.prev();
     }
     trend.reverse();
-    let (from, _) = month.bounds(s.billing_tz);
-    let by_namespace = super::usage::usage(s, &only, from, now, GroupBy::Namespace, None).await?;
-    let by_model = super::usage::usage(s, &only, from, now, GroupBy::Model, None).await?;
-    let to = crate::ingest::window::floor_hour(now);
+    let (from, end) = month.bounds(s.billing_tz);
+    let until = now.min(end);
+    let by_namespace = super::usage::usage(s, &only, from, until, GroupBy::Namespace, None).await?;
+    let by_model = super::usage::usage(s, &only, from, until, GroupBy::Model, None).await?;
+    let to = crate::ingest::window::floor_hour(until);
     let idle = super::idle::idle_pods(s, &only, to, IDLE_HOURS, IdleRule::WEEKLY, true).await?.as_ref().clone();
     let idle_monthly = idle.iter().filter_map(|p| p.monthly_projection).sum();
     let low_efficiency = super::reports::low_utilization(s, &only, from, to, LOW_EFFICIENCY_TOP).await?;

@@ -105,13 +105,22 @@ pub async fn disable(s: &Services, actor: &str, name: &str) -> Result<User, Erro
     Ok(after)
 }
 
-/// Gives user `name` a new password (the audit entry says so, without the hash).
-pub async fn set_password(s: &Services, actor: &str, name: &str, pw: &str) -> Result<User, Error> {
+/// Gives user `name` a new password (the audit entry says so, without the hash) and ends every session of that
+/// user but `keep` (the session of a user changing its own password stays signed in): whoever knew the old
+/// password is signed out with it.
+pub async fn set_password(
+    s: &Services,
+    actor: &str,
+    name: &str,
+    pw: &str,
+    keep: Option<&tower_sessions::session::Id>,
+) -> Result<User, Error> {
     let pw = new_password("password", pw)?;
     let mut tx = s.pool.begin().await?;
     let before = db::users::get_for_update(&mut tx, name).await?.ok_or_else(|| not_found(name))?;
     let hash = tokio::task::spawn_blocking(move || password::hash(&pw)).await.map_err(anyhow::Error::from)?;
     let after = db::users::set_password(&mut tx, before.id, &hash).await?;
+    db::sessions::end_user_sessions(&mut tx, before.id, keep).await?;
     audit::record(&mut tx, actor, "user.set_password", &format!("user:{name}"), audited(&before), audited(&after))
         .await?;
     tx.commit().await?;

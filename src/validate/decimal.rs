@@ -137,15 +137,25 @@ impl<'de> Deserialize<'de> for Text {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Text, D::Error> {
         use serde::de::Error;
         let s = String::deserialize(d)?;
-        if !DECIMAL.is_match(&s) {
-            return Err(D::Error::custom(format!(
-                "`{}` is not a decimal: send a string such as \"1234.56\" (not negative, no exponent, no leading \
-                 zeros, at most {SCALE} decimals)",
-                s.escape_debug()
-            )));
-        }
-        s.parse().map(Text).map_err(D::Error::custom)
+        parse_text(&s).map(Text).map_err(D::Error::custom)
     }
+}
+
+/// A decimal typed as text, by the API's one rule ([`DECIMAL_PATTERN`]); the message says what is accepted.
+fn parse_text(s: &str) -> Result<Decimal, String> {
+    if !DECIMAL.is_match(s) {
+        return Err(format!(
+            "`{}` is not a decimal: send a string such as \"1234.56\" (not negative, no exponent, no leading \
+             zeros, at most {SCALE} decimals)",
+            s.escape_debug()
+        ));
+    }
+    s.parse().map_err(|e: rust_decimal::Error| e.to_string())
+}
+
+/// A decimal a form field holds, read as the API reads a JSON one: the value, or the field's message.
+pub fn parse(field: &str, s: &str) -> Result<Decimal, super::Invalid> {
+    parse_text(s).map_err(|m| super::Invalid::new(field, m))
 }
 
 /// `#[serde(deserialize_with = "…::decimal")]` for a `Decimal` field.

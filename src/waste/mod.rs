@@ -10,7 +10,8 @@ mod utilization;
 pub use budget::{Basis, crossings, forecast};
 pub use fragmentation::{Fragmentation, NodeFree, NodeHourSums, fragmentation};
 pub use oversubscription::{
-    CapacityDay, HeldDay, OversubscriptionReport, OversubscriptionRow, oversubscription, promised_seconds,
+    CapacityDay, HeldDay, OversubscriptionReport, OversubscriptionRow, oversubscription, promised_memory_seconds,
+    promised_seconds,
 };
 pub use utilization::{
     CapacitySeconds, DayFigures, DayTeamSums, Figures, TeamFigures, UtilizationReport, utilization_report,

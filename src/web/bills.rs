@@ -17,7 +17,7 @@ use super::i18n::{PageLang, t};
 use super::layout::{Chrome, PageError};
 use crate::auth::{CsrfForm, PageUser};
 use crate::billing::{Month, PolicyChoice};
-use crate::export::view::{Block, Section};
+use crate::export::view::{Block, Section, mode_words, unallocated_words};
 use crate::ledger::MonthStatus;
 use crate::state::AppState;
 use crate::usecase::{self, closing, exports, months, statements};
@@ -249,6 +249,24 @@ impl ClosePage {
     pub fn selected(&self, value: &str) -> &'static str {
         if self.form.mode == value || self.form.unallocated == value { "selected" } else { "" }
     }
+
+    /// The bill modes to choose from: (value, words).
+    pub fn modes(&self) -> [(&'static str, &'static str); 2] {
+        use crate::billing::BillMode;
+        [
+            ("showback", mode_words(BillMode::Showback, self.c.lang)),
+            ("chargeback", mode_words(BillMode::Chargeback, self.c.lang)),
+        ]
+    }
+
+    /// The unallocated-cost policies to choose from: (value, words).
+    pub fn unallocated_policies(&self) -> [(&'static str, &'static str); 2] {
+        use crate::billing::UnallocatedPolicy;
+        [
+            ("kept_by_platform", unallocated_words(UnallocatedPolicy::KeptByPlatform, self.c.lang)),
+            ("spread_proportionally", unallocated_words(UnallocatedPolicy::SpreadProportionally, self.c.lang)),
+        ]
+    }
 }
 
 /// The close form as sent: every field text, checked by the same rules as the API's close.
@@ -315,21 +333,24 @@ async fn close_page(
 /// Each bad field of a form with its message: (field, message).
 type FieldErrors = Vec<(String, String)>;
 
-/// The policy and reason of a close form, or each bad field's message.
-fn check_close(form: &CloseForm) -> Result<(crate::billing::BillPolicy, Option<String>), FieldErrors> {
+/// The policy and reason of a close form, or each bad field's message in `lang`.
+fn check_close(
+    form: &CloseForm,
+    lang: crate::export::Lang,
+) -> Result<(crate::billing::BillPolicy, Option<String>), FieldErrors> {
     let mut errors = Vec::new();
     let (mode, unallocated) = (form.mode.trim(), form.unallocated.trim());
     if mode.is_empty() {
-        errors.push(("mode".into(), "required to close: showback or chargeback".into()));
+        errors.push(("mode".into(), t(lang, "close.choose").into()));
     }
     if unallocated.is_empty() {
-        errors.push(("unallocated".into(), "required to close: kept_by_platform or spread_proportionally".into()));
+        errors.push(("unallocated".into(), t(lang, "close.choose").into()));
     }
     let reason = form.reason.trim();
     if reason.contains('\0') {
-        errors.push(("reason".into(), "must not contain NUL characters".into()));
+        errors.push(("reason".into(), t(lang, "form.nul").into()));
     } else if reason.chars().count() > REASON_MAX {
-        errors.push(("reason".into(), format!("at most {REASON_MAX} characters")));
+        errors.push(("reason".into(), t(lang, "form.too_long").replace("{max}", &REASON_MAX.to_string())));
     }
     let choice = crate::validate::policy_choice(
         Some(mode).filter(|m| !m.is_empty()),
@@ -359,7 +380,7 @@ async fn close_submit(
     if !user.principal.role.writes() {
         return Err(PageError::NotFound);
     }
-    let (policy, reason) = match check_close(&form) {
+    let (policy, reason) = match check_close(&form, lang) {
         Ok(v) => v,
         Err(errors) => {
             let page = confirmation(&s, &user, lang, month, form, errors).await?;
@@ -370,7 +391,7 @@ async fn close_submit(
     match closing::close(&s.cases, month, policy, reason, &user.principal.actor()).await {
         Ok(_) => Ok(Redirect::to(&format!("/bills/{month}")).into_response()),
         // refused (not ready without a reason, not ended, closed meanwhile): the form back with why
-        Err(e) => match close_refusal(&e) {
+        Err(e) => match close_refusal(&e, lang) {
             Some(error) => {
                 let page = confirmation(&s, &user, lang, month, form, vec![error]).await?;
                 Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
@@ -381,14 +402,14 @@ async fn close_submit(
 }
 
 /// A close the ledger refused for a reason the form can show: (field, message).
-fn close_refusal(e: &usecase::Error) -> Option<(String, String)> {
+fn close_refusal(e: &usecase::Error, lang: crate::export::Lang) -> Option<(String, String)> {
     use crate::ledger::LedgerError as L;
     match e {
-        usecase::Error::Ledger(L::NotReady(_)) => {
-            Some(("reason".into(), "the month is not ready: give a reason to close it anyway".into()))
-        }
+        usecase::Error::Ledger(L::NotReady(_)) => Some(("reason".into(), t(lang, "close.give_reason").into())),
         usecase::Error::Ledger(L::OverrideReason(i)) => Some(("reason".into(), i.message.clone())),
-        usecase::Error::Ledger(L::NotEnded(m)) => Some(("month".into(), format!("{m} has not ended yet"))),
+        usecase::Error::Ledger(L::NotEnded(m)) => {
+            Some(("month".into(), t(lang, "close.not_ended").replace("{month}", &m.to_string())))
+        }
         usecase::Error::Invalid(list) => list.first().map(|i| (i.field.clone(), i.message.clone())),
         _ => None,
     }
@@ -404,15 +425,27 @@ mod tests {
 
     #[test]
     fn a_close_form_names_both_policy_parts() {
-        let (p, r) = check_close(&form("chargeback", "kept_by_platform", " ")).unwrap();
+        let (p, r) = check_close(&form("chargeback", "kept_by_platform", " "), crate::export::Lang::En).unwrap();
         assert_eq!(p.mode, crate::billing::BillMode::Chargeback);
         assert_eq!(r, None);
         let fields = |e: Vec<(String, String)>| e.into_iter().map(|(f, _)| f).collect::<Vec<_>>();
-        assert_eq!(fields(check_close(&form("", "", "")).unwrap_err()), ["mode", "unallocated"]);
-        assert_eq!(fields(check_close(&form("bogus", "kept_by_platform", "")).unwrap_err()), ["mode"]);
-        assert_eq!(fields(check_close(&form("showback", "kept_by_platform", "a\0b")).unwrap_err()), ["reason"]);
+        assert_eq!(
+            fields(check_close(&form("", "", ""), crate::export::Lang::En).unwrap_err()),
+            ["mode", "unallocated"]
+        );
+        assert_eq!(
+            fields(check_close(&form("bogus", "kept_by_platform", ""), crate::export::Lang::En).unwrap_err()),
+            ["mode"]
+        );
+        assert_eq!(
+            fields(check_close(&form("showback", "kept_by_platform", "a\0b"), crate::export::Lang::En).unwrap_err()),
+            ["reason"]
+        );
         let long = "x".repeat(REASON_MAX + 1);
-        assert_eq!(fields(check_close(&form("showback", "kept_by_platform", &long)).unwrap_err()), ["reason"]);
+        assert_eq!(
+            fields(check_close(&form("showback", "kept_by_platform", &long), crate::export::Lang::En).unwrap_err()),
+            ["reason"]
+        );
     }
 
     #[test]
@@ -449,11 +482,12 @@ mod tests {
             cluster: totals(),
             blockers: vec!["cluster a: 3 hour(s) not ingested".into()],
             form: form("chargeback", "", "late data"),
-            errors: check_close(&form("chargeback", "", "late data")).unwrap_err(),
+            errors: check_close(&form("chargeback", "", "late data"), crate::export::Lang::Zh).unwrap_err(),
         };
         let html = page.render().unwrap();
-        assert!(html.contains("required to close: kept_by_platform or spread_proportionally"), "{html}");
-        assert!(html.contains(r#"<option value="chargeback" selected>"#), "{html}");
+        assert!(html.contains(r#"<span class="field-error">结账前请选择</span>"#), "{html}");
+        assert!(html.contains(r#"<option value="chargeback" selected>分摊计费（chargeback）</option>"#), "{html}");
+        assert!(html.contains(r#"<option value="kept_by_platform" >未分配成本由平台承担</option>"#), "{html}");
         assert!(html.contains(">late data</textarea>"), "{html}");
         assert!(html.contains("¥1,000.00") && html.contains("3 hour(s) not ingested"), "{html}");
         assert!(html.contains(r#"<input type="hidden" name="csrf" value="tok-123">"#), "{html}");

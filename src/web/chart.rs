@@ -40,7 +40,9 @@ fn draw_columns(bars: &[(String, f64, String)], w: u32, h: u32) -> Result<String
                 SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
                 _ => String::new(),
             })
-            .y_label_formatter(&|v| format!("{v:.0}"))
+            .y_labels(6)
+            // small amounts keep their cents, so neighbouring ticks never print alike
+            .y_label_formatter(&|v| if hi >= 10.0 { format!("{v:.0}") } else { format!("{v:.2}") })
             .label_style(("sans-serif", 11))
             .draw()
             .map_err(|e| err(&e))?;
@@ -160,5 +162,27 @@ mod tests {
         let hex = format!("#{:02X}{:02X}{:02X}", half.0, half.1, half.2);
         assert!(svg.contains(&hex), "{hex}: {svg}");
         assert!(svg.contains("\n–\n</text>"), "the legend names the unmeasured grey");
+    }
+
+    /// The axis' tick labels of a column chart, bottom up.
+    fn ticks(svg: &str) -> Vec<String> {
+        svg.split("<text")
+            .filter_map(|t| t.split('>').nth(1)?.split('<').next())
+            .map(|l| l.trim().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn small_amounts_keep_distinct_ticks() {
+        let zero =
+            columns(&[("2026-11".into(), 0.0, "¥0.00".into()), ("2026-12".into(), 0.0, "¥0.00".into())], 400, 200);
+        let labels = ticks(&zero);
+        let numeric: Vec<&String> = labels.iter().filter(|l| l.parse::<f64>().is_ok()).collect();
+        assert!(numeric.len() >= 3, "{labels:?}");
+        for (i, l) in numeric.iter().enumerate() {
+            assert!(numeric[i + 1..].iter().all(|o| o != l), "tick {l} twice: {labels:?}");
+        }
+        let small = columns(&[("2026-11".into(), 3.5, "¥3.50".into())], 400, 200);
+        assert!(ticks(&small).iter().any(|l| l == "1.00" || l == "2.00"), "{:?}", ticks(&small));
     }
 }

@@ -4,7 +4,7 @@
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use chrono::Utc;
@@ -14,10 +14,45 @@ use super::fmt::{card_hours_f64, change, percent, yuan};
 use super::i18n::{PageLang, t};
 use super::layout::{Chrome, PageError};
 use crate::auth::PageUser;
+use crate::billing::Month;
 use crate::export::Lang;
 use crate::ledger::MonthStatus;
 use crate::state::AppState;
 use crate::usecase::{months, team_home};
+
+/// `?month=YYYY-MM`: the month a home shows (the current one when absent).
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct MonthQuery {
+    pub month: Option<String>,
+}
+
+impl MonthQuery {
+    /// The month asked for, else the current one; a month that is no month, or is still to come, names no page.
+    pub fn month(&self, s: &AppState) -> Result<Month, PageError> {
+        let current = months::current(&s.cases, Utc::now());
+        match self.month.as_deref().filter(|m| !m.is_empty()) {
+            None => Ok(current),
+            Some(m) => match crate::validate::month("month", m) {
+                Ok(m) if m <= current => Ok(m),
+                _ => Err(PageError::NotFound),
+            },
+        }
+    }
+}
+
+/// The links to the month before and after `month` on a home (none after the current month).
+pub struct MonthNav {
+    pub prev: String,
+    pub next: Option<String>,
+}
+
+impl MonthNav {
+    fn around(s: &AppState, month: Month) -> Self {
+        let current = months::current(&s.cases, Utc::now());
+        let next = month.next();
+        MonthNav { prev: month.prev().to_string(), next: (next <= current).then(|| next.to_string()) }
+    }
+}
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/", get(home)).route("/teams/{team}", get(team))
@@ -35,6 +70,7 @@ pub struct SpendRow {
 pub struct OverviewPage {
     pub c: Chrome,
     pub month: String,
+    pub months: MonthNav,
     pub closed: bool,
     pub status: &'static str,
     pub total: String,
@@ -50,18 +86,25 @@ pub struct OverviewPage {
     pub teams: Vec<SpendRow>,
 }
 
-async fn home(State(s): State<AppState>, user: PageUser, PageLang(lang): PageLang) -> Result<Response, PageError> {
+async fn home(
+    State(s): State<AppState>,
+    user: PageUser,
+    PageLang(lang): PageLang,
+    Query(q): Query<MonthQuery>,
+) -> Result<Response, PageError> {
     let scope = user.principal.scope();
+    let month = q.month(&s)?;
     if !scope.is_global() {
         let first = user.principal.teams.first().cloned().ok_or(PageError::NotFound)?;
-        return Ok(team_page(&s, &user, lang, &first, "/").await?.into_response());
+        return Ok(team_page(&s, &user, lang, &first, month, "/").await?.into_response());
     }
     let now = Utc::now();
-    let o = months::overview(&s.cases, &scope, months::current(&s.cases, now), now).await?;
+    let o = months::overview(&s.cases, &scope, month, now).await?;
     let f = &o.figures;
     Ok(OverviewPage {
         c: Chrome::new(&user, lang, "/", t(lang, "home.overview")),
         month: o.month.to_string(),
+        months: MonthNav::around(&s, o.month),
         closed: o.status == MonthStatus::Closed,
         status: super::bills::status_word(lang, o.status),
         total: yuan(o.total),
@@ -114,6 +157,7 @@ pub struct TeamPage {
     pub name: String,
     pub owner: String,
     pub month: String,
+    pub months: MonthNav,
     pub spent: String,
     pub budget: Option<String>,
     pub forecast: String,
@@ -139,15 +183,23 @@ fn usage_lines(
         .collect()
 }
 
-async fn team_page(s: &AppState, user: &PageUser, lang: Lang, team: &str, active: &str) -> Result<TeamPage, PageError> {
+async fn team_page(
+    s: &AppState,
+    user: &PageUser,
+    lang: Lang,
+    team: &str,
+    month: Month,
+    active: &str,
+) -> Result<TeamPage, PageError> {
     let team = crate::validate::TeamId::parse("team", team).map_err(|_| PageError::NotFound)?.into_string();
-    let h = team_home::team_home(&s.cases, &user.principal.scope(), &team, Utc::now()).await?;
+    let h = team_home::team_home(&s.cases, &user.principal.scope(), &team, month, Utc::now()).await?;
     let bars: Vec<(String, f64, String)> =
         h.trend.iter().map(|(m, v)| (m.to_string(), v.as_decimal().to_f64().unwrap_or(0.0), yuan(*v))).collect();
     Ok(TeamPage {
         c: Chrome::new(user, lang, active, format!("{} {}", t(lang, "home.team"), h.name)),
         owner: h.owner.clone().unwrap_or_else(|| "—".into()),
         month: h.month.to_string(),
+        months: MonthNav::around(s, h.month),
         spent: yuan(h.spent),
         budget: h.budget.map(yuan),
         forecast: yuan(h.forecast),
@@ -191,6 +243,7 @@ async fn team(
     user: PageUser,
     PageLang(lang): PageLang,
     Path(team): Path<String>,
+    Query(q): Query<MonthQuery>,
 ) -> Result<TeamPage, PageError> {
-    team_page(&s, &user, lang, &team, "/").await
+    team_page(&s, &user, lang, &team, q.month(&s)?, "/").await
 }

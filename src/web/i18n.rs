@@ -14,7 +14,16 @@ pub use crate::export::Lang;
 pub type Word = (&'static str, &'static str, &'static str);
 
 /// The tables of words: the shared ones here, and each section's own beside its handlers (one owner per table).
-const TABLES: &[&[Word]] = &[WORDS, super::reports::WORDS];
+const TABLES: &[&[Word]] = &[
+    WORDS,
+    super::admin::WORDS,
+    super::budgets::WORDS,
+    super::rates::WORDS,
+    super::rates::TCO_WORDS,
+    super::rates::MANUAL_WORDS,
+    super::field_errors::WORDS,
+    super::reports::WORDS,
+];
 
 /// The words every section shares.
 const WORDS: &[Word] = &[
@@ -65,6 +74,15 @@ const WORDS: &[Word] = &[
     ("close.blockers", "尚未就绪：", "Not ready yet:"),
     ("close.ready", "本月数据完整，可以结账。", "The month is complete and can be closed."),
     ("close.cannot", "只能结账已结束的月份。", "Only an ended month can be closed."),
+    ("close.choose", "结账前请选择", "Choose one to close the month"),
+    (
+        "close.give_reason",
+        "本月数据尚未就绪：如仍要结账，请填写理由",
+        "The month is not ready: give a reason to close it anyway",
+    ),
+    ("close.not_ended", "{month} 尚未结束", "{month} has not ended yet"),
+    ("form.nul", "不能包含 NUL 字符", "must not contain NUL characters"),
+    ("form.too_long", "最多 {max} 个字符", "at most {max} characters"),
     ("home.overview", "本月概览", "The month at a glance"),
     ("home.team", "团队首页", "Team home"),
     ("budget", "预算", "Budget"),
@@ -92,7 +110,7 @@ const WORDS: &[Word] = &[
     ("health.watermark", "水位线", "Watermark"),
     ("health.lag", "延迟（小时）", "Lag (hours)"),
     ("health.last_error", "最近错误", "Last error"),
-    ("health.unmetered", "未计量占比", "Unmetered share"),
+    ("health.unmetered", "未计量占比（近 24 小时）", "Unmetered share (last 24 h)"),
     ("health.unknown", "未知资源", "Unknown resources"),
     ("health.non_finite", "非有限样本", "Non-finite samples"),
     ("health.node_issues", "节点问题", "Node issues"),

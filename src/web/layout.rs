@@ -39,14 +39,23 @@ pub struct Chrome {
 
 /// The sections each role may open, in the order the header lists them.
 fn sections(role: Role) -> &'static [(&'static str, &'static str)] {
-    // only pages that exist: budgets, rates and the admin pages are the API's until their pages land
-    const LEAD: &[(&str, &str)] = &[("/", "nav.home"), ("/bills", "nav.bills"), ("/idle", "nav.idle")];
+    // only pages that exist: the admin pages are the API's until their pages land
+    const LEAD: &[(&str, &str)] = &[
+        ("/", "nav.home"),
+        ("/bills", "nav.bills"),
+        ("/idle", "nav.idle"),
+        ("/budgets", "nav.budgets"),
+        ("/rates", "nav.rates"),
+    ];
     const READER: &[(&str, &str)] = &[
         ("/", "nav.home"),
         ("/bills", "nav.bills"),
         ("/idle", "nav.idle"),
+        ("/budgets", "nav.budgets"),
+        ("/rates", "nav.rates"),
         ("/reports/utilization", "nav.reports"),
         ("/health", "nav.health"),
+        ("/admin/teams", "nav.admin"),
     ];
     match role {
         Role::TeamLead => LEAD,
@@ -166,7 +175,7 @@ pub(crate) mod tests {
     fn the_navigation_follows_the_role() {
         let lead = Chrome::new(&user(Role::TeamLead, &["vision"]), Lang::En, "/", "x");
         let hrefs: Vec<_> = lead.nav.iter().map(|n| n.href).collect();
-        assert_eq!(hrefs, ["/", "/bills", "/idle"]);
+        assert_eq!(hrefs, ["/", "/bills", "/idle", "/budgets", "/rates"]);
         assert!(lead.nav[0].active && !lead.nav[1].active);
         let admin = Chrome::new(&user(Role::Admin, &[]), Lang::Zh, "/bills", "x");
         assert!(admin.nav.iter().any(|n| n.href == "/health" && n.label == "采集健康"));

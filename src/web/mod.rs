@@ -4,13 +4,17 @@
 //!
 //! [`PageUser`]: crate::auth::PageUser
 
+mod admin;
 mod bills;
+mod budgets;
 mod chart;
+mod field_errors;
 mod fmt;
 mod home;
 mod i18n;
 mod layout;
 mod login;
+mod rates;
 mod reports;
 mod waste;
 
@@ -29,8 +33,11 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/static/portal.css", get(layout::css))
         .merge(home::routes())
         .merge(bills::routes())
+        .merge(budgets::routes())
+        .merge(rates::routes())
         .merge(reports::routes())
         .merge(waste::routes())
+        .merge(admin::routes())
         .merge(login::routes(state.sso.is_some()))
         .layer(axum::middleware::from_fn(i18n::remember))
 }

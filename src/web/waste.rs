@@ -137,6 +137,7 @@ pub struct ClusterRow {
     pub lag: String,
     pub last_error: String,
     pub failed_windows: usize,
+    pub unmetered: String,
     pub anomalies: Vec<String>,
     pub node_issues: Vec<String>,
 }
@@ -171,6 +172,7 @@ async fn health_page(
                     .max_by_key(|f| f.failed_at)
                     .map_or_else(|| none.into(), |f| format!("{} · {}", when(&f.failed_at, tz), f.error)),
                 failed_windows: c.failed_windows.len(),
+                unmetered: percent(c.unmetered_share_24h),
                 anomalies: c.anomalies.iter().map(|a| format!("{}: {} ({})", a.kind, a.count, a.subjects)).collect(),
                 node_issues: c.node_issues.iter().map(|n| format!("{} {} · {} h", n.node, n.kind, n.hours)).collect(),
             })

@@ -121,6 +121,7 @@ pub fn row(namespace: &str, pod: &str, team: &str, cards: f64) -> UsageRow {
         node: if team == "vision" { "node-a".into() } else { "node-b".into() },
         units: cards,
         fraction: 1.0,
+        memory_share: Some(1.0),
         gpu_seconds: cards * 3600.0,
         effective_gpu_seconds: cards * 36.0,
         unmetered_gpu_seconds: 0.0,

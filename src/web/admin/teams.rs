@@ -1,0 +1,178 @@
+//! `/admin/teams`: every team (id, display name in any script, owner) with the create form, and `/admin/teams/{id}`
+//! to rename one or change its owner — the API's `PUT /teams/{id}` use case, audited alike.
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use serde::Deserialize;
+
+use super::{FieldErrors, Need, Tab, allow, blank_none, refused, tabs};
+use crate::access::Scope;
+use crate::auth::{CsrfForm, PageUser};
+use crate::db::teams::Team;
+use crate::state::AppState;
+use crate::usecase::teams::{self, TeamInput};
+use crate::web::i18n::{Lang, PageLang, t};
+use crate::web::layout::{Chrome, PageError};
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/admin/teams", get(list).post(create)).route("/admin/teams/{id}", get(edit_page).post(edit))
+}
+
+/// The team form as sent: every field text.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct TeamForm {
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub owner: String,
+}
+
+impl TeamForm {
+    fn input(&self) -> TeamInput {
+        TeamInput { name: self.name.clone(), owner: blank_none(&self.owner) }
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "admin/teams.html")]
+pub struct TeamsPage {
+    pub c: Chrome,
+    pub tabs: Vec<Tab>,
+    pub teams: Vec<Team>,
+    pub may_write: bool,
+    /// The team the form edits (`None`: the create form).
+    pub editing: Option<String>,
+    pub form: TeamForm,
+    pub errors: FieldErrors,
+    pub saved: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct SavedQuery {
+    saved: Option<String>,
+}
+
+async fn page(
+    s: &AppState,
+    user: &PageUser,
+    lang: Lang,
+    editing: Option<String>,
+    form: TeamForm,
+    errors: FieldErrors,
+) -> Result<TeamsPage, PageError> {
+    allow(user, Need::Reader)?;
+    let title = t(lang, if editing.is_some() { "admin.team_edit" } else { "admin.teams" });
+    Ok(TeamsPage {
+        c: Chrome::new(user, lang, "/admin/teams", title),
+        tabs: tabs(user, lang, "/admin/teams"),
+        teams: teams::teams(&s.cases, &Scope::all()).await?,
+        may_write: user.principal.role.writes(),
+        editing,
+        form,
+        errors,
+        saved: None,
+    })
+}
+
+async fn list(
+    State(s): State<AppState>,
+    user: PageUser,
+    PageLang(lang): PageLang,
+    Query(q): Query<SavedQuery>,
+) -> Result<TeamsPage, PageError> {
+    let mut p = page(&s, &user, lang, None, TeamForm::default(), FieldErrors::default()).await?;
+    // only a team that exists is named as saved
+    p.saved = q.saved.filter(|id| p.teams.iter().any(|t| &t.id == id));
+    Ok(p)
+}
+
+async fn create(
+    State(s): State<AppState>,
+    user: PageUser,
+    PageLang(lang): PageLang,
+    CsrfForm(form): CsrfForm<TeamForm>,
+) -> Result<Response, PageError> {
+    allow(&user, Need::Writer)?;
+    match teams::create_team(&s.cases, &user.principal.actor(), form.id.trim(), &form.input()).await {
+        Ok(team) => Ok(Redirect::to(&format!("/admin/teams?saved={}", team.id)).into_response()),
+        Err(e) => {
+            let errors = FieldErrors::from_refusal(lang, e)?;
+            Ok(refused(page(&s, &user, lang, None, form, errors).await?))
+        }
+    }
+}
+
+/// Team `id` of a path, when it exists (a path that names no team names no page).
+async fn existing(s: &AppState, id: &str) -> Result<Team, PageError> {
+    let id = crate::validate::TeamId::parse("id", id).map_err(|_| PageError::NotFound)?;
+    Ok(teams::team(&s.cases, &Scope::all(), id.as_str()).await?)
+}
+
+async fn edit_page(
+    State(s): State<AppState>,
+    user: PageUser,
+    PageLang(lang): PageLang,
+    Path(id): Path<String>,
+) -> Result<TeamsPage, PageError> {
+    allow(&user, Need::Writer)?;
+    let team = existing(&s, &id).await?;
+    let form = TeamForm { id: team.id.clone(), name: team.name, owner: team.owner.unwrap_or_default() };
+    page(&s, &user, lang, Some(team.id), form, FieldErrors::default()).await
+}
+
+async fn edit(
+    State(s): State<AppState>,
+    user: PageUser,
+    PageLang(lang): PageLang,
+    Path(id): Path<String>,
+    CsrfForm(mut form): CsrfForm<TeamForm>,
+) -> Result<Response, PageError> {
+    allow(&user, Need::Writer)?;
+    let team = existing(&s, &id).await?;
+    // the id is the path's: a form cannot move the edit to another team
+    form.id = team.id.clone();
+    match teams::put_team(&s.cases, &user.principal.actor(), &team.id, &form.input()).await {
+        Ok(team) => Ok(Redirect::to(&format!("/admin/teams?saved={}", team.id)).into_response()),
+        Err(e) => {
+            let errors = FieldErrors::from_refusal(lang, e)?;
+            Ok(refused(page(&s, &user, lang, Some(team.id), form, errors).await?))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::Role;
+    use crate::web::layout::tests::user;
+
+    #[test]
+    fn the_team_form_comes_back_with_the_fields_message() {
+        let u = user(Role::Finance, &[]);
+        let mut errors = FieldErrors::default();
+        errors.push(Lang::Zh, "name", "must not be blank");
+        let page = TeamsPage {
+            c: Chrome::new(&u, Lang::Zh, "/admin/teams", "团队"),
+            tabs: tabs(&u, Lang::Zh, "/admin/teams"),
+            teams: vec![Team { id: "algo".into(), name: "算法团队".into(), owner: Some("张三".into()) }],
+            may_write: true,
+            editing: None,
+            form: TeamForm { id: "équipe".into(), name: String::new(), owner: "<b>".into() },
+            errors,
+            saved: None,
+        };
+        let html = page.render().unwrap();
+        assert!(html.contains("算法团队") && html.contains("张三"), "{html}");
+        assert!(html.contains(r#"<span class="field-error">不能为空</span>"#), "{html}");
+        // what was typed comes back, escaped
+        assert!(html.contains(r#"value="équipe""#) && html.contains("&#60;b&#62;"), "{html}");
+        assert!(html.contains(r#"<input type="hidden" name="csrf" value="tok-123">"#), "{html}");
+        assert!(html.contains(r#"href="/admin/teams/algo""#), "{html}");
+    }
+}

@@ -1,0 +1,233 @@
+//! The bad fields of a portal form: each field typed as text is read by the shared rules ([`crate::validate`]),
+//! and a refusal becomes the field's message in the page's language — what is wrong in words, with the rule's
+//! own detail (the API's message) in English.
+
+use rust_decimal::Decimal;
+
+use super::i18n::{Lang, Word, t};
+use crate::billing::Month;
+use crate::usecase;
+use crate::validate::{self, Invalid};
+
+/// The longest text a figure field takes (a decimal the API reads has at most 26 characters).
+pub const FIGURE_MAX: usize = 32;
+
+/// What is wrong with a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Problem {
+    Required,
+    /// NUL, control or invisible formatting characters.
+    Characters,
+    TooLong,
+    NotNumber,
+    Negative,
+    OutOfRange,
+    NotDate,
+    DateRange,
+    NotMonth,
+    UnknownTeam,
+    /// Already taken (a rate version on that date).
+    Taken,
+}
+
+impl Problem {
+    fn key(self) -> &'static str {
+        match self {
+            Problem::Required => "fieldmsg.required",
+            Problem::Characters => "fieldmsg.characters",
+            Problem::TooLong => "fieldmsg.too_long",
+            Problem::NotNumber => "fieldmsg.not_number",
+            Problem::Negative => "fieldmsg.negative",
+            Problem::OutOfRange => "fieldmsg.out_of_range",
+            Problem::NotDate => "fieldmsg.not_date",
+            Problem::DateRange => "fieldmsg.date_range",
+            Problem::NotMonth => "fieldmsg.not_month",
+            Problem::UnknownTeam => "fieldmsg.unknown_team",
+            Problem::Taken => "fieldmsg.taken",
+        }
+    }
+}
+
+pub(super) const WORDS: &[Word] = &[
+    ("fieldmsg.required", "必填", "Required"),
+    (
+        "fieldmsg.characters",
+        "含有不允许的字符（如 NUL、控制字符）",
+        "Contains characters that are not allowed (NUL, control)",
+    ),
+    ("fieldmsg.too_long", "太长", "Too long"),
+    ("fieldmsg.not_number", "不是数字，请输入如 1234.56 的数值", "Not a number: type one such as 1234.56"),
+    ("fieldmsg.negative", "不能为负数", "Must not be negative"),
+    ("fieldmsg.out_of_range", "超出允许范围", "Out of range"),
+    ("fieldmsg.not_date", "不是日期，请按 YYYY-MM-DD 输入", "Not a date: use YYYY-MM-DD"),
+    (
+        "fieldmsg.date_range",
+        "日期须在 2000-01-01 至 2100-12-31 之间",
+        "The date must be between 2000-01-01 and 2100-12-31",
+    ),
+    ("fieldmsg.not_month", "不是月份，请按 YYYY-MM 输入", "Not a month: use YYYY-MM"),
+    ("fieldmsg.unknown_team", "没有这个团队", "No such team"),
+    ("fieldmsg.taken", "已存在", "Already taken"),
+    (
+        "fieldmsg.form_invalid",
+        "表单有误，未保存任何内容，请修改标出的字段。",
+        "Nothing was saved: correct the marked fields.",
+    ),
+];
+
+/// One bad field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub problem: Problem,
+    /// The rule's own message (English), shown on English pages after the words.
+    pub detail: String,
+}
+
+/// Every bad field of a form, in the order found.
+#[derive(Debug, Clone, Default)]
+pub struct FieldErrors(pub Vec<FieldError>);
+
+impl FieldErrors {
+    pub fn add(&mut self, field: &str, problem: Problem, detail: impl Into<String>) {
+        self.0.push(FieldError { field: field.into(), problem, detail: detail.into() });
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The message next to `field` in `lang` (the first refusal of that field).
+    pub fn message(&self, lang: Lang, field: &str) -> Option<String> {
+        let e = self.0.iter().find(|e| e.field == field)?;
+        let words = t(lang, e.problem.key());
+        Some(match lang {
+            Lang::En if !e.detail.is_empty() => format!("{words}: {}", e.detail),
+            _ => words.to_string(),
+        })
+    }
+
+    /// The use case's refusal as fields, when it is one a form shows (bad values, an unknown team, a date taken);
+    /// `Err` gives back any other error. `prefix` is stripped from the use case's field names (`tco.`).
+    pub fn from_usecase(e: usecase::Error, prefix: &str) -> Result<FieldErrors, usecase::Error> {
+        let mut out = FieldErrors::default();
+        match e {
+            usecase::Error::Invalid(list) => {
+                for Invalid { field, message } in list {
+                    let field = field.strip_prefix(prefix).unwrap_or(&field).to_string();
+                    out.add(&field, Problem::OutOfRange, message);
+                }
+            }
+            usecase::Error::NotFound(what) if what.starts_with("team ") => {
+                out.add("team", Problem::UnknownTeam, format!("{what} not found"))
+            }
+            usecase::Error::Conflict { field: Some(field), message } => out.add(&field, Problem::Taken, message),
+            other => return Err(other),
+        }
+        Ok(out)
+    }
+}
+
+/// A text field as the rules take text (`validate::text`): the trimmed text, or the field's problem.
+pub fn text(errors: &mut FieldErrors, field: &str, s: &str, max: usize) -> Option<String> {
+    if s.trim().is_empty() && !s.contains(|c: char| c.is_control()) {
+        errors.add(field, Problem::Required, "");
+        return None;
+    }
+    match validate::text(field, s, max) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            // `validate::text` names forbidden characters before the length
+            let problem =
+                if e.message.starts_with("must not contain") { Problem::Characters } else { Problem::TooLong };
+            errors.add(field, problem, e.message);
+            None
+        }
+    }
+}
+
+/// A figure field: a decimal as the API reads one (not negative, no exponent); its range is the use case's.
+pub fn figure(errors: &mut FieldErrors, field: &str, s: &str) -> Option<Decimal> {
+    let s = text(errors, field, s, FIGURE_MAX)?;
+    match validate::decimal::parse(field, &s) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            let negative = s.strip_prefix('-').is_some_and(|rest| validate::decimal::parse(field, rest.trim()).is_ok());
+            errors.add(field, if negative { Problem::Negative } else { Problem::NotNumber }, e.message);
+            None
+        }
+    }
+}
+
+/// An optional figure field: blank is `None`.
+pub fn optional_figure(errors: &mut FieldErrors, field: &str, s: &str) -> Option<Option<Decimal>> {
+    if s.trim().is_empty() && !s.contains(|c: char| c.is_control()) {
+        return Some(None);
+    }
+    figure(errors, field, s).map(Some)
+}
+
+/// A date field `YYYY-MM-DD` within the dates the rules accept.
+pub fn date(errors: &mut FieldErrors, field: &str, s: &str) -> Option<chrono::NaiveDate> {
+    let s = text(errors, field, s, FIGURE_MAX)?;
+    validate::parse_date(field, &s)
+        .map_err(|e| {
+            let shaped = chrono::NaiveDate::parse_from_str(&s, "%Y-%m-%d").is_ok();
+            errors.add(field, if shaped { Problem::DateRange } else { Problem::NotDate }, e.message);
+        })
+        .ok()
+}
+
+/// A month field `YYYY-MM` within the months the rules accept.
+pub fn month(errors: &mut FieldErrors, field: &str, s: &str) -> Option<Month> {
+    let s = text(errors, field, s, FIGURE_MAX)?;
+    validate::month(field, &s)
+        .map_err(|e| {
+            let shaped = Month::parse(&s).is_ok();
+            errors.add(field, if shaped { Problem::DateRange } else { Problem::NotMonth }, e.message);
+        })
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(f: impl FnOnce(&mut FieldErrors)) -> Vec<Problem> {
+        let mut e = FieldErrors::default();
+        f(&mut e);
+        e.0.into_iter().map(|e| e.problem).collect()
+    }
+
+    #[test]
+    fn figures_are_read_as_the_api_reads_them() {
+        let mut e = FieldErrors::default();
+        assert_eq!(figure(&mut e, "amount", " 1234.56 "), Some(Decimal::new(123456, 2)));
+        assert!(e.is_empty());
+        assert_eq!(problems(|e| assert!(figure(e, "a", "").is_none())), [Problem::Required]);
+        assert_eq!(problems(|e| assert!(figure(e, "a", "abc").is_none())), [Problem::NotNumber]);
+        assert_eq!(problems(|e| assert!(figure(e, "a", "1e3").is_none())), [Problem::NotNumber]);
+        assert_eq!(problems(|e| assert!(figure(e, "a", "-5").is_none())), [Problem::Negative]);
+        assert_eq!(problems(|e| assert!(figure(e, "a", "1\0").is_none())), [Problem::Characters]);
+        assert_eq!(problems(|e| assert!(figure(e, "a", &"9".repeat(40)).is_none())), [Problem::TooLong]);
+        assert_eq!(optional_figure(&mut FieldErrors::default(), "a", "  "), Some(None));
+    }
+
+    #[test]
+    fn dates_and_months_tell_shape_from_range() {
+        assert_eq!(problems(|e| assert!(date(e, "d", "2026-13-01").is_none())), [Problem::NotDate]);
+        assert_eq!(problems(|e| assert!(date(e, "d", "1999-12-31").is_none())), [Problem::DateRange]);
+        assert_eq!(problems(|e| assert!(month(e, "m", "1999-12").is_none())), [Problem::DateRange]);
+        assert_eq!(problems(|e| assert!(month(e, "m", "2026-1").is_none())), [Problem::NotMonth]);
+        assert!(month(&mut FieldErrors::default(), "m", "2026-11").is_some());
+    }
+
+    #[test]
+    fn a_message_speaks_the_page_language() {
+        let mut e = FieldErrors::default();
+        figure(&mut e, "amount", "abc");
+        assert_eq!(e.message(Lang::Zh, "amount").unwrap(), "不是数字，请输入如 1234.56 的数值");
+        assert!(e.message(Lang::En, "amount").unwrap().starts_with("Not a number: type one such as 1234.56: `abc`"));
+        assert_eq!(e.message(Lang::En, "other"), None);
+    }
+}
