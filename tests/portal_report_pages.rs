@@ -205,6 +205,10 @@ async fn report_pages_show_the_api_numbers(pool: PgPool) {
     let ts_row = &page[page.find("<td>node-ts</td>").unwrap()..];
     let ts_row = &ts_row[..ts_row.find("</tr>").unwrap()];
     assert!(ts_row.contains(r#"<strong title="oversubscribed">3.00×</strong>"#), "{ts_row}");
+    // memory likewise: each replica promises a card's memory
+    let memory = ts["memory_ratio"].as_f64().map_or("–".into(), |x| format!("{x:.2}×"));
+    assert_eq!(memory, "3.00×", "{ts}");
+    assert!(ts_row.contains(&format!("</td><td class=\"num\">{memory}</td>")), "{ts_row}");
     // 540 effective card-seconds of 3600 physical: 15 % busy; 20 % of what was held
     assert!(ts_row.contains(&cell("15.0 %")) && ts_row.contains(&cell("20.0 %")), "{ts_row}");
 
