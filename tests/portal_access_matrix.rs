@@ -52,6 +52,13 @@ const PAGES: &[Page] = &[
     page("/reports/utilization?month={month}", Audience::Global),
     page("/reports/tiers?month={month}", Audience::Global),
     page("/reports/ranking?month={month}", Audience::Global),
+    page("/reports/low-utilization", Audience::Everyone),
+    page("/reports/fragmentation", Audience::Global),
+    page("/reports/oversubscription", Audience::Global),
+    page("/budgets", Audience::Everyone),
+    page("/budgets?month={month}", Audience::Everyone),
+    page("/rates", Audience::Everyone),
+    page("/rates/new", Audience::Writers),
     page("/admin/teams", Audience::Global),
     page("/admin/teams/{team}", Audience::Writers),
     page("/admin/mappings", Audience::Global),
@@ -198,6 +205,13 @@ const FORMS: &[Form] = &[
         Audience::Writers,
         &[("mode", "chargeback"), ("unallocated", "kept_by_platform"), ("reason", "matrix")],
     ),
+    form("/budgets", Audience::Writers, &[("month", "{month}"), ("team", "{team}"), ("amount", "1")]),
+    form(
+        "/rates/manual",
+        Audience::Writers,
+        &[("gpu_model", "A100-80GB"), ("effective_from", "2026-12-01"), ("rate", "99")],
+    ),
+    form("/rates/cloud", Audience::Writers, &[("model", "A100-80GB"), ("on_demand", "1")]),
     form("/admin/teams", Audience::Writers, &[("id", "intruders"), ("name", "Intruders"), ("owner", "eve")]),
     form("/admin/teams/{team}", Audience::Writers, &[("name", "Renamed"), ("owner", "eve")]),
     form(
@@ -226,7 +240,9 @@ async fn state(pool: &PgPool) -> String {
         "rate_versions",
         "cloud_rates",
     ] {
-        let q = format!("SELECT coalesce(md5(string_agg(t::text, '|' ORDER BY t::text)), '') FROM {table} t");
+        // (a login records itself on the user: not a form's doing)
+        let row = "(to_jsonb(t) - 'last_login_at')::text";
+        let q = format!("SELECT coalesce(md5(string_agg({row}, '|' ORDER BY {row})), '') FROM {table} t");
         let d: String = sqlx::query_scalar(&q).fetch_one(pool).await.unwrap();
         all.push_str(&format!("{table}:{d};"));
     }

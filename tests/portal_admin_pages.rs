@@ -369,6 +369,14 @@ async fn a_cmdb_upload_is_previewed_then_applied_exactly(pool: PgPool) {
         assert_eq!(write_counts(&pool).await, before);
     }
 
+    // another session's preview, even of the same user, is not this session's
+    let other_session = signed_in(&portal, "finance").await;
+    let other_token = csrf(&portal, &other_session, "/").await;
+    let fields = [("csrf", other_token.as_str()), ("file", &file), ("plan", &plan), ("sig", &sig)];
+    let a = portal.post_form(&other_session, "/admin/mappings/apply", &fields).await;
+    assert!(a.status == 422 && a.body.contains("预览的文件被改动过"), "{}", a.body);
+    assert_eq!(write_counts(&pool).await, before);
+
     // stale: the mappings changed since the preview — refused, nothing of the file written, a fresh preview back
     let m = json!({"namespace": "nlp-prod", "team_id": "vision", "valid_from": "2026-11-01"});
     assert_eq!(api.call(Method::POST, "/api/v1/mappings", Some(&api.finance), Some(m)).await.0, 201);
@@ -422,9 +430,9 @@ async fn a_cmdb_upload_is_previewed_then_applied_exactly(pool: PgPool) {
     let bad = "namespace,team,valid_from\na,Bad Team,2026-11-01\nb,vision,2026-13-01\nc,vision,2026/11/01\n";
     let (status, page) = upload(&portal, &finance, bad.as_bytes().to_vec()).await;
     assert_eq!(status, 422, "{page}");
-    assert!(page.contains("row 2: team") && page.contains("不是团队 ID"), "{page}");
-    assert!(page.contains("row 3: valid_from") && page.contains("`2026-13-01` 不是日期"), "{page}");
-    assert_eq!(preview_rows(&page), [(4, "added".to_string())]);
+    assert_eq!(preview_rows(&page), [(2, "error".to_string()), (3, "error".into()), (4, "added".into())]);
+    assert!(page.contains("<code>team</code>: `Bad Team` 不是团队 ID"), "{page}");
+    assert!(page.contains("<code>valid_from</code>: `2026-13-01` 不是日期"), "{page}");
     assert!(!page.contains(r#"action="/admin/mappings/apply""#), "{page}");
     let (status, page) = upload(&portal, &finance, Vec::new()).await;
     assert_eq!(status, 422);
@@ -523,6 +531,13 @@ async fn users_are_made_disabled_and_a_new_password_ends_the_other_sessions(pool
         post(&portal, &admin, "/admin/users", &[("username", "mei"), ("role", "viewer"), ("password", "secret-typed")])
             .await;
     assert!(a.status == 422 && !a.body.contains("secret-typed"), "a password is never sent back");
+    // the last login, when there was one
+    let (_, page) = get(&portal, &admin, "/admin/users").await;
+    let row = |name: &str| {
+        page.split(&format!("<strong>{name}</strong>")).nth(1).unwrap().split("</tr>").next().unwrap().to_string()
+    };
+    assert_eq!(row("kai").matches("(Asia/Shanghai)").count(), 2, "created and last login: {}", row("kai"));
+    assert!(row("mei").contains("从未登录"), "{}", row("mei"));
 
     // a new password: that user's every other session ends, the old password stops working
     let (f1, f2) = (signed_in(&portal, "finance").await, signed_in(&portal, "finance").await);

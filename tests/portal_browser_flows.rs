@@ -287,6 +287,12 @@ const SHOWN: &[(&str, &str, &str)] = &[
     ("finance", "health", "/health"),
     ("finance", "utilization", "/reports/utilization?month={month}"),
     ("finance", "tiers", "/reports/tiers?month={month}"),
+    ("finance", "low-utilization", "/reports/low-utilization"),
+    ("finance", "fragmentation", "/reports/fragmentation"),
+    ("finance", "oversubscription", "/reports/oversubscription"),
+    ("finance", "budgets", "/budgets?month={month}"),
+    ("finance", "rates", "/rates"),
+    ("finance", "rates-new", "/rates/new"),
     ("admin", "admin-teams", "/admin/teams"),
     ("admin", "admin-mappings", "/admin/mappings"),
     ("admin", "admin-users", "/admin/users"),
@@ -294,6 +300,8 @@ const SHOWN: &[(&str, &str, &str)] = &[
     ("admin", "admin-audit", "/admin/audit"),
     ("lead", "lead-home", "/?month={month}"),
     ("lead", "lead-statement", "/bills/{month}/teams/vision"),
+    ("lead", "lead-budgets", "/budgets?month={month}"),
+    ("lead", "lead-low-utilization", "/reports/low-utilization"),
 ];
 
 /// A word the page has no translation of prints its key (`section.word`): none may show.

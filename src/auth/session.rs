@@ -73,6 +73,18 @@ pub async fn csrf_token(session: &Session) -> Result<String, Error> {
     Ok(t)
 }
 
+/// A random secret of this session for `purpose`, made on first use. Unlike the CSRF token it is never put in a
+/// page: it keys what the server hands the browser to carry and must get back unaltered (e.g. a previewed upload).
+pub async fn secret(session: &Session, purpose: &str) -> Result<String, Error> {
+    let key = format!("secret.{purpose}");
+    if let Some(t) = session.get::<String>(&key).await? {
+        return Ok(t);
+    }
+    let t = random_token();
+    session.insert(&key, &t).await?;
+    Ok(t)
+}
+
 /// Whether `sent` is the session's CSRF token, compared in constant time (a session without one matches nothing).
 pub async fn csrf_matches(session: &Session, sent: &str) -> Result<bool, Error> {
     use subtle::ConstantTimeEq;

@@ -135,3 +135,18 @@ pub async fn set_password(conn: &mut PgConnection, id: i64, password_hash: &str)
     .fetch_one(conn)
     .await
 }
+
+/// Records that user `id` signed in now.
+pub async fn record_login(pool: &PgPool, id: i64) -> Result<(), sqlx::Error> {
+    sqlx::query!("UPDATE users SET last_login_at = now() WHERE id = $1", id).execute(pool).await?;
+    Ok(())
+}
+
+/// When each user last signed in, by id (users that never did are absent).
+pub async fn last_logins(pool: &PgPool) -> Result<Vec<(i64, DateTime<Utc>)>, sqlx::Error> {
+    let rows =
+        sqlx::query!(r#"SELECT id, last_login_at AS "at!" FROM users WHERE last_login_at IS NOT NULL ORDER BY id"#)
+            .fetch_all(pool)
+            .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.at)).collect())
+}

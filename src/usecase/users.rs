@@ -95,6 +95,11 @@ pub async fn list(s: &Services) -> Result<Vec<User>, Error> {
     Ok(db::users::list(&s.pool).await?)
 }
 
+/// When each user last signed in with its password, by user id (never: absent).
+pub async fn last_logins(s: &Services) -> Result<std::collections::HashMap<i64, chrono::DateTime<chrono::Utc>>, Error> {
+    Ok(db::users::last_logins(&s.pool).await?.into_iter().collect())
+}
+
 /// Disables user `name`: it can no longer log in, and its sessions stop working at their next request.
 pub async fn disable(s: &Services, actor: &str, name: &str) -> Result<User, Error> {
     let mut tx = s.pool.begin().await?;
@@ -205,6 +210,7 @@ pub async fn login(s: &Services, name: &str, pw: &str, address: std::net::IpAddr
     match check_login(s, name, pw).await? {
         Some(user) => {
             db::logins::forget(&s.pool, &key).await?;
+            db::users::record_login(&s.pool, user.id).await?;
             Ok(Login::Ok(user))
         }
         None => {

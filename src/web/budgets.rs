@@ -17,8 +17,7 @@ use serde::Deserialize;
 use super::field_errors::{self as fields, FieldErrors};
 use super::fmt::{percent, yuan};
 use super::i18n::{Lang, PageLang, Word, t};
-use super::layout::{Chrome, MessagePage, PageError};
-use crate::access::Role;
+use super::layout::{Chrome, PageError};
 use crate::auth::{CsrfForm, PageUser};
 use crate::billing::Month;
 use crate::money::Money;
@@ -48,8 +47,6 @@ pub(super) const WORDS: &[Word] = &[
     ("budgets.saved", "预算已保存。", "The budget is saved."),
     ("budgets.prev", "上月", "Previous month"),
     ("budgets.next", "下月", "Next month"),
-    ("writer.forbidden", "无权操作", "Not allowed"),
-    ("writer.forbidden_text", "您的角色只能查看，不能修改。", "Your role may read, not change."),
 ];
 
 pub fn routes() -> Router<AppState> {
@@ -201,18 +198,10 @@ async fn page(
     }
 }
 
-/// The refusal of a writer's page or form to a reader of section `active`: a team lead finds nothing (as anywhere
-/// not its own); a viewer is told its role may not (the API's 403).
-pub(super) fn refused(user: &PageUser, lang: Lang, active: &str) -> Response {
-    if user.principal.role == Role::TeamLead {
-        return PageError::NotFound.into_response();
-    }
-    let page = MessagePage {
-        c: Chrome::new(user, lang, active, t(lang, "writer.forbidden")),
-        heading: format!("403 · {}", t(lang, "writer.forbidden")),
-        text: t(lang, "writer.forbidden_text").into(),
-    };
-    (StatusCode::FORBIDDEN, page).into_response()
+/// The refusal of a writer's page or form to a reader: the not-found page, as for every page a role may not open
+/// (the portal's one rule; the API answers a viewer's write with 403).
+pub(super) fn refused() -> Response {
+    PageError::NotFound.into_response()
 }
 
 /// A budget as a form sets it: `amount` yuan for `team` in `month`, alerting at `thresholds` (default: the use
@@ -279,7 +268,7 @@ async fn submit(
     CsrfForm(form): CsrfForm<BudgetForm>,
 ) -> Result<Response, PageError> {
     if !user.principal.role.writes() {
-        return Ok(refused(&user, lang, "/budgets"));
+        return Ok(refused());
     }
     let teams = usecase::teams::teams(&s.cases, &user.principal.scope()).await?;
     let known: Vec<&str> = teams.iter().map(|t| t.id.as_str()).collect();

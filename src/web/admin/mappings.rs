@@ -1,8 +1,8 @@
 //! `/admin/mappings`: the namespace → team mappings, a form to add one or point one at another team, and the CMDB
 //! CSV upload — the API's import (same decoding, parser and decisions) shown as a preview of every row's change
-//! before anything is written. "Apply" sends the previewed file back under an HMAC keyed by the session's CSRF
-//! token together with the digest of what the preview decided; the import then runs only if the file is the one
-//! previewed and decides exactly the same, else nothing is written.
+//! before anything is written. "Apply" sends the previewed file back with the digest of what the preview decided,
+//! both under an HMAC keyed by a secret the session keeps server-side; the import then runs only if the file is the
+//! one previewed and decides exactly the same, else nothing is written.
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -15,6 +15,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+use tower_sessions::Session;
 
 use super::{FieldErrors, Need, Tab, allow, blank_none, refused, tabs};
 use crate::access::Scope;
@@ -222,6 +223,15 @@ pub struct PreviewRow {
     pub team: String,
     pub previous: Option<String>,
     pub valid_from: String,
+    /// A refused row's problem: its field and message.
+    pub problem: Option<(String, String)>,
+}
+
+/// The line and field of a problem as the parser names it (`row 3: valid_from`, `row 3`); `None` for the file's.
+fn row_of(at: &str) -> Option<(usize, String)> {
+    let rest = at.strip_prefix("row ")?;
+    let (line, field) = rest.split_once(": ").unwrap_or((rest, ""));
+    Some((line.parse().ok()?, field.to_string()))
 }
 
 /// What the apply form carries: the file, what the preview decided, and the MAC over both.
@@ -238,8 +248,10 @@ pub struct PreviewPage {
     pub tabs: Vec<Tab>,
     pub file_name: String,
     pub rows: Vec<PreviewRow>,
-    /// Each problem of the file: (where, message).
+    /// Each problem of the file that is no row's: (where, message).
     pub errors: Vec<(String, String)>,
+    /// How many problems the file has (rows' included).
+    pub problems: usize,
     pub added: usize,
     pub changed: usize,
     pub unchanged: usize,
@@ -269,14 +281,19 @@ fn action(lang: Lang, a: RowAction) -> (&'static str, &'static str) {
     )
 }
 
-/// The MAC of a previewed file and its plan under the session's CSRF token: only this session's preview of this
-/// file can be applied, and a file altered on its way back is refused.
+/// The MAC of a previewed file and its plan under a secret of the session (never in a page): only this session's
+/// preview of this file can be applied, and a file or plan altered on its way back is refused.
 fn sign(key: &str, file: &[u8], plan: &str) -> String {
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key.as_bytes()) else { return String::new() };
     mac.update(b"cardhour mappings preview\0");
     mac.update(&Sha256::digest(file));
     mac.update(plan.as_bytes());
     mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The session's key of previews.
+async fn preview_key(session: &Session) -> Result<String, PageError> {
+    crate::auth::session::secret(session, "mappings-preview").await.map_err(|e| PageError::Internal(e.to_string()))
 }
 
 fn signed_by(key: &str, file: &[u8], plan: &str, sig: &str) -> bool {
@@ -288,6 +305,7 @@ fn signed_by(key: &str, file: &[u8], plan: &str, sig: &str) -> bool {
 async fn preview_page(
     s: &AppState,
     user: &PageUser,
+    key: &str,
     lang: Lang,
     file_name: String,
     bytes: &[u8],
@@ -306,35 +324,58 @@ async fn preview_page(
     let report = pv.report.as_ref().unwrap_or(&empty);
     let applicable =
         pv.errors.is_empty() && pv.report.is_some() && report.inserted + report.updated + report.teams_created > 0;
+    let mut rows: Vec<PreviewRow> = report
+        .rows
+        .iter()
+        .map(|r| {
+            let (class, action) = action(lang, r.action);
+            PreviewRow {
+                line: r.line,
+                class,
+                action,
+                cluster: r.cluster.clone(),
+                namespace: r.namespace.clone(),
+                team: r.team.clone(),
+                previous: r.previous_team.clone(),
+                valid_from: r.valid_from.to_string(),
+                problem: None,
+            }
+        })
+        .collect();
+    // each refused row in its place among the others, the file's own problems above them
+    let mut errors = Vec::new();
+    for e in &pv.errors {
+        let message = super::localize(lang, &e.message);
+        match row_of(&e.field) {
+            Some((line, field)) => rows.push(PreviewRow {
+                line,
+                class: "error",
+                action: t(lang, "admin.error"),
+                cluster: None,
+                namespace: String::new(),
+                team: String::new(),
+                previous: None,
+                valid_from: String::new(),
+                problem: Some((field, message)),
+            }),
+            None => errors.push((e.field.clone(), message)),
+        }
+    }
+    rows.sort_by_key(|r| r.line);
     Ok(PreviewPage {
         c: Chrome::new(user, lang, "/admin/teams", t(lang, "admin.preview_title")),
         tabs: tabs(user, lang, "/admin/mappings"),
         file_name,
-        rows: report
-            .rows
-            .iter()
-            .map(|r| {
-                let (class, action) = action(lang, r.action);
-                PreviewRow {
-                    line: r.line,
-                    class,
-                    action,
-                    cluster: r.cluster.clone(),
-                    namespace: r.namespace.clone(),
-                    team: r.team.clone(),
-                    previous: r.previous_team.clone(),
-                    valid_from: r.valid_from.to_string(),
-                }
-            })
-            .collect(),
-        errors: pv.errors.iter().map(|e| (e.field.clone(), super::localize(lang, &e.message))).collect(),
+        rows,
+        errors,
+        problems: pv.errors.len(),
         added: report.inserted,
         changed: report.updated,
         unchanged: report.unchanged,
         teams_created: report.teams_created,
         apply: applicable.then(|| Carried {
             file: URL_SAFE_NO_PAD.encode(bytes),
-            sig: sign(&user.csrf, bytes, &pv.plan),
+            sig: sign(key, bytes, &pv.plan),
             plan: pv.plan.clone(),
         }),
         message,
@@ -345,6 +386,7 @@ async fn preview(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
+    session: Session,
     upload: CsrfUpload,
 ) -> Result<Response, PageError> {
     allow(&user, Need::Writer)?;
@@ -354,8 +396,9 @@ async fn preview(
         return Ok(refused(page(&s, &user, lang, MappingForm::default(), FieldErrors::default(), errors).await?));
     };
     let name = file.file_name.clone().unwrap_or_default();
-    let p = preview_page(&s, &user, lang, name, &file.bytes, None).await?;
-    Ok(if p.errors.is_empty() { p.into_response() } else { refused(p) })
+    let key = preview_key(&session).await?;
+    let p = preview_page(&s, &user, &key, lang, name, &file.bytes, None).await?;
+    Ok(if p.problems == 0 { p.into_response() } else { refused(p) })
 }
 
 /// The apply form as sent.
@@ -375,11 +418,12 @@ async fn apply(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
+    session: Session,
     CsrfForm(form): CsrfForm<ApplyForm>,
 ) -> Result<Response, PageError> {
     allow(&user, Need::Writer)?;
-    let bytes =
-        URL_SAFE_NO_PAD.decode(form.file.as_bytes()).ok().filter(|b| signed_by(&user.csrf, b, &form.plan, &form.sig));
+    let key = preview_key(&session).await?;
+    let bytes = URL_SAFE_NO_PAD.decode(form.file.as_bytes()).ok().filter(|b| signed_by(&key, b, &form.plan, &form.sig));
     let Some(bytes) = bytes else {
         let mut errors = FieldErrors::default();
         errors.push(lang, "file", "the previewed file was altered: nothing was imported; upload it again");
@@ -397,7 +441,7 @@ async fn apply(
         // stale (or refused rows): the file's preview as things are now, with why, and nothing written
         Err(e @ (usecase::Error::Conflict { .. } | usecase::Error::Invalid(_))) => {
             let message = super::localize(lang, &e.to_string());
-            let p = preview_page(&s, &user, lang, form.file_name, &bytes, Some(message)).await?;
+            let p = preview_page(&s, &user, &key, lang, form.file_name, &bytes, Some(message)).await?;
             Ok(refused(p))
         }
         Err(e) => Err(e.into()),
@@ -417,5 +461,13 @@ mod tests {
         assert!(!signed_by("key", b"namespace,team\n", "plan-2", &sig), "another plan");
         assert!(!signed_by("other-session", b"namespace,team\n", "plan-1", &sig), "another session");
         assert!(!signed_by("key", b"namespace,team\n", "plan-1", ""), "no signature");
+    }
+
+    #[test]
+    fn a_problem_is_placed_at_its_row() {
+        assert_eq!(row_of("row 3: valid_from"), Some((3, "valid_from".to_string())));
+        assert_eq!(row_of("row 12"), Some((12, String::new())));
+        assert_eq!(row_of("body"), None);
+        assert_eq!(row_of("row x: team"), None);
     }
 }

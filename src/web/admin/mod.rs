@@ -132,7 +132,7 @@ pub fn localize(lang: Lang, message: &str) -> String {
             (r"^must not contain a NUL byte$", "不能包含 NUL 字符"),
             (r"^must not contain (a control|a bidirectional|control)", "不能包含控制字符或不可见字符"),
             (r"^a team id uses", "团队 ID 只能使用 a-z、0-9、`.`、`_`、`-`（最多 63 个，以字母或数字开头）"),
-            (r"is not a team id", "不是团队 ID（只能使用 a-z、0-9、`.`、`_`、`-`）"),
+            (r"^`(.*)` is not a team id", "`$1` 不是团队 ID（只能使用 a-z、0-9、`.`、`_`、`-`）"),
             (r"^unknown team `([^`]*)`", "团队 `$1` 不存在（请先创建）"),
             (r"^`(.*)` is not a date", "`$1` 不是日期（2026-11-01、2026/11/01 或 20261101）"),
             (r"^must be between (\S+) and (\S+)$", "必须在 $1 与 $2 之间"),
@@ -197,7 +197,8 @@ pub fn role_word(lang: Lang, role: &str) -> String {
         "team_lead" => "role.team_lead",
         other => return other.to_string(),
     };
-    format!("{} ({role})", i18n::t(lang, key))
+    // English readers read the role's own name; others the word and the name the API and CLI use
+    if lang == Lang::En { role.to_string() } else { format!("{} ({role})", i18n::t(lang, key)) }
 }
 
 /// The roles a form offers, in the order it lists them.
@@ -211,6 +212,10 @@ pub(in crate::web) const WORDS: &[Word] = &[
     ("admin.users", "用户", "Users"),
     ("admin.tokens", "API 令牌", "API tokens"),
     ("admin.audit", "审计日志", "Audit log"),
+    ("admin.all_teams", "全部团队", "All teams"),
+    ("admin.all_mappings", "全部映射", "All mappings"),
+    ("admin.all_users", "全部用户", "All users"),
+    ("admin.all_tokens", "全部令牌", "All tokens"),
     ("admin.id", "ID", "ID"),
     ("admin.name", "显示名称", "Display name"),
     ("admin.edit", "编辑", "Edit"),
@@ -254,6 +259,7 @@ pub(in crate::web) const WORDS: &[Word] = &[
     ("admin.changed", "修改", "changed"),
     ("admin.unchanged", "不变", "unchanged"),
     ("admin.errors", "错误", "errors"),
+    ("admin.error", "错误", "error"),
     ("admin.teams_created", "将新建的团队", "teams to create"),
     ("admin.apply", "应用此导入", "Apply this import"),
     (
@@ -270,7 +276,8 @@ pub(in crate::web) const WORDS: &[Word] = &[
     ("admin.disabled", "已停用", "Disabled"),
     ("admin.active", "启用", "active"),
     ("admin.last_login", "最近登录", "Last login"),
-    ("admin.unknown", "未记录", "not recorded"),
+    ("admin.never_logged_in", "从未登录", "never"),
+    ("admin.never_used", "从未使用", "never"),
     ("admin.password", "初始密码", "Initial password"),
     ("admin.new_password", "新密码", "New password"),
     ("admin.set_password", "设置密码", "Set password"),

@@ -47,6 +47,7 @@ pub struct UserRow {
     pub teams: String,
     pub disabled: Option<String>,
     pub created: String,
+    pub last_login: Option<String>,
     /// The signed-in admin's own row (it cannot disable itself).
     pub me: bool,
 }
@@ -78,6 +79,7 @@ async fn page(
 ) -> Result<UsersPage, PageError> {
     allow(user, Need::Admin)?;
     let tz = s.billing_tz;
+    let logins = users::last_logins(&s.cases).await?;
     let users = users::list(&s.cases)
         .await?
         .into_iter()
@@ -87,6 +89,7 @@ async fn page(
             teams: u.teams.join(", "),
             disabled: u.disabled_at.map(|d| when(&d, tz)),
             created: when(&u.created_at, tz),
+            last_login: logins.get(&u.id).map(|t| when(t, tz)),
             username: u.username,
         })
         .collect();

@@ -54,7 +54,7 @@ pub(super) async fn submit(
     CsrfForm(form): CsrfForm<ManualForm>,
 ) -> Result<Response, PageError> {
     if !user.principal.role.writes() {
-        return Ok(refused(&user, lang, "/rates"));
+        return Ok(refused());
     }
     let errors = match check(&form) {
         Ok(input) => match rates::create_rate(&s.cases, &user.principal.actor(), input).await {

@@ -363,7 +363,7 @@ async fn cloud_submit(
     CsrfForm(form): CsrfForm<CloudForm>,
 ) -> Result<Response, PageError> {
     if !user.principal.role.writes() {
-        return Ok(super::budgets::refused(&user, lang, "/rates"));
+        return Ok(super::budgets::refused());
     }
     let errors = match check_cloud(&form) {
         Ok((model, cloud)) => match rates::put_cloud_rates(&s.cases, &user.principal.actor(), &model, cloud).await {

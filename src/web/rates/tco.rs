@@ -221,7 +221,7 @@ pub(super) fn page_of(
 
 pub(super) async fn form_page(user: PageUser, PageLang(lang): PageLang) -> Response {
     if !user.principal.role.writes() {
-        return refused(&user, lang, "/rates");
+        return refused();
     }
     page_of(&user, lang, &TcoForm::default(), FieldErrors::default(), None).into_response()
 }
@@ -286,7 +286,7 @@ pub(super) async fn submit(
     CsrfForm(form): CsrfForm<TcoForm>,
 ) -> Result<Response, PageError> {
     if !user.principal.role.writes() {
-        return Ok(refused(&user, lang, "/rates"));
+        return Ok(refused());
     }
     let (model, effective_from, inputs) = match check(&form) {
         Ok(v) => v,
