@@ -33,22 +33,22 @@ pub struct ProxyArgs {
     /// comma-separate in the environment). Turns SSO mode on: the pages take their user from the proxy's headers,
     /// believed only on connections from these addresses (the peer address, never X-Forwarded-For); no login
     /// form.
-    #[arg(long = "proxy-trusted", env = "CARDHOUR_PROXY_TRUSTED", value_delimiter = ',', value_parser = crate::auth::proxy::parse_trusted)]
+    #[arg(long = "proxy-trusted", value_name = "ADDR", env = "CARDHOUR_PROXY_TRUSTED", value_delimiter = ',', value_parser = crate::auth::proxy::parse_trusted)]
     pub trusted: Vec<ipnet::IpNet>,
     /// The header naming the signed-in user.
-    #[arg(long = "proxy-user-header", env = "CARDHOUR_PROXY_USER_HEADER", default_value = "X-Forwarded-User", value_parser = parse_header_name)]
+    #[arg(long = "proxy-user-header", value_name = "HEADER", env = "CARDHOUR_PROXY_USER_HEADER", default_value = "X-Forwarded-User", value_parser = parse_header_name)]
     pub user_header: axum::http::HeaderName,
     /// The header listing the user's groups, comma-separated.
-    #[arg(long = "proxy-groups-header", env = "CARDHOUR_PROXY_GROUPS_HEADER", default_value = "X-Forwarded-Groups", value_parser = parse_header_name)]
+    #[arg(long = "proxy-groups-header", value_name = "HEADER", env = "CARDHOUR_PROXY_GROUPS_HEADER", default_value = "X-Forwarded-Groups", value_parser = parse_header_name)]
     pub groups_header: axum::http::HeaderName,
     /// What a group grants: GROUP=ROLE (admin, finance, viewer) or GROUP=team_lead:TEAM; repeat the flag (or
     /// comma-separate in the environment). The highest role of a user's groups wins; a team lead gets the teams
     /// of all its groups. A user whose groups grant nothing is refused (403).
-    #[arg(long = "proxy-group", env = "CARDHOUR_PROXY_GROUPS", value_delimiter = ',', value_parser = crate::auth::proxy::GroupGrant::parse)]
+    #[arg(long = "proxy-group", value_name = "GROUP=ROLE", env = "CARDHOUR_PROXY_GROUPS", value_delimiter = ',', value_parser = crate::auth::proxy::GroupGrant::parse)]
     pub groups: Vec<crate::auth::proxy::GroupGrant>,
     /// Where logging out sends the browser: the proxy's sign-out (e.g. /oauth2/sign_out). Without it, logging
     /// out ends only the portal's session.
-    #[arg(long = "proxy-sign-out-url", env = "CARDHOUR_PROXY_SIGN_OUT_URL", value_parser = parse_sign_out_url)]
+    #[arg(long = "proxy-sign-out-url", value_name = "URL", env = "CARDHOUR_PROXY_SIGN_OUT_URL", value_parser = parse_sign_out_url)]
     pub sign_out_url: Option<String>,
 }
 

@@ -205,6 +205,10 @@ async fn report_pages_show_the_api_numbers(pool: PgPool) {
     let ts_row = &page[page.find("<td>node-ts</td>").unwrap()..];
     let ts_row = &ts_row[..ts_row.find("</tr>").unwrap()];
     assert!(ts_row.contains(r#"<strong title="oversubscribed">3.00×</strong>"#), "{ts_row}");
+    // memory likewise: each replica promises a card's memory
+    let memory = ts["memory_ratio"].as_f64().map_or("–".into(), |x| format!("{x:.2}×"));
+    assert_eq!(memory, "3.00×", "{ts}");
+    assert!(ts_row.contains(&format!("</td><td class=\"num\">{memory}</td>")), "{ts_row}");
     // 540 effective card-seconds of 3600 physical: 15 % busy; 20 % of what was held
     assert!(ts_row.contains(&cell("15.0 %")) && ts_row.contains(&cell("20.0 %")), "{ts_row}");
 
@@ -304,15 +308,15 @@ async fn the_heatmap_has_a_legend_and_the_language_switch_keeps_the_query(pool: 
         assert!(svg.contains(&format!("\n{pct}\n</text>")), "the legend lacks {pct}");
     }
     // zh by default: the switch offers English on this very month
-    assert!(page.contains(r#"<a class="lang" href="?month=2026-10&#38;lang=en">English</a>"#), "{page}");
+    assert!(page.contains(r#"<a class="lang" href="?lang=en&#38;month=2026-10">English</a>"#), "{page}");
 
     let (_, en) = get(&portal, &viewer, "/reports/utilization?lang=en&month=2026-10").await;
-    assert!(en.contains(r#"<a class="lang" href="?month=2026-10&#38;lang=zh-CN">中文</a>"#), "{en}");
+    assert!(en.contains(r#"<a class="lang" href="?lang=zh-CN&#38;month=2026-10">中文</a>"#), "{en}");
     assert!(en.contains("Utilization") && en.contains("<html lang=\"en\">"));
     let (_, low) = get(&portal, &viewer, &format!("/reports/low-utilization?from={SEED_FROM}&top=3")).await;
     let from = SEED_FROM.replace(':', "%3A");
     // English since the last switch (the cookie): the link offers Chinese, on the same question
-    assert!(low.contains(&format!(r#"href="?from={from}&#38;top=3&#38;lang=zh-CN""#)), "{low}");
+    assert!(low.contains(&format!(r#"href="?lang=zh-CN&#38;from={from}&#38;top=3""#)), "{low}");
     // the link's target is the same page in the other language
     let (status, switched) =
         get(&portal, &viewer, &format!("/reports/low-utilization?from={from}&top=3&lang=en")).await;

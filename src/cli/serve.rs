@@ -6,12 +6,13 @@ use super::ServeArgs;
 use crate::db;
 
 pub(super) async fn serve_cmd(a: ServeArgs) -> anyhow::Result<()> {
+    // a configuration mistake is said before anything is connected
+    let sso = a.proxy.config().map_err(anyhow::Error::msg)?;
     let pool = a.db.connect(16).await.context("cannot connect to the database")?;
     let billing_tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
     let portal = crate::auth::PortalConfig {
         session: crate::auth::session::SessionConfig { secure: a.secure_cookies, idle: a.session_idle },
     };
-    let sso = a.proxy.config().map_err(anyhow::Error::msg)?;
     let mut state = crate::state::AppState::new(pool.clone(), billing_tz).with_portal(portal);
     if let Some(sso) = sso {
         tracing::info!(

@@ -170,14 +170,14 @@ impl<S: Send + Sync> FromRequestParts<S> for PageLang {
     }
 }
 
-/// The link to this page in language `code` (`en`, `zh-CN`): the page's `query` kept but for its `lang`, which
-/// is replaced (`month=2026-10&lang=zh` → `?month=2026-10&lang=en`).
+/// The link to this page in language `code` (`en`, `zh-CN`): the language first, then the page's `query` but for
+/// its own `lang` (`month=2026-10&lang=zh` → `?lang=en&month=2026-10`).
 pub fn switch_href(query: &str, code: &str) -> String {
     let mut out = url::form_urlencoded::Serializer::new(String::new());
+    out.append_pair("lang", code);
     for (k, v) in url::form_urlencoded::parse(query.as_bytes()).filter(|(k, _)| k != "lang") {
         out.append_pair(&k, &v);
     }
-    out.append_pair("lang", code);
     format!("?{}", out.finish())
 }
 
@@ -227,10 +227,10 @@ mod tests {
     #[test]
     fn the_switch_keeps_the_query_but_its_language() {
         assert_eq!(switch_href("", "en"), "?lang=en");
-        assert_eq!(switch_href("month=2026-10&lang=zh", "en"), "?month=2026-10&lang=en");
-        assert_eq!(switch_href("lang=en&team=vision&lang=en&sort=pod", "zh-CN"), "?team=vision&sort=pod&lang=zh-CN");
+        assert_eq!(switch_href("month=2026-10&lang=zh", "en"), "?lang=en&month=2026-10");
+        assert_eq!(switch_href("lang=en&team=vision&lang=en&sort=pod", "zh-CN"), "?lang=zh-CN&team=vision&sort=pod");
         // what the query said stays said, encoded again
-        assert_eq!(switch_href("from=2026-10-01+08%3A00&x=%26", "en"), "?from=2026-10-01+08%3A00&x=%26&lang=en");
+        assert_eq!(switch_href("from=2026-10-01+08%3A00&x=%26", "en"), "?lang=en&from=2026-10-01+08%3A00&x=%26");
     }
 
     #[test]

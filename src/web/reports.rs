@@ -69,8 +69,8 @@ pub(super) const WORDS: &[i18n::Word] = &[
     ("oversub.title", "超卖", "Oversubscription"),
     (
         "oversub.note",
-        "承诺算力 ÷ 物理卡（按时间加权）：时间片副本承诺整卡，MPS 副本 1/副本数，HAMi gpucores/100，MIG g/切片数。旁边是同一批卡的忙碌度：比值 3 而卡只忙 20 % 没问题，卡忙 90 % 就是争抢。",
-        "Cards' worth promised ÷ physical cards, time-weighted: a time-slicing replica promises a whole card, an MPS replica 1/replicas, HAMi gpucores/100, MIG g/slices. Beside it, how busy the same cards were: a ratio of 3 on cards 20 % busy is fine, on cards 90 % busy it is contention.",
+        "承诺算力 ÷ 物理卡（按时间加权）：时间片副本承诺整卡，MPS 副本 1/副本数，HAMi gpucores/100，MIG g/切片数。显存同理：承诺显存 ÷ 卡的显存（≥ 表示部分承诺未知）。旁边是同一批卡的忙碌度：比值 3 而卡只忙 20 % 没问题，卡忙 90 % 就是争抢。",
+        "Cards' worth promised ÷ physical cards, time-weighted: a time-slicing replica promises a whole card, an MPS replica 1/replicas, HAMi gpucores/100, MIG g/slices. Memory likewise: memory promised ÷ the cards' memory (≥: some promise unknown). Beside them, how busy the same cards were: a ratio of 3 on cards 20 % busy is fine, on cards 90 % busy it is contention.",
     ),
     ("oversub.by_cluster", "按集群", "By cluster"),
     ("oversub.by_model", "按 GPU 型号", "By GPU model"),
@@ -79,6 +79,7 @@ pub(super) const WORDS: &[i18n::Word] = &[
     ("oversub.held", "占用卡时", "Held card-hours"),
     ("oversub.promised", "承诺卡时", "Promised card-hours"),
     ("oversub.ratio", "超卖比", "Compute ratio"),
+    ("oversub.memory_ratio", "显存超卖比", "Memory ratio"),
     ("oversub.busy", "忙碌度", "Busy"),
     ("oversub.none", "区间内没有容量数据。", "No capacity stored in the range."),
     ("oversub.over", "超卖", "oversubscribed"),

@@ -133,6 +133,8 @@ pub struct OversubRow {
     pub held_card_hours: String,
     pub promised_card_hours: String,
     pub compute_ratio: String,
+    /// Memory promised over the cards' memory; `≥` before it where some memory promise is unknown (a lower bound).
+    pub memory_ratio: String,
     /// Promised more than the physical cards.
     pub over: bool,
     pub busy: String,
@@ -150,6 +152,10 @@ fn oversub_row(r: &OversubscriptionRow) -> OversubRow {
         held_card_hours: card_hours_f64(r.held_card_hours),
         promised_card_hours: card_hours_f64(r.promised_card_hours),
         compute_ratio: times(r.compute_ratio),
+        memory_ratio: match (times(r.memory_ratio), r.unknown_memory_card_hours > 0.0) {
+            (m, true) if r.memory_ratio.is_some() => format!("≥ {m}"),
+            (m, _) => m,
+        },
         // by what the page prints: 1.00× is not oversubscribed
         over: r.compute_ratio.is_some_and(|x| x >= 1.005),
         busy: percent(r.busy),
