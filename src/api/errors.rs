@@ -55,8 +55,13 @@ pub async fn not_found(req: Request) -> ApiError {
     ApiError::NotFound(format!("route {} {}", req.method(), req.uri().path()))
 }
 
-/// Cancels a request that takes longer than `limit`: dropping its future rolls its transaction back.
+/// Cancels a read that takes longer than `limit`. A write is not cut: dropping it after its `COMMIT` was sent and
+/// before the reply came would answer 503 for what the database did apply; its statements are bounded by the
+/// statement timeout instead, so its answer is always its outcome.
 pub async fn timeout(limit: Duration, req: Request, next: Next) -> Response {
+    if !matches!(*req.method(), axum::http::Method::GET | axum::http::Method::HEAD) {
+        return next.run(req).await;
+    }
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(resp) => resp,
         Err(_) => {
