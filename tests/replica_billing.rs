@@ -369,3 +369,59 @@ async fn configuring_a_node_restates_the_open_month_and_leaves_a_closed_one_byte
     assert!(!restated.is_empty() && restated.iter().all(|r| r["original_month"] == "2026-09"), "{oct}");
     assert_eq!(sum.to_string(), "-37.50", "September: 12.50 now, 50.00 closed");
 }
+
+/// Two time-sliced nodes, one of them in a pool billed as whole cards: only its lines move, by the replicas factor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_pools_setting_wins_over_the_clusters_on_its_nodes_only() {
+    let db = TestDb::migrated().unwrap();
+    let pool = PgPool::connect(&db.url).await.unwrap();
+    let api = TestApi::start(pool.clone()).await;
+    let fin = Some(api.finance.as_str());
+    let r = json!({"gpu_model": "A100-80GB", "effective_from": "2026-09-01", "rate": "12.5"});
+    assert_eq!(api.call(Method::POST, "/api/v1/rates", fin, Some(r)).await.0, 201);
+    for (ns, team) in [("vision-train", "vision"), ("nlp-prod", "nlp")] {
+        let m = json!({"namespace": ns, "team_id": team, "valid_from": "2026-09-01"});
+        assert_eq!(api.call(Method::POST, "/api/v1/mappings", fin, Some(m)).await.0, 201);
+    }
+    let from: DateTime<Utc> = "2026-10-05T00:00:00Z".parse().unwrap();
+    for h in 0..4 {
+        let out = HourOutput {
+            interval_ms: Some(60_000),
+            rows: vec![
+                row("vision-train", "v-ts", "vision", "ts-a", "timeslice", 1.0, 0.25),
+                row("nlp-prod", "n-ts", "nlp", "ts-b", "timeslice", 1.0, 0.25),
+            ],
+            capacity: vec![cap("ts-a", 1.0), cap("ts-b", 1.0)],
+            anomalies: Vec::new(),
+        };
+        let hour = from + Duration::hours(h);
+        let mut tx = pool.begin().await.unwrap();
+        cardhour::db::clusters::upsert(&mut tx, "c1", "http://127.0.0.1:9").await.unwrap();
+        cardhour::db::usage::lock_hour(&mut tx, "c1", hour).await.unwrap();
+        cardhour::db::usage::replace_hour(&mut tx, "c1", hour, &out).await.unwrap();
+        tx.commit().await.unwrap();
+    }
+    let env = [("DATABASE_URL", db.url.as_str())];
+    // 1 replica of 4 for 4 hours at ¥12.5: ¥12.50 by fraction, ¥50.00 as a whole card
+    let before = lines(&api, "").await;
+    let amounts = |l: &BTreeMap<(String, String, String), Value>| -> Vec<String> {
+        l.values().map(|v| v["amount"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(amounts(&before), ["12.50", "12.50"], "nlp, vision by fraction");
+    run_cardhour_ok(["policy", "pool", "--cluster", "c1", "--node", "ts-b", "--pool", "big"], &env);
+    run_cardhour_ok(
+        ["policy", "set", "--cluster", "c1", "--pool", "big", "--from", "2026-10-01", "--replicas", "whole-card"],
+        &env,
+    );
+    let after = lines(&api, "").await;
+    assert_eq!(amounts(&after), ["50.00", "12.50"], "nlp's node is in the pool, vision's is not");
+    let month = get_json(&api, "/api/v1/bills/2026-10").await;
+    let settings = month["policy"]["replicas"].as_array().unwrap();
+    assert!(
+        settings.iter().any(|s| s["pool"] == "big" && s["policy"] == "whole_card"),
+        "the pool's setting on the statement: {month}"
+    );
+    // out of the pool again: by fraction again
+    run_cardhour_ok(["policy", "pool", "--cluster", "c1", "--node", "ts-b"], &env);
+    assert_eq!(amounts(&lines(&api, "").await), ["12.50", "12.50"]);
+}
