@@ -90,19 +90,31 @@ pub async fn node_usage_by_day(
 ) -> Result<Vec<NodeUsage>, sqlx::Error> {
     sqlx::query_as!(
         NodeUsage,
-        r#"SELECT g.cluster, ns.pool AS "pool?", billing_date(g.hour) AS "day!", g.team, g.namespace, g.gpu_model, g.kind,
+        // Two narrow reads, never the month's every row: the time-sliced rows (a partial index), and the rows
+        // of the few node-hours listed unverified (the primary key's cluster and hour, then the node).
+        r#"WITH a AS (SELECT DISTINCT cluster, hour, subject FROM ingest_anomalies
+                      WHERE kind = ANY($3) AND hour >= ($1::date - 1)::timestamptz AND hour < ($2::date + 2)::timestamptz),
+                g AS (SELECT t.cluster, t.hour, t.node, t.team, t.namespace, t.gpu_model, t.kind, t.fraction,
+                             t.gpu_seconds, t.effective_gpu_seconds, t.unmetered_gpu_seconds,
+                             (a.subject IS NOT NULL) AS unverified
+                      FROM gpu_usage_hourly t
+                      LEFT JOIN a ON a.cluster = t.cluster AND a.hour = t.hour AND a.subject = t.node
+                      WHERE t.kind = 'timeslice'
+                        AND t.hour >= ($1::date - 1)::timestamptz AND t.hour < ($2::date + 2)::timestamptz
+                      UNION ALL
+                      SELECT t.cluster, t.hour, t.node, t.team, t.namespace, t.gpu_model, t.kind, t.fraction,
+                             t.gpu_seconds, t.effective_gpu_seconds, t.unmetered_gpu_seconds, true
+                      FROM a JOIN gpu_usage_hourly t ON t.cluster = a.cluster AND t.hour = a.hour AND t.node = a.subject
+                      WHERE t.kind <> 'timeslice')
+           SELECT g.cluster AS "cluster!", ns.pool AS "pool?", billing_date(g.hour) AS "day!", g.team AS "team!",
+                  g.namespace AS "namespace!", g.gpu_model AS "gpu_model!", g.kind AS "kind!",
                   sum(g.gpu_seconds) AS "gpu_seconds!", sum(g.effective_gpu_seconds) AS "effective_gpu_seconds!",
                   sum(g.unmetered_gpu_seconds) AS "unmetered_gpu_seconds!",
                   sum(g.gpu_seconds / g.fraction) AS "replica_seconds!",
-                  bool_or(a.subject IS NOT NULL) AS "unverified!"
-           FROM gpu_usage_hourly g
+                  bool_or(g.unverified) AS "unverified!"
+           FROM g
            LEFT JOIN node_settings ns ON ns.cluster = g.cluster AND ns.node = g.node
-           LEFT JOIN (SELECT DISTINCT cluster, hour, subject FROM ingest_anomalies
-                      WHERE kind = ANY($3) AND hour >= ($1::date - 1)::timestamptz AND hour < ($2::date + 2)::timestamptz) a
-                  ON a.cluster = g.cluster AND a.hour = g.hour AND a.subject = g.node
-           WHERE g.hour >= ($1::date - 1)::timestamptz AND g.hour < ($2::date + 2)::timestamptz
-             AND billing_date(g.hour) >= $1::date AND billing_date(g.hour) < $2::date
-             AND (g.kind = 'timeslice' OR a.subject IS NOT NULL)
+           WHERE billing_date(g.hour) >= $1::date AND billing_date(g.hour) < $2::date
            GROUP BY g.cluster, ns.pool, billing_date(g.hour), g.team, g.namespace, g.gpu_model, g.kind"#,
         from,
         to,

@@ -52,7 +52,7 @@ async fn month_budgets(s: &Services, month: Month, scope: &Scope) -> Result<BTre
 /// The previous month's team totals (of `scope`), as its statement reads now; `None` when it has no team.
 async fn previous_month(s: &Services, month: Month, scope: &Scope) -> Result<Option<PreviousMonth>, Error> {
     let prev = month.prev();
-    let st = crate::ledger::statement(&s.pool, prev, PolicyChoice::NONE).await?;
+    let st = super::statements::statement(s, prev, PolicyChoice::NONE).await?;
     let teams: BTreeMap<_, _> =
         st.team_ids().into_iter().filter(|t| scope.allows(t)).map(|t| (t.to_string(), st.team_total(t))).collect();
     Ok((!teams.is_empty()).then(|| PreviousMonth { month: prev, closed: st.status == MonthStatus::Closed, teams }))
@@ -69,7 +69,8 @@ pub async fn statement_extras(
     scope: &Scope,
 ) -> Result<StatementExtras, Error> {
     let end = extras_end(s, month).await?;
-    let idle = super::idle::idle_report(s, end, 168, IdleRule::WEEKLY, false, scope).await?;
+    // the cached idle list, as the pages read it: a statement viewed again computes nothing again
+    let idle = super::idle::idle_pods(s, scope, end, 168, IdleRule::WEEKLY, false).await?;
     let global = scope.is_global();
     let utilization =
         if global { Some((&super::reports::month_utilization_of(s, month).await?.totals).into()) } else { None };

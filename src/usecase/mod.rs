@@ -44,11 +44,22 @@ pub struct Services {
     pub statements: Arc<statements::StatementCache>,
     pub usage: Arc<StampedCache<usage::UsageKey, Vec<crate::usage::UsageRow>>>,
     pub idle: Arc<StampedCache<idle::IdleKey, Vec<crate::waste::IdlePod>>>,
+    /// A month's utilization report (the home, the reports and the statements' figures read it on every view).
+    pub utilization: Arc<StampedCache<crate::billing::Month, crate::waste::UtilizationReport>>,
+    pub low_utilization: Arc<StampedCache<reports::LowUtilizationKey, Vec<crate::waste::WastefulPod>>>,
 }
 
 impl Services {
     pub fn new(pool: PgPool, billing_tz: chrono_tz::Tz) -> Self {
-        Self { pool, billing_tz, statements: Default::default(), usage: Default::default(), idle: Default::default() }
+        Self {
+            pool,
+            billing_tz,
+            statements: Default::default(),
+            usage: Default::default(),
+            idle: Default::default(),
+            utilization: Default::default(),
+            low_utilization: Default::default(),
+        }
     }
 }
 

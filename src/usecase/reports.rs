@@ -75,6 +75,23 @@ pub async fn low_utilization(
     to: DateTime<Utc>,
     top: i64,
 ) -> Result<Vec<WastefulPod>, Error> {
+    let key = (from, to, top, scope.teams.clone());
+    // kept until the data changes: every team home reads its month's list
+    let list =
+        s.low_utilization.get_or_compute(&s.pool, key, async || compute_low_utilization(s, scope, from, to, top).await);
+    Ok(list.await?.as_ref().clone())
+}
+
+/// What a low-utilization list's answer depends on besides the stored data: range, length, the caller's teams.
+pub type LowUtilizationKey = (DateTime<Utc>, DateTime<Utc>, i64, Option<Vec<String>>);
+
+async fn compute_low_utilization(
+    s: &Services,
+    scope: &Scope,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    top: i64,
+) -> Result<Vec<WastefulPod>, Error> {
     let pods = db::reports::most_wasteful_pods(&s.pool, from, to, top, scope).await?;
     let book = super::idle::rate_book(s).await?;
     let day = super::idle::pricing_day(to, s.billing_tz);
@@ -104,18 +121,22 @@ pub async fn low_utilization(
 
 /// The utilization report of a month (billing days, all clusters): what the cluster-wide views and a close read.
 pub(super) async fn month_utilization_of(s: &Services, month: Month) -> Result<UtilizationReport, Error> {
-    let (from, to) = (month.first_day(), month.next().first_day());
-    let usage = db::reports::usage_by_day_team(&s.pool, from, to).await?;
-    let mut capacity: BTreeMap<_, CapacitySeconds> = BTreeMap::new();
-    for c in db::bills::capacity_by_day(&s.pool, from, to).await? {
-        *capacity.entry(c.day).or_default() +=
-            CapacitySeconds { capacity: c.card_seconds, offered: c.offered_card_seconds };
-    }
-    let usage: Vec<_> = usage
-        .into_iter()
-        .map(|u| (u.day, u.team, u.gpu_seconds, u.effective_gpu_seconds, u.unmetered_gpu_seconds))
-        .collect();
-    Ok(utilization_report(&usage, &capacity))
+    let compute = async || {
+        let (from, to) = (month.first_day(), month.next().first_day());
+        let usage = db::reports::usage_by_day_team(&s.pool, from, to).await?;
+        let mut capacity: BTreeMap<_, CapacitySeconds> = BTreeMap::new();
+        for c in db::bills::capacity_by_day(&s.pool, from, to).await? {
+            *capacity.entry(c.day).or_default() +=
+                CapacitySeconds { capacity: c.card_seconds, offered: c.offered_card_seconds };
+        }
+        let usage: Vec<_> = usage
+            .into_iter()
+            .map(|u| (u.day, u.team, u.gpu_seconds, u.effective_gpu_seconds, u.unmetered_gpu_seconds))
+            .collect();
+        Ok::<_, Error>(utilization_report(&usage, &capacity))
+    };
+    // kept until the data changes, as the statements are: every home and report view reads it
+    Ok(s.utilization.get_or_compute(&s.pool, month, compute).await?.as_ref().clone())
 }
 
 /// The month's allocation rate, utilization and effective rate, per billing day and per team (global readers).
