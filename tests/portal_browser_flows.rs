@@ -179,6 +179,16 @@ async fn finance_closes_a_month_through_its_confirmation_page(pool: PgPool) {
     }
     b.screenshot("flow-close-confirmation-en").await;
 
+    // the form stripped of its CSRF token (as a forged cross-site post would be): refused, nothing closed
+    c.execute("document.querySelector('form.inline input[name=csrf]').remove()", vec![]).await.unwrap();
+    c.find(Locator::Css("select[name=mode]")).await.unwrap().select_by_value("chargeback").await.unwrap();
+    c.find(Locator::Css("form.inline button[type=submit]")).await.unwrap().click().await.unwrap();
+    let refused = c.find(Locator::Css("body")).await.unwrap().text().await.unwrap();
+    assert!(refused.contains("security token is missing"), "{refused}");
+    let (_, still) = api.call(Method::GET, &format!("/api/v1/bills/{SEED_MONTH}"), Some(&api.finance), None).await;
+    assert_eq!(still["status"], Value::from("open"), "nothing closed without the token");
+    c.goto(&portal.url(&format!("/bills/{SEED_MONTH}/close?lang=en"))).await.unwrap();
+
     // submitting without choosing the policy: the form back with the field's message, nothing closed
     c.find(Locator::Css("form.inline button[type=submit]")).await.unwrap().click().await.unwrap();
     let error = c.wait().for_element(Locator::Css(".field-error")).await.unwrap().text().await.unwrap();
