@@ -166,7 +166,7 @@ impl FieldErrors {
             // a use case's own rule, where the translation knows it, says more than the word alone
             Lang::Zh if matches!(e.problem, Problem::OutOfRange | Problem::Taken) => {
                 let zh = localize(lang, &e.detail);
-                if zh != e.detail { zh } else { words.to_string() }
+                if zh != e.detail { format!("{words}：{zh}") } else { words.to_string() }
             }
             _ => words.to_string(),
         })
