@@ -61,22 +61,36 @@ fn cap(node: &str, cards: f64) -> CapacityRow {
 }
 
 async fn store(pool: &PgPool, from: &str, hours: i64, unverified: bool) {
+    let rows = vec![
+        row("vision-train", "v-ts", "vision", "ts", "timeslice", 1.0, 0.25),
+        row("nlp-prod", "n-ts", "nlp", "ts", "timeslice", 2.0, 0.25),
+        row("nlp-prod", "n-mps", "nlp", "mps", "mps", 1.0, 0.25),
+        row("vision-train", "v-u", "vision", "u", "whole", 1.0, 1.0),
+    ];
+    let anomalies = if unverified {
+        vec![Anomaly { kind: AnomalyKind::UnverifiedNode, subject: "u".into(), count: 1 }]
+    } else {
+        Vec::new()
+    };
+    store_hours(pool, from, hours, rows, vec![cap("ts", 2.0), cap("mps", 1.0), cap("u", 1.0)], anomalies).await;
+}
+
+/// The same rows, capacity and anomalies in each of `hours` hours from `from`, written as the ingest writes an hour.
+async fn store_hours(
+    pool: &PgPool,
+    from: &str,
+    hours: i64,
+    rows: Vec<UsageRow>,
+    capacity: Vec<CapacityRow>,
+    anomalies: Vec<Anomaly>,
+) {
     let from: DateTime<Utc> = from.parse().unwrap();
     for h in 0..hours {
         let out = HourOutput {
             interval_ms: Some(60_000),
-            rows: vec![
-                row("vision-train", "v-ts", "vision", "ts", "timeslice", 1.0, 0.25),
-                row("nlp-prod", "n-ts", "nlp", "ts", "timeslice", 2.0, 0.25),
-                row("nlp-prod", "n-mps", "nlp", "mps", "mps", 1.0, 0.25),
-                row("vision-train", "v-u", "vision", "u", "whole", 1.0, 1.0),
-            ],
-            capacity: vec![cap("ts", 2.0), cap("mps", 1.0), cap("u", 1.0)],
-            anomalies: if unverified {
-                vec![Anomaly { kind: AnomalyKind::UnverifiedNode, subject: "u".into(), count: 1 }]
-            } else {
-                Vec::new()
-            },
+            rows: rows.clone(),
+            capacity: capacity.clone(),
+            anomalies: anomalies.clone(),
         };
         let hour = from + Duration::hours(h);
         let mut tx = pool.begin().await.unwrap();
@@ -383,24 +397,11 @@ async fn a_node_pools_setting_wins_over_the_clusters_on_its_nodes_only() {
         let m = json!({"namespace": ns, "team_id": team, "valid_from": "2026-09-01"});
         assert_eq!(api.call(Method::POST, "/api/v1/mappings", fin, Some(m)).await.0, 201);
     }
-    let from: DateTime<Utc> = "2026-10-05T00:00:00Z".parse().unwrap();
-    for h in 0..4 {
-        let out = HourOutput {
-            interval_ms: Some(60_000),
-            rows: vec![
-                row("vision-train", "v-ts", "vision", "ts-a", "timeslice", 1.0, 0.25),
-                row("nlp-prod", "n-ts", "nlp", "ts-b", "timeslice", 1.0, 0.25),
-            ],
-            capacity: vec![cap("ts-a", 1.0), cap("ts-b", 1.0)],
-            anomalies: Vec::new(),
-        };
-        let hour = from + Duration::hours(h);
-        let mut tx = pool.begin().await.unwrap();
-        cardhour::db::clusters::upsert(&mut tx, "c1", "http://127.0.0.1:9").await.unwrap();
-        cardhour::db::usage::lock_hour(&mut tx, "c1", hour).await.unwrap();
-        cardhour::db::usage::replace_hour(&mut tx, "c1", hour, &out).await.unwrap();
-        tx.commit().await.unwrap();
-    }
+    let rows = vec![
+        row("vision-train", "v-ts", "vision", "ts-a", "timeslice", 1.0, 0.25),
+        row("nlp-prod", "n-ts", "nlp", "ts-b", "timeslice", 1.0, 0.25),
+    ];
+    store_hours(&pool, "2026-10-05T00:00:00Z", 4, rows, vec![cap("ts-a", 1.0), cap("ts-b", 1.0)], Vec::new()).await;
     let env = [("DATABASE_URL", db.url.as_str())];
     // 1 replica of 4 for 4 hours at ¥12.5: ¥12.50 by fraction, ¥50.00 as a whole card
     let before = lines(&api, "").await;

@@ -12,33 +12,13 @@ use rust_decimal::prelude::ToPrimitive;
 
 use super::fmt::{card_hours_f64, change, percent, yuan};
 use super::i18n::{PageLang, t};
-use super::layout::{Chrome, PageError};
+use super::layout::{Chrome, MonthQuery, PageError};
 use crate::auth::PageUser;
 use crate::billing::Month;
 use crate::export::Lang;
 use crate::ledger::MonthStatus;
 use crate::state::AppState;
 use crate::usecase::{months, team_home};
-
-/// `?month=YYYY-MM`: the month a home shows (the current one when absent).
-#[derive(Debug, Default, serde::Deserialize)]
-pub struct MonthQuery {
-    pub month: Option<String>,
-}
-
-impl MonthQuery {
-    /// The month asked for, else the current one; a month that is no month, or is still to come, names no page.
-    pub fn month(&self, s: &AppState) -> Result<Month, PageError> {
-        let current = months::current(&s.cases, Utc::now());
-        match self.month.as_deref().filter(|m| !m.is_empty()) {
-            None => Ok(current),
-            Some(m) => match crate::validate::month("month", m) {
-                Ok(m) if m <= current => Ok(m),
-                _ => Err(PageError::NotFound),
-            },
-        }
-    }
-}
 
 /// The links to the month before and after `month` on a home (none after the current month).
 pub struct MonthNav {

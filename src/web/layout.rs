@@ -152,6 +152,26 @@ impl IntoResponse for PageError {
     }
 }
 
+/// `?month=YYYY-MM`: the month a page shows (the current one when absent).
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct MonthQuery {
+    pub month: Option<String>,
+}
+
+impl MonthQuery {
+    /// The month asked for, else the current one; a month that is no month, or is still to come, names no page.
+    pub fn month(&self, s: &crate::state::AppState) -> Result<crate::billing::Month, PageError> {
+        let current = crate::usecase::months::current(&s.cases, chrono::Utc::now());
+        match self.month.as_deref().filter(|m| !m.is_empty()) {
+            None => Ok(current),
+            Some(m) => match crate::validate::month("month", m) {
+                Ok(m) if m <= current => Ok(m),
+                _ => Err(PageError::NotFound),
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -11,16 +11,14 @@ use askama_web::WebTemplate;
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::routing::get;
-use chrono::Utc;
-use serde::Deserialize;
 
 use super::fmt::{card_hours_f64, percent, yuan};
 use super::i18n::{self, Lang, PageLang, t};
-use super::layout::{Chrome, PageError};
+use super::layout::{Chrome, MonthQuery, PageError};
 use crate::auth::PageUser;
 use crate::billing::Month;
 use crate::state::AppState;
-use crate::usecase::{months, reports, tiers};
+use crate::usecase::{reports, tiers};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -168,20 +166,12 @@ impl FieldErrors {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
-pub struct MonthQuery {
-    pub month: Option<String>,
-}
-
 /// The month asked for, or the current one; a user who may not read cluster-wide figures gets not found.
 fn month_for(s: &AppState, user: &PageUser, q: &MonthQuery) -> Result<Month, PageError> {
     if !user.principal.scope().is_global() {
         return Err(PageError::NotFound);
     }
-    match q.month.as_deref().filter(|m| !m.is_empty()) {
-        None => Ok(months::current(&s.cases, Utc::now())),
-        Some(m) => crate::validate::month("month", m).map_err(|_| PageError::NotFound),
-    }
+    q.month(s)
 }
 
 pub struct DayRow {
