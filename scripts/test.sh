@@ -24,6 +24,8 @@ step "PostgreSQL"
 ensure_postgres
 step "Prometheus tools"
 ensure_prometheus_tools
+# VictoriaMetrics (vm-export source) and vmctl, which copies a promtool-built TSDB into it
+ensure_apt_packages victoria-metrics
 step "PDF tools (a CJK font and its fallbacks for statements, pdftotext for their tests)"
 ensure_apt_packages fonts-noto-cjk fonts-dejavu-core fonts-symbola poppler-utils
 # the portal's browser tests: headless Chromium driven over WebDriver (chromedriver)

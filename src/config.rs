@@ -122,8 +122,9 @@ pub struct SourceArgs {
     /// Per-request timeout for Prometheus.
     #[arg(long, env = "CARDHOUR_PROMETHEUS_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub timeout: Duration,
-    /// Where raw samples are read: remote-read (Prometheus ≥ 2.13 streamed chunks), query (the query API, any
-    /// backend), or auto (a remote-read probe once per cluster, remembered; falls back to the query API).
+    /// Where raw samples are read: remote-read (Prometheus ≥ 2.13 streamed chunks), vm-export (VictoriaMetrics'
+    /// /api/v1/export), query (the query API, any backend), or auto (a remote-read probe, then an export probe, once
+    /// per cluster, remembered; falls back to the query API).
     #[arg(long = "source", env = "CARDHOUR_SOURCE", default_value = "auto", value_parser = parse_source)]
     pub sample_source: SourceRequest,
     /// Hours read per round of queries.

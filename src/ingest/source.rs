@@ -1,5 +1,6 @@
-//! Where an ingest reads raw samples: Prometheus remote read (streamed XOR chunks) or the query API (any
-//! backend), behind one metering path; chosen by `--source` or probed once per cluster and remembered.
+//! Where an ingest reads raw samples: Prometheus remote read (streamed XOR chunks), VictoriaMetrics' export API
+//! or the query API (any backend), behind one metering path; chosen by `--source` or probed once per cluster and
+//! remembered.
 
 use std::str::FromStr;
 
@@ -15,6 +16,8 @@ use crate::prom::{PromClient, PromError, RawSeries};
 pub enum SourceKind {
     /// `POST /api/v1/read`, `STREAMED_XOR_CHUNKS` (Prometheus ≥ 2.13, Mimir, Cortex).
     RemoteRead,
+    /// `POST /api/v1/export`, JSON lines of raw samples (VictoriaMetrics).
+    VmExport,
     /// `GET /api/v1/query` of range selectors (Prometheus, Thanos, VictoriaMetrics …).
     Query,
 }
@@ -23,6 +26,7 @@ impl SourceKind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::RemoteRead => "remote-read",
+            Self::VmExport => "vm-export",
             Self::Query => "query",
         }
     }
@@ -41,8 +45,9 @@ impl FromStr for SourceRequest {
         match s {
             "auto" => Ok(Self::Auto),
             "remote-read" => Ok(Self::Only(SourceKind::RemoteRead)),
+            "vm-export" => Ok(Self::Only(SourceKind::VmExport)),
             "query" => Ok(Self::Only(SourceKind::Query)),
-            _ => Err(format!("unknown source `{s}`: use remote-read, query or auto")),
+            _ => Err(format!("unknown source `{s}`: use remote-read, vm-export, query or auto")),
         }
     }
 }
@@ -63,7 +68,8 @@ pub struct SampleSource {
     client: PromClient,
     kind: SourceKind,
     reason: String,
-    /// Chosen by `auto` (probed now or remembered): a remote read that fails for good falls back to the query API.
+    /// Chosen by `auto` (probed now or remembered): a remote read or export that fails for good falls back to the
+    /// query API.
     auto: bool,
     /// The probe's answer is worth keeping with the cluster (it did not merely fail to reach the server).
     remember: bool,
@@ -132,20 +138,40 @@ impl SampleSource {
                 }
                 other => other,
             },
+            SourceKind::VmExport => match self.client.vm_export(selector, start_ms, end_ms).await {
+                Err(e @ PromError::VmExport { transient: false, .. }) if self.auto => {
+                    tracing::warn!(error = %e, selector, "vm export failed; reading this window by the query API");
+                    self.client.raw_samples(selector, start_ms, end_ms).await
+                }
+                other => other,
+            },
         }
     }
 }
 
 /// The probe: a remote read of a series that does not exist over the last minute — a streamed answer (of no
-/// frames) says remote read works. Returns the kind, the reason, and whether the answer is worth remembering
-/// (an unreachable server says nothing about its remote read).
+/// frames) says remote read works; if it is not streamed, an export of the same series — an answer (of no lines)
+/// says VictoriaMetrics' export works. Returns the kind, the reason, and whether the answer is worth remembering
+/// (an unreachable server says nothing about what it serves).
 pub async fn probe(client: &PromClient) -> (SourceKind, String, bool) {
+    const PROBE: &str = r#"{__name__="cardhour_source_probe"}"#;
     let now = chrono::Utc::now().timestamp_millis();
-    match client.remote_read(r#"{__name__="cardhour_source_probe"}"#, now - 60_000, now).await {
+    match client.remote_read(PROBE, now - 60_000, now).await {
         Ok(_) => (SourceKind::RemoteRead, "auto: remote read answered the probe with streamed XOR chunks".into(), true),
-        Err(e @ PromError::RemoteRead { transient: false, .. }) => {
-            (SourceKind::Query, format!("auto: {e}; reading by the query API"), true)
-        }
+        Err(rr @ PromError::RemoteRead { transient: false, .. }) => match client
+            .vm_export(PROBE, now - 60_000, now)
+            .await
+        {
+            Ok(_) => (SourceKind::VmExport, format!("auto: {rr}; the VictoriaMetrics export answered the probe"), true),
+            Err(e @ PromError::VmExport { transient: false, .. }) => {
+                (SourceKind::Query, format!("auto: {rr}; {e}; reading by the query API"), true)
+            }
+            Err(e) => (
+                SourceKind::Query,
+                format!("auto: {rr}; the export probe failed ({e}); reading by the query API"),
+                false,
+            ),
+        },
         Err(e) => {
             (SourceKind::Query, format!("auto: the remote-read probe failed ({e}); reading by the query API"), false)
         }
@@ -190,8 +216,9 @@ mod tests {
         assert_eq!("auto".parse(), Ok(SourceRequest::Auto));
         assert_eq!("remote-read".parse(), Ok(SourceRequest::Only(SourceKind::RemoteRead)));
         assert_eq!("query".parse::<SourceKind>(), Ok(SourceKind::Query));
-        assert!("remote_read".parse::<SourceRequest>().unwrap_err().contains("remote-read, query or auto"));
-        for k in [SourceKind::RemoteRead, SourceKind::Query] {
+        assert_eq!("vm-export".parse(), Ok(SourceRequest::Only(SourceKind::VmExport)));
+        assert!("remote_read".parse::<SourceRequest>().unwrap_err().contains("remote-read, vm-export, query or auto"));
+        for k in [SourceKind::RemoteRead, SourceKind::VmExport, SourceKind::Query] {
             assert_eq!(k.as_str().parse::<SourceKind>(), Ok(k));
         }
     }

@@ -21,7 +21,7 @@ pub struct PromClient {
 }
 
 /// Prometheus' time parameter: seconds with millisecond precision, exact for integer milliseconds.
-fn prom_time(ms: i64) -> String {
+pub(super) fn prom_time(ms: i64) -> String {
     format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
 }
 

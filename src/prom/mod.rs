@@ -1,5 +1,5 @@
 //! Prometheus HTTP API client (also Thanos, Mimir, VictoriaMetrics): raw samples in, typed errors out — by the
-//! query API or by remote read with streamed XOR chunks.
+//! query API, by remote read with streamed XOR chunks, or by VictoriaMetrics' export API.
 
 mod client;
 mod model;
@@ -7,6 +7,7 @@ pub mod proto;
 pub mod remote_read;
 mod retry;
 pub mod selector;
+pub mod vm_export;
 pub mod xor;
 
 pub use client::{PromClient, QUERY_RANGE_MAX_POINTS, trim};
@@ -31,6 +32,9 @@ pub enum PromError {
     /// The remote-read source failed: absent, disabled, or a stream that does not decode.
     #[error("remote read at {url}: {reason}")]
     RemoteRead { url: String, reason: String, transient: bool },
+    /// The VictoriaMetrics export source failed: absent, or an answer that does not decode.
+    #[error("vm export at {url}: {reason}")]
+    VmExport { url: String, reason: String, transient: bool },
 }
 
 impl PromError {
@@ -41,7 +45,7 @@ impl PromError {
             Self::Status { status, .. } => *status >= 500 || *status == 429,
             Self::Query { error_type, .. } => error_type == "timeout" || error_type == "unavailable",
             Self::BadUrl(_) => false,
-            Self::RemoteRead { transient, .. } => *transient,
+            Self::RemoteRead { transient, .. } | Self::VmExport { transient, .. } => *transient,
         }
     }
 }
