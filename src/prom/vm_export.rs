@@ -70,6 +70,11 @@ impl<'de> Deserialize<'de> for Value {
     }
 }
 
+/// A series' labels.
+type Labels = BTreeMap<String, String>;
+/// A series' finite points and the timestamps of its non-finite values.
+type Points = (Vec<(i64, f64)>, Vec<i64>);
+
 /// Decodes an export answer line by line; [`ExportDecoder::finish`] gives the series of `[start, end)`.
 #[derive(Debug)]
 pub struct ExportDecoder {
@@ -78,7 +83,7 @@ pub struct ExportDecoder {
     end_ms: i64,
     lines: u64,
     /// Labels → (finite points, non-finite timestamps) in the window; a series may span several lines.
-    series: BTreeMap<BTreeMap<String, String>, (Vec<(i64, f64)>, Vec<i64>)>,
+    series: BTreeMap<Labels, Points>,
 }
 
 impl ExportDecoder {
