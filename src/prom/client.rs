@@ -186,6 +186,20 @@ pub fn range_chunks(start_ms: i64, end_ms: i64, step_ms: i64) -> Vec<(i64, i64)>
     out
 }
 
+/// Why an endpoint other than the query API refused a request, and whether trying again may help: an absent
+/// endpoint (404, 405) gets `absent_hint`, any other status its first 200 characters.
+pub(super) async fn refusal(resp: reqwest::Response, absent_hint: &str) -> (String, bool) {
+    let code = resp.status().as_u16();
+    let why = match code {
+        404 | 405 => format!("endpoint absent (HTTP {code}): {absent_hint}"),
+        _ => {
+            let text: String = resp.text().await.unwrap_or_default().chars().take(200).collect();
+            format!("HTTP {code}: {}", text.trim())
+        }
+    };
+    (why, code >= 500 || code == 429)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -193,18 +193,10 @@ impl PromClient {
             .send()
             .await
             .map_err(|e| self.transport_error(e))?;
-        let status = resp.status();
-        if !status.is_success() {
-            let code = status.as_u16();
-            let text = resp.text().await.unwrap_or_default();
-            let text: String = text.chars().take(200).collect();
-            let why = match code {
-                404 | 405 => {
-                    format!("endpoint absent (HTTP {code}): not a Prometheus ≥ 2.13, or remote read is not served here")
-                }
-                _ => format!("HTTP {code}: {}", text.trim()),
-            };
-            return Err(self.remote_read_error(why, code >= 500 || code == 429));
+        if !resp.status().is_success() {
+            let (why, transient) =
+                super::client::refusal(resp, "not a Prometheus ≥ 2.13, or remote read is not served here").await;
+            return Err(self.remote_read_error(why, transient));
         }
         let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
         if !content_type.starts_with(STREAMED_CONTENT_TYPE.split(';').next().unwrap_or_default()) {

@@ -202,18 +202,10 @@ impl PromClient {
             .send()
             .await
             .map_err(|e| self.transport_error(e))?;
-        let status = resp.status();
-        if !status.is_success() {
-            let code = status.as_u16();
-            let text = resp.text().await.unwrap_or_default();
-            let text: String = text.chars().take(200).collect();
-            let why = match code {
-                404 | 405 => {
-                    format!("endpoint absent (HTTP {code}): not a VictoriaMetrics, or its export is not served here")
-                }
-                _ => format!("HTTP {code}: {}", text.trim()),
-            };
-            return Err(self.vm_export_error(why, code >= 500 || code == 429));
+        if !resp.status().is_success() {
+            let (why, transient) =
+                super::client::refusal(resp, "not a VictoriaMetrics, or its export is not served here").await;
+            return Err(self.vm_export_error(why, transient));
         }
         Ok(resp)
     }
