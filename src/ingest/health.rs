@@ -21,7 +21,7 @@ pub struct ClusterHealth {
     pub last_hour: Option<DateTime<Utc>>,
     pub hours_stored: i64,
     pub last_ingested_at: Option<DateTime<Utc>>,
-    /// How the last run read the cluster (`remote-read`, `query`) and why (`--source`, an `auto` probe).
+    /// How the last run read the cluster (`remote-read`, `vm-export`, `query`) and why (`--source`, an `auto` probe).
     pub sample_source: Option<String>,
     pub sample_source_reason: Option<String>,
     /// Stored hours a later read held less for, left as they were (newest first).

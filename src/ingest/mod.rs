@@ -52,7 +52,7 @@ pub enum IngestError {
 #[derive(Debug, Default, Serialize)]
 pub struct IngestSummary {
     pub cluster: String,
-    /// The sample source read (`remote-read`, `query`) and why it was chosen.
+    /// The sample source read (`remote-read`, `vm-export`, `query`) and why it was chosen.
     pub source: String,
     pub source_reason: String,
     pub hours: u64,
