@@ -31,10 +31,30 @@ async fn wait_for_path(c: &Client, done: impl Fn(&str) -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     loop {
         let url = c.current_url().await.unwrap();
-        if done(url.path()) {
+        // the address changes when the new document commits, before it is parsed: wait for it to be complete too
+        if done(url.path())
+            && c.execute("return document.readyState", vec![]).await.ok().as_ref().and_then(|v| v.as_str())
+                == Some("complete")
+        {
             return;
         }
         assert!(std::time::Instant::now() < deadline, "still at {url}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the current page's text contains `needle`: after a form post the old document, or none, may still be
+/// there for a moment, so a lookup right after the click races the navigation.
+async fn wait_for_text(c: &Client, needle: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        if let Ok(body) = c.find(Locator::Css("body")).await
+            && let Ok(text) = body.text().await
+            && text.contains(needle)
+        {
+            return text;
+        }
+        assert!(std::time::Instant::now() < deadline, "no page containing {needle:?}: {:?}", c.source().await);
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
@@ -183,8 +203,7 @@ async fn finance_closes_a_month_through_its_confirmation_page(pool: PgPool) {
     c.execute("document.querySelector('form.inline input[name=csrf]').remove()", vec![]).await.unwrap();
     c.find(Locator::Css("select[name=mode]")).await.unwrap().select_by_value("chargeback").await.unwrap();
     c.find(Locator::Css("form.inline button[type=submit]")).await.unwrap().click().await.unwrap();
-    let refused = c.find(Locator::Css("body")).await.unwrap().text().await.unwrap();
-    assert!(refused.contains("security token is missing"), "{refused}");
+    wait_for_text(c, "security token is missing").await;
     let (_, still) = api.call(Method::GET, &format!("/api/v1/bills/{SEED_MONTH}"), Some(&api.finance), None).await;
     assert_eq!(still["status"], Value::from("open"), "nothing closed without the token");
     c.goto(&portal.url(&format!("/bills/{SEED_MONTH}/close?lang=en"))).await.unwrap();
