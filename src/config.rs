@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::ingest::{FetchSpec, SourceRequest};
-use crate::metering::{HamiPolicy, MeterConfig};
+use crate::ingest::SourceRequest;
+use crate::metering::HamiPolicy;
 
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArgs {
@@ -95,12 +95,13 @@ fn parse_sign_out_url(s: &str) -> Result<String, String> {
 /// How to read one cluster's Prometheus.
 #[derive(Debug, Clone, Args)]
 pub struct SourceArgs {
-    /// Name the cluster's usage is stored under.
+    /// Name the cluster's usage is stored under (required unless a worker's --config lists the clusters).
     #[arg(long, env = "CARDHOUR_CLUSTER")]
-    pub cluster: String,
-    /// Prometheus (or Thanos, Mimir, VictoriaMetrics) base URL, e.g. http://127.0.0.1:9090.
+    pub cluster: Option<String>,
+    /// Prometheus (or Thanos, Mimir, VictoriaMetrics) base URL, e.g. http://127.0.0.1:9090; with --config, the
+    /// default of clusters that name none.
     #[arg(long, env = "CARDHOUR_PROMETHEUS_URL")]
-    pub prometheus: String,
+    pub prometheus: Option<String>,
     /// Scrape interval of kube-state-metrics (e.g. 30s); inferred from the samples when not given.
     #[arg(long, env = "CARDHOUR_SCRAPE_INTERVAL", value_parser = parse_duration)]
     pub scrape_interval: Option<Duration>,
@@ -127,29 +128,13 @@ pub struct SourceArgs {
     /// per cluster, remembered; falls back to the query API).
     #[arg(long = "source", env = "CARDHOUR_SOURCE", default_value = "auto", value_parser = parse_source)]
     pub sample_source: SourceRequest,
-    /// Hours read per round of queries.
+    /// Hours read per round of queries and stored per transaction (a batch).
     #[arg(long, env = "CARDHOUR_CHUNK_HOURS", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=168))]
     pub chunk_hours: u32,
 }
 
 fn parse_source(s: &str) -> Result<SourceRequest, String> {
     s.parse()
-}
-
-impl SourceArgs {
-    pub fn fetch_spec(&self) -> FetchSpec {
-        FetchSpec { matchers: self.matchers.clone(), team_label: format!("label_{}", self.team_label) }
-    }
-
-    pub fn meter_config(&self) -> MeterConfig {
-        MeterConfig {
-            scrape_interval_ms: self.scrape_interval.map(|d| d.as_millis() as i64),
-            default_timeslice_replicas: self.timeslice_replicas,
-            hami_split: self.hami_split,
-            hami_policy: self.hami_policy,
-            nodes: Default::default(),
-        }
-    }
 }
 
 /// `90s`, `10m`, `1h30m` (humantime), or a bare number of seconds; zero is refused.

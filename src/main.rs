@@ -12,6 +12,8 @@ async fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("CARDHOUR_LOG").unwrap_or_else(|_| "cardhour=info,warn".into()),
         )
         .with_writer(std::io::stderr)
+        // colours only for a person at a terminal, not in log files and journals
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = cardhour::cli::Cli::parse_args();
     match cardhour::cli::run(cli).await {

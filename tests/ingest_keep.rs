@@ -70,7 +70,10 @@ fn a_smaller_read_keeps_the_stored_hours_and_a_forced_one_can_be_undone() {
     assert_eq!(db.psql("SELECT round(sum(gpu_seconds)::numeric / 3600, 3) FROM gpu_usage_hourly").unwrap(), gpu_hours);
     assert_eq!(scalar(&db, "SELECT count(*) FROM kept_hours WHERE read_rows = 0 AND stored_rows > 0"), 24);
 
-    // the worker against it: never shrinks an hour, records what it kept, exits 0
+    // the worker against it: never shrinks an hour, records what it kept, exits 0. A cycle re-reads the hours of
+    // its re-processed span stored before the cycle began (not those another run stored during it): the day is
+    // made one stored two hours ago.
+    db.psql("UPDATE ingested_hours SET ingested_at = ingested_at - interval '2 hours'").unwrap();
     let hours_back = ((chrono::Utc::now() - sim.start).num_hours() + 1).to_string();
     run_cardhour_ok(
         [

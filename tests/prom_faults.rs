@@ -137,16 +137,19 @@ async fn the_worker_backs_off_until_prometheus_recovers(pool: PgPool) {
     .await;
     let client = PromClient::new(&url, Duration::from_secs(5)).unwrap();
     let w = WorkerOptions {
-        ingest: opts(quick_retry()),
         lateness: Duration::from_secs(600),
         reprocess_hours: 1,
         initial_hours: 3,
         once: true,
+        lease: Duration::from_secs(30),
+        span: None,
+        name: "test-worker".into(),
+        max_backoff: Duration::from_secs(2),
     };
     let started = std::time::Instant::now();
     let mut cycles = Vec::new();
-    let source = ingest::SampleSource::query(client);
-    ingest::run_worker(&pool, &source, &w, async |from, to| cycles.push((from, to)), std::future::pending())
+    let cluster = ingest::WorkerCluster { source: ingest::SampleSource::query(client), ingest: opts(quick_retry()) };
+    ingest::run_worker(&pool, &[cluster], &w, async |from, to| cycles.push((from, to)), std::future::pending())
         .await
         .unwrap();
     assert!(calls.load(Ordering::SeqCst) > 8);

@@ -115,7 +115,7 @@ fn sigterm_stops_the_worker_and_the_ingest_after_a_whole_hour() {
     ];
     let (status, stderr) = term_after_two_hours(&worker, &worker_db);
     assert!(status.success(), "worker exit {status:?}: {stderr}");
-    assert!(stderr.contains("stopping after the hour being stored"), "{stderr}");
+    assert!(stderr.contains("stopping after the batch being stored"), "{stderr}");
     assert_hours_whole(&worker_db, 72);
     // what it did not do, the next run does: the same rows as a clean run
     run_cardhour_ok(ingest, &worker_db.env());

@@ -11,7 +11,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::{
     HealthArgs, IngestArgs, SimulateArgs, SummaryFormat, UndoArgs, WorkerArgs, cli_actor, resolve_time, services,
 };
-use crate::config::SourceArgs;
 use crate::db;
 use crate::ingest::{self, IngestOptions, WorkerOptions, window};
 use crate::prom::{PromClient, RetryPolicy};
@@ -51,25 +50,15 @@ pub(super) fn simulate_cmd(a: SimulateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn ingest_options(source: &SourceArgs, retry: RetryPolicy) -> IngestOptions {
-    IngestOptions {
-        cluster: source.cluster.clone(),
-        fetch: source.fetch_spec(),
-        meter: source.meter_config(),
-        chunk_hours: source.chunk_hours as usize,
-        retry,
-    }
-}
-
 pub(super) async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
-    ingest::validate_cluster_name(&a.source.cluster)?;
-    let client = PromClient::new(&a.source.prometheus, a.source.timeout)?;
+    let cluster = ingest::config::from_flags(&a.source)?;
+    let client = PromClient::new(&cluster.prometheus, cluster.timeout)?;
     let pool = a.db.connect(4).await.context("cannot connect to the database")?;
     let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
     let (from, to) = (resolve_time("--from", a.from, tz)?, resolve_time("--to", a.to, tz)?);
     let hours = window::hours(from, to)?;
-    let opts = ingest_options(&a.source, RetryPolicy::cli());
-    let source = ingest::source::choose(&pool, client, &opts.cluster, a.source.sample_source).await?;
+    let opts = IngestOptions { retry: RetryPolicy::cli(), ..cluster.ingest };
+    let source = ingest::source::choose(&pool, client, &opts.cluster, cluster.source).await?;
     let bar =
         if std::io::stderr().is_terminal() { ProgressBar::new(hours.len() as u64) } else { ProgressBar::hidden() };
     bar.set_style(
@@ -244,19 +233,38 @@ pub(super) async fn undo_cmd(a: UndoArgs) -> anyhow::Result<()> {
 }
 
 pub(super) async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
-    ingest::validate_cluster_name(&a.source.cluster)?;
-    let client = PromClient::new(&a.source.prometheus, a.source.timeout)?;
-    let pool = a.db.connect(4).await.context("cannot connect to the database")?;
-    // probed once per worker start (and remembered with the cluster), not per cycle
-    let source = ingest::source::choose(&pool, client, &a.source.cluster, a.source.sample_source).await?;
+    let clusters = match &a.config {
+        Some(path) => ingest::config::from_file(path, &a.source)?,
+        None => vec![ingest::config::from_flags(&a.source)?],
+    };
+    let pool = a.db.connect(4 + clusters.len().min(4) as u32).await.context("cannot connect to the database")?;
+    let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+    let span = match (a.from, a.to) {
+        (Some(from), Some(to)) => {
+            let span = (resolve_time("--from", from, tz)?, resolve_time("--to", to, tz)?);
+            window::hours(span.0, span.1)?;
+            Some(span)
+        }
+        _ => None,
+    };
+    // each source probed once per worker start (and remembered with the cluster), not per batch
+    let mut sources = Vec::with_capacity(clusters.len());
+    for c in clusters {
+        let client = PromClient::new(&c.prometheus, c.timeout)?;
+        let source = ingest::source::choose(&pool, client, &c.ingest.cluster, c.source).await?;
+        sources.push(ingest::WorkerCluster { source, ingest: c.ingest });
+    }
     let opts = WorkerOptions {
-        ingest: ingest_options(&a.source, RetryPolicy::worker()),
         lateness: a.lateness,
         reprocess_hours: a.reprocess_hours,
         initial_hours: a.initial_hours,
         once: a.once,
+        lease: a.lease,
+        span,
+        name: ingest::worker::worker_name(),
+        max_backoff: a.max_backoff,
     };
-    let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
+    tracing::info!(worker = %opts.name, clusters = sources.len(), "worker started");
     let webhook = a.webhook.as_deref();
     let check_budgets = async |from, to| match crate::alerts::check_after_ingest(&pool, tz, from, to, webhook).await {
         Ok(run) if run.raised + run.delivered + run.failed > 0 => {
@@ -266,7 +274,7 @@ pub(super) async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
         Err(e) => tracing::error!(error = %e, "budget check failed; it runs again after the next cycle"),
     };
     let stop = crate::shutdown::on_signals("the worker", a.shutdown_grace);
-    ingest::run_worker(&pool, &source, &opts, check_budgets, stop.requested()).await?;
+    ingest::run_worker(&pool, &sources, &opts, check_budgets, stop.requested()).await?;
     if stop.is_requested() {
         tracing::info!("worker stopped");
     }

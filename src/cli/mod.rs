@@ -427,6 +427,11 @@ pub enum SummaryFormat {
 pub struct WorkerArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
+    /// The clusters to ingest, from a TOML file (`[clusters.<name>]` tables with `prometheus`, `match`,
+    /// `scrape_interval`, `team_label`, `source` …; `[defaults]` for all of them; the flags below are the defaults
+    /// of what neither sets). Without it, the one cluster of --cluster and --prometheus.
+    #[arg(long, env = "CARDHOUR_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     #[command(flatten)]
     pub source: SourceArgs,
     /// Wait after an hour ends before ingesting it.
@@ -438,15 +443,29 @@ pub struct WorkerArgs {
     /// Hours back a cluster without a watermark starts from.
     #[arg(long, env = "CARDHOUR_INITIAL_HOURS", default_value_t = 24)]
     pub initial_hours: u32,
-    /// Run one cycle and exit.
+    /// Ingest the hours [from, to) not stored yet instead of following the clock: a backfill that any number of
+    /// workers share (with --once, each exits when none is left). Times as `ingest` takes them.
+    #[arg(long, requires = "to", value_parser = valid_time)]
+    pub from: Option<validate::TimeInput>,
+    /// End of --from's span, exclusive.
+    #[arg(long, requires = "from", value_parser = valid_time)]
+    pub to: Option<validate::TimeInput>,
+    /// How long a worker holds the hours it took without renewing the lease (renewed every third of it); a
+    /// worker that dies holds them at most this long.
+    #[arg(long, env = "CARDHOUR_LEASE", default_value = "2m", value_parser = parse_duration)]
+    pub lease: Duration,
+    /// The longest wait before hours whose read failed are read again (the wait doubles from 1 s up to it).
+    #[arg(long, env = "CARDHOUR_MAX_BACKOFF", default_value = "5m", value_parser = parse_duration)]
+    pub max_backoff: Duration,
+    /// Exit once nothing due is left for this worker (a failed read then exits non-zero).
     #[arg(long)]
     pub once: bool,
     /// Where budget alerts are POSTed as JSON: after each cycle the budgets of the months it touched are checked
     /// (without it crossings are only recorded).
     #[arg(long, env = "CARDHOUR_WEBHOOK_URL", value_parser = parse_webhook_url)]
     pub webhook: Option<String>,
-    /// After SIGTERM or SIGINT: how long the hour being stored may take before the process exits anyway (its
-    /// transaction then rolls back; the hour is ingested again by the next run).
+    /// After SIGTERM or SIGINT: how long the batch being stored may take before the process exits anyway (its
+    /// transaction then rolls back; its hours are ingested again).
     #[arg(long, env = "CARDHOUR_SHUTDOWN_GRACE", default_value = "8s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 }

@@ -1,6 +1,8 @@
 //! Ingest runs and what they replaced: the stored hours a run read less for (kept), the rows a replacement removed
 //! (kept with the run, so an undo can put them back). Callers own the transactions.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
@@ -66,35 +68,49 @@ pub async fn stored_hour(
     cluster: &str,
     hour: DateTime<Utc>,
 ) -> Result<Option<StoredHour>, sqlx::Error> {
-    sqlx::query_as!(
-        StoredHour,
-        r#"SELECT usage_rows::int8 AS "usage_rows!", samples_read, run_id FROM ingested_hours
-           WHERE cluster = $1 AND hour = $2"#,
-        cluster,
-        hour
-    )
-    .fetch_optional(conn)
-    .await
+    Ok(stored_hours(conn, cluster, &[hour]).await?.remove(&hour))
 }
 
-/// Records what a stored hour was read with, and by which run.
-pub async fn record_read(
+/// What is stored for each of some hours (those with nothing stored are absent).
+pub async fn stored_hours(
     conn: &mut PgConnection,
     cluster: &str,
-    hour: DateTime<Utc>,
-    samples_read: u64,
+    hours: &[DateTime<Utc>],
+) -> Result<BTreeMap<DateTime<Utc>, StoredHour>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT hour, usage_rows::int8 AS "usage_rows!", samples_read, run_id FROM ingested_hours
+           WHERE cluster = $1 AND hour = ANY($2)"#,
+        cluster,
+        hours
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.hour, StoredHour { usage_rows: r.usage_rows, samples_read: r.samples_read, run_id: r.run_id }))
+        .collect())
+}
+
+/// Records what stored hours were read with (`samples_read[i]` for `hours[i]`), and by which run.
+pub async fn record_reads(
+    conn: &mut PgConnection,
+    cluster: &str,
+    hours: &[DateTime<Utc>],
+    samples_read: &[i64],
     run_id: i64,
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
-        "UPDATE ingested_hours SET samples_read = $3, run_id = $4 WHERE cluster = $1 AND hour = $2",
+        "UPDATE ingested_hours i SET samples_read = r.samples, run_id = $4
+         FROM UNNEST($2::timestamptz[], $3::int8[]) AS r (hour, samples)
+         WHERE i.cluster = $1 AND i.hour = r.hour",
         cluster,
-        hour,
-        samples_read as i64,
+        hours,
+        samples_read,
         run_id
     )
     .execute(&mut *conn)
     .await?;
-    sqlx::query!("DELETE FROM kept_hours WHERE cluster = $1 AND hour = $2", cluster, hour).execute(conn).await?;
+    sqlx::query!("DELETE FROM kept_hours WHERE cluster = $1 AND hour = ANY($2)", cluster, hours).execute(conn).await?;
     Ok(())
 }
 
@@ -135,22 +151,32 @@ pub async fn save_replaced(
     cluster: &str,
     hour: DateTime<Utc>,
 ) -> Result<(), sqlx::Error> {
+    save_replaced_hours(conn, run_id, cluster, &[hour]).await
+}
+
+/// [`save_replaced`] for some hours at once.
+pub async fn save_replaced_hours(
+    conn: &mut PgConnection,
+    run_id: i64,
+    cluster: &str,
+    hours: &[DateTime<Utc>],
+) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "INSERT INTO replaced_hours (run_id, cluster, hour, scrape_interval_ms, usage_rows, samples_read,
              previous_run_id, ingested_at)
          SELECT $1, cluster, hour, scrape_interval_ms, usage_rows, samples_read, run_id, ingested_at
-         FROM ingested_hours WHERE cluster = $2 AND hour = $3",
+         FROM ingested_hours WHERE cluster = $2 AND hour = ANY($3)",
         run_id,
         cluster,
-        hour
+        hours
     )
     .execute(&mut *conn)
     .await?;
     sqlx::query!(
-        "INSERT INTO replaced_usage_hourly SELECT $1, u.* FROM gpu_usage_hourly u WHERE cluster = $2 AND hour = $3",
+        "INSERT INTO replaced_usage_hourly SELECT $1, u.* FROM gpu_usage_hourly u WHERE cluster = $2 AND hour = ANY($3)",
         run_id,
         cluster,
-        hour
+        hours
     )
     .execute(&mut *conn)
     .await?;
@@ -158,18 +184,18 @@ pub async fn save_replaced(
         "INSERT INTO replaced_node_capacity_hourly (run_id, cluster, hour, node, gpu_model, cards, card_seconds,
              offered_card_seconds, offered_source)
          SELECT $1, cluster, hour, node, gpu_model, cards, card_seconds, offered_card_seconds, offered_source
-         FROM node_capacity_hourly WHERE cluster = $2 AND hour = $3",
+         FROM node_capacity_hourly WHERE cluster = $2 AND hour = ANY($3)",
         run_id,
         cluster,
-        hour
+        hours
     )
     .execute(&mut *conn)
     .await?;
     sqlx::query!(
-        "INSERT INTO replaced_ingest_anomalies SELECT $1, a.* FROM ingest_anomalies a WHERE cluster = $2 AND hour = $3",
+        "INSERT INTO replaced_ingest_anomalies SELECT $1, a.* FROM ingest_anomalies a WHERE cluster = $2 AND hour = ANY($3)",
         run_id,
         cluster,
-        hour
+        hours
     )
     .execute(conn)
     .await?;

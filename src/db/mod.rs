@@ -10,6 +10,7 @@ pub mod idempotency;
 pub mod logins;
 pub mod nodes;
 pub mod oversubscription;
+pub mod queue;
 pub mod rates;
 pub mod readiness;
 pub mod replica_policy;

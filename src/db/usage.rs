@@ -1,5 +1,7 @@
 //! Hourly usage: replacing one hour of a cluster, and summing stored rows for reports.
 
+use std::collections::BTreeSet;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
@@ -7,55 +9,143 @@ use sqlx::{PgConnection, PgPool};
 use crate::access::Scope;
 use crate::metering::HourOutput;
 
-/// Serialises writers of the same cluster-hour (several workers may overlap); released at commit.
+/// Serialises writers of the same cluster-hour (several workers may overlap); released at commit. Take the hours
+/// of a batch in ascending order, so two writers of overlapping batches cannot deadlock.
 pub async fn lock_hour(conn: &mut PgConnection, cluster: &str, hour: DateTime<Utc>) -> Result<(), sqlx::Error> {
     let hour_index = (hour.timestamp() / 3600) as i32;
     sqlx::query!("SELECT pg_advisory_xact_lock(hashtext($1), $2)", cluster, hour_index).execute(conn).await?;
     Ok(())
 }
 
-/// Removes everything stored for an hour (usage, its namespace rollup, capacity, anomalies); the daily rollups
-/// are rebuilt by [`rebuild_hour_rollups`] once the hour's new rows are in.
+/// The hours of a batch and what they held: the (hour, namespace, pod) of rows removed or written, so the rollups
+/// are rebuilt for those days, namespaces and pods only.
+#[derive(Debug, Default)]
+struct Touched {
+    hours: Vec<DateTime<Utc>>,
+    pods: BTreeSet<(DateTime<Utc>, String, String)>,
+}
+
+/// Removes everything stored for some hours (usage, its namespace rollup, capacity, anomalies) and returns the pods
+/// the usage rows were of; the daily rollups are rebuilt by [`rebuild_rollups`] once the new rows are in.
+async fn delete_hours(
+    conn: &mut PgConnection,
+    cluster: &str,
+    hours: &[DateTime<Utc>],
+) -> Result<BTreeSet<(DateTime<Utc>, String, String)>, sqlx::Error> {
+    let removed = sqlx::query!(
+        "DELETE FROM gpu_usage_hourly WHERE cluster = $1 AND hour = ANY($2) RETURNING hour, namespace, pod",
+        cluster,
+        hours
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    sqlx::query!("DELETE FROM usage_namespace_hourly WHERE cluster = $1 AND hour = ANY($2)", cluster, hours)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query!("DELETE FROM node_capacity_hourly WHERE cluster = $1 AND hour = ANY($2)", cluster, hours)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query!("DELETE FROM ingest_anomalies WHERE cluster = $1 AND hour = ANY($2)", cluster, hours)
+        .execute(&mut *conn)
+        .await?;
+    Ok(removed.into_iter().map(|r| (r.hour, r.namespace, r.pod)).collect())
+}
+
+/// Removes everything stored for an hour; its rollups are rebuilt by [`rebuild_hour_rollups`] once the hour's
+/// new rows are in (an undo puts replaced rows back this way).
 pub async fn delete_hour(conn: &mut PgConnection, cluster: &str, hour: DateTime<Utc>) -> Result<(), sqlx::Error> {
-    sqlx::query!("DELETE FROM gpu_usage_hourly WHERE cluster = $1 AND hour = $2", cluster, hour)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query!("DELETE FROM usage_namespace_hourly WHERE cluster = $1 AND hour = $2", cluster, hour)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query!("DELETE FROM node_capacity_hourly WHERE cluster = $1 AND hour = $2", cluster, hour)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query!("DELETE FROM ingest_anomalies WHERE cluster = $1 AND hour = $2", cluster, hour)
-        .execute(&mut *conn)
-        .await?;
+    delete_hours(conn, cluster, &[hour]).await.map(drop)
+}
+
+/// The namespace × hour rollup of some hours, from their stored rows (none stored for them yet), each sum in a
+/// fixed order so that any path rebuilding it gets the same bits.
+async fn rollup_namespace_hours(
+    conn: &mut PgConnection,
+    cluster: &str,
+    hours: &[DateTime<Utc>],
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO usage_namespace_hourly (cluster, hour, namespace, team, gpu_model, kind, gpu_seconds,
+             effective_gpu_seconds, unmetered_gpu_seconds)
+         SELECT cluster, hour, namespace, max(team), gpu_model, kind,
+             sum(gpu_seconds ORDER BY pod, container, resource),
+             sum(effective_gpu_seconds ORDER BY pod, container, resource),
+             sum(unmetered_gpu_seconds ORDER BY pod, container, resource)
+         FROM gpu_usage_hourly WHERE cluster = $1 AND hour = ANY($2)
+         GROUP BY cluster, hour, namespace, gpu_model, kind",
+        cluster,
+        hours
+    )
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
-/// Rebuilds the rollups an hour feeds from its stored rows: namespace × hour, then the billing day and the UTC
-/// pod-day it belongs to.
+/// Rebuilds the rollups some hours feed from their stored rows: namespace × hour, then the billing days (for the
+/// namespaces touched; a day's capacity whole) and the UTC pod-days (for the pods touched) they belong to.
+async fn rebuild_rollups(conn: &mut PgConnection, cluster: &str, touched: &Touched) -> Result<(), sqlx::Error> {
+    let hours = &touched.hours;
+    rollup_namespace_hours(conn, cluster, hours).await?;
+    let namespaces: BTreeSet<(DateTime<Utc>, &str)> =
+        touched.pods.iter().map(|(h, namespace, _)| (*h, namespace.as_str())).collect();
+    let (ns_hours, ns_names): (Vec<DateTime<Utc>>, Vec<String>) =
+        namespaces.into_iter().map(|(h, n)| (h, n.to_string())).unzip();
+    sqlx::query!(
+        "SELECT count(refresh_daily_namespaces($1, d.day, coalesce(n.namespaces, '{}')))
+         FROM (SELECT DISTINCT billing_date(h) AS day FROM unnest($2::timestamptz[]) h) d
+         LEFT JOIN (SELECT billing_date(t.h) AS day, array_agg(DISTINCT t.ns) AS namespaces
+                    FROM unnest($3::timestamptz[], $4::text[]) AS t (h, ns) GROUP BY 1) n USING (day)",
+        cluster,
+        hours,
+        &ns_hours,
+        &ns_names
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let pod_days: BTreeSet<(chrono::NaiveDate, &str, &str)> =
+        touched.pods.iter().map(|(h, namespace, pod)| (h.date_naive(), namespace.as_str(), pod.as_str())).collect();
+    let mut days = Vec::with_capacity(pod_days.len());
+    let mut pod_namespaces = Vec::with_capacity(pod_days.len());
+    let mut pods = Vec::with_capacity(pod_days.len());
+    for (day, namespace, pod) in pod_days {
+        days.push(day);
+        pod_namespaces.push(namespace.to_string());
+        pods.push(pod.to_string());
+    }
+    sqlx::query!(
+        "SELECT count(refresh_pod_daily_pods($1, t.day, t.namespaces, t.pods))
+         FROM (SELECT d AS day, array_agg(ns) AS namespaces, array_agg(pod) AS pods
+               FROM unnest($2::date[], $3::text[], $4::text[]) AS u (d, ns, pod) GROUP BY d) t",
+        cluster,
+        &days,
+        &pod_namespaces,
+        &pods
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Rebuilds the rollups an hour feeds from its stored rows (after [`delete_hour`] and putting rows back: an undo,
+/// rare, so the whole billing day and UTC day are rebuilt rather than tracking the pods the hour held before).
 pub async fn rebuild_hour_rollups(
     conn: &mut PgConnection,
     cluster: &str,
     hour: DateTime<Utc>,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "INSERT INTO usage_namespace_hourly (cluster, hour, namespace, team, gpu_model, kind, gpu_seconds,
-             effective_gpu_seconds, unmetered_gpu_seconds)
-         SELECT cluster, hour, namespace, max(team), gpu_model, kind, sum(gpu_seconds), sum(effective_gpu_seconds),
-             sum(unmetered_gpu_seconds)
-         FROM gpu_usage_hourly WHERE cluster = $1 AND hour = $2
-         GROUP BY cluster, hour, namespace, gpu_model, kind",
-        cluster,
-        hour
-    )
-    .execute(&mut *conn)
-    .await?;
+    rollup_namespace_hours(conn, cluster, &[hour]).await?;
     sqlx::query!("SELECT refresh_daily($1, billing_date($2))", cluster, hour).execute(&mut *conn).await?;
     sqlx::query!("SELECT refresh_pod_daily($1, ($2 AT TIME ZONE 'UTC')::date)", cluster, hour)
         .execute(&mut *conn)
         .await?;
     Ok(())
+}
+
+/// One metered hour of a batch.
+#[derive(Debug, Clone, Copy)]
+pub struct HourRows<'a> {
+    pub hour: DateTime<Utc>,
+    pub out: &'a HourOutput,
 }
 
 /// Replaces everything stored for one cluster-hour with `out`. Idempotent: the same `out` gives the same rows.
@@ -65,85 +155,104 @@ pub async fn replace_hour(
     hour: DateTime<Utc>,
     out: &HourOutput,
 ) -> Result<(), sqlx::Error> {
-    delete_hour(conn, cluster, hour).await?;
+    replace_hours(conn, cluster, &[HourRows { hour, out }]).await
+}
 
-    let r = &out.rows;
-    let col = |f: fn(&crate::metering::UsageRow) -> String| r.iter().map(f).collect::<Vec<String>>();
-    let num = |f: fn(&crate::metering::UsageRow) -> f64| r.iter().map(f).collect::<Vec<f64>>();
+/// Replaces everything stored for some hours of one cluster with their metered rows, in the caller's transaction:
+/// one statement per table for all of them, then the rollups once, for what the hours held before and hold now.
+/// Idempotent: the same rows give the same tables.
+pub async fn replace_hours(conn: &mut PgConnection, cluster: &str, batch: &[HourRows<'_>]) -> Result<(), sqlx::Error> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let hours: Vec<DateTime<Utc>> = batch.iter().map(|b| b.hour).collect();
+    let mut touched = Touched { pods: delete_hours(conn, cluster, &hours).await?, hours };
+    for b in batch {
+        touched.pods.extend(b.out.rows.iter().map(|r| (b.hour, r.key.namespace.clone(), r.key.pod.clone())));
+    }
+
+    let rows = || batch.iter().flat_map(|b| b.out.rows.iter().map(move |r| (b.hour, r)));
+    let text = |f: fn(&crate::metering::UsageRow) -> String| rows().map(|(_, r)| f(r)).collect::<Vec<String>>();
+    let num = |f: fn(&crate::metering::UsageRow) -> f64| rows().map(|(_, r)| f(r)).collect::<Vec<f64>>();
     sqlx::query!(
         "INSERT INTO gpu_usage_hourly (cluster, hour, namespace, pod, container, resource, gpu_model, kind, mig_profile,
              node, units, fraction, gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source,
              peak_fb_used_mib, label_team, memory_share, team)
-         SELECT $1, $2, u.*, team_of($1, u.namespace, $2, u.label_team) FROM UNNEST($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+         SELECT $1, u.hour, u.namespace, u.pod, u.container, u.resource, u.gpu_model, u.kind, u.mig_profile, u.node,
+             u.units, u.fraction, u.gpu_seconds, u.effective_gpu_seconds, u.unmetered_gpu_seconds, u.util_source,
+             u.peak_fb_used_mib, u.label_team, u.memory_share, team_of($1, u.namespace, u.hour, u.label_team)
+         FROM UNNEST($2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
              $9::text[], $10::text[], $11::float8[], $12::float8[], $13::float8[], $14::float8[], $15::float8[],
              $16::text[], $17::float8[], $18::text[], $19::float8[])
-             AS u (namespace, pod, container, resource, gpu_model, kind, mig_profile, node, units, fraction,
+             AS u (hour, namespace, pod, container, resource, gpu_model, kind, mig_profile, node, units, fraction,
                    gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source, peak_fb_used_mib,
                    label_team, memory_share)",
         cluster,
-        hour,
-        &col(|x| x.key.namespace.clone()),
-        &col(|x| x.key.pod.clone()),
-        &col(|x| x.key.container.clone()),
-        &col(|x| x.resource.clone()),
-        &col(|x| x.gpu_model.clone()),
-        &col(|x| x.kind.to_string()),
-        &r.iter().map(|x| x.mig_profile.clone()).collect::<Vec<Option<String>>>() as &[Option<String>],
-        &col(|x| x.node.clone()),
+        &rows().map(|(h, _)| h).collect::<Vec<_>>(),
+        &text(|x| x.key.namespace.clone()),
+        &text(|x| x.key.pod.clone()),
+        &text(|x| x.key.container.clone()),
+        &text(|x| x.resource.clone()),
+        &text(|x| x.gpu_model.clone()),
+        &text(|x| x.kind.to_string()),
+        &rows().map(|(_, x)| x.mig_profile.clone()).collect::<Vec<Option<String>>>() as &[Option<String>],
+        &text(|x| x.node.clone()),
         &num(|x| x.units),
         &num(|x| x.fraction),
         &num(|x| x.gpu_seconds),
         &num(|x| x.effective_gpu_seconds),
         &num(|x| x.unmetered_gpu_seconds),
-        &col(|x| x.util_source.as_str().to_string()),
-        &r.iter().map(|x| x.peak_fb_used_mib).collect::<Vec<Option<f64>>>() as &[Option<f64>],
-        &r.iter().map(|x| x.label_team.clone()).collect::<Vec<Option<String>>>() as &[Option<String>],
-        &r.iter().map(|x| x.memory_share).collect::<Vec<Option<f64>>>() as &[Option<f64>],
+        &text(|x| x.util_source.as_str().to_string()),
+        &rows().map(|(_, x)| x.peak_fb_used_mib).collect::<Vec<Option<f64>>>() as &[Option<f64>],
+        &rows().map(|(_, x)| x.label_team.clone()).collect::<Vec<Option<String>>>() as &[Option<String>],
+        &rows().map(|(_, x)| x.memory_share).collect::<Vec<Option<f64>>>() as &[Option<f64>],
     )
     .execute(&mut *conn)
     .await?;
 
-    let c = &out.capacity;
+    let caps = || batch.iter().flat_map(|b| b.out.capacity.iter().map(move |c| (b.hour, c)));
     sqlx::query!(
         "INSERT INTO node_capacity_hourly (cluster, hour, node, gpu_model, cards, card_seconds, offered_card_seconds,
              offered_source)
-         SELECT $1, $2, * FROM UNNEST($3::text[], $4::text[], $5::float8[], $6::float8[], $7::float8[], $8::text[])",
+         SELECT $1, * FROM UNNEST($2::timestamptz[], $3::text[], $4::text[], $5::float8[], $6::float8[], $7::float8[],
+             $8::text[])",
         cluster,
-        hour,
-        &c.iter().map(|x| x.node.clone()).collect::<Vec<_>>(),
-        &c.iter().map(|x| x.gpu_model.clone()).collect::<Vec<_>>(),
-        &c.iter().map(|x| x.cards).collect::<Vec<_>>(),
-        &c.iter().map(|x| x.card_seconds).collect::<Vec<_>>(),
-        &c.iter().map(|x| x.offered_card_seconds).collect::<Vec<_>>(),
-        &c.iter().map(|x| x.offered_source.as_str().to_string()).collect::<Vec<_>>(),
+        &caps().map(|(h, _)| h).collect::<Vec<_>>(),
+        &caps().map(|(_, x)| x.node.clone()).collect::<Vec<_>>(),
+        &caps().map(|(_, x)| x.gpu_model.clone()).collect::<Vec<_>>(),
+        &caps().map(|(_, x)| x.cards).collect::<Vec<_>>(),
+        &caps().map(|(_, x)| x.card_seconds).collect::<Vec<_>>(),
+        &caps().map(|(_, x)| x.offered_card_seconds).collect::<Vec<_>>(),
+        &caps().map(|(_, x)| x.offered_source.as_str().to_string()).collect::<Vec<_>>(),
     )
     .execute(&mut *conn)
     .await?;
 
-    let a = &out.anomalies;
+    let anomalies = || batch.iter().flat_map(|b| b.out.anomalies.iter().map(move |a| (b.hour, a)));
     sqlx::query!(
         "INSERT INTO ingest_anomalies (cluster, hour, kind, subject, count)
-         SELECT $1, $2, * FROM UNNEST($3::text[], $4::text[], $5::int8[])",
+         SELECT $1, * FROM UNNEST($2::timestamptz[], $3::text[], $4::text[], $5::int8[])",
         cluster,
-        hour,
-        &a.iter().map(|x| x.kind.as_str().to_string()).collect::<Vec<_>>(),
-        &a.iter().map(|x| x.subject.clone()).collect::<Vec<_>>(),
-        &a.iter().map(|x| x.count as i64).collect::<Vec<_>>(),
+        &anomalies().map(|(h, _)| h).collect::<Vec<_>>(),
+        &anomalies().map(|(_, x)| x.kind.as_str().to_string()).collect::<Vec<_>>(),
+        &anomalies().map(|(_, x)| x.subject.clone()).collect::<Vec<_>>(),
+        &anomalies().map(|(_, x)| x.count as i64).collect::<Vec<_>>(),
     )
     .execute(&mut *conn)
     .await?;
 
-    rebuild_hour_rollups(conn, cluster, hour).await?;
-    register_label_teams(conn, cluster, hour).await?;
+    rebuild_rollups(conn, cluster, &touched).await?;
+    register_label_teams(conn, cluster, &touched.hours).await?;
 
     sqlx::query!(
-        "INSERT INTO ingested_hours (cluster, hour, scrape_interval_ms, usage_rows) VALUES ($1, $2, $3, $4)
+        "INSERT INTO ingested_hours (cluster, hour, scrape_interval_ms, usage_rows)
+         SELECT $1, * FROM UNNEST($2::timestamptz[], $3::int8[], $4::int4[])
          ON CONFLICT (cluster, hour) DO UPDATE SET scrape_interval_ms = EXCLUDED.scrape_interval_ms,
              usage_rows = EXCLUDED.usage_rows, ingested_at = now()",
         cluster,
-        hour,
-        out.interval_ms,
-        out.rows.len() as i32,
+        &touched.hours,
+        &batch.iter().map(|b| b.out.interval_ms).collect::<Vec<Option<i64>>>() as &[Option<i64>],
+        &batch.iter().map(|b| b.out.rows.len() as i32).collect::<Vec<_>>(),
     )
     .execute(conn)
     .await?;
@@ -152,28 +261,33 @@ pub async fn replace_hour(
 
 /// Registers the teams the hour's team labels make (SPEC §4: the first label seen names the team; a team that
 /// exists keeps its name) and notes every label with its team, so that labels making one team can be reported.
-async fn register_label_teams(conn: &mut PgConnection, cluster: &str, hour: DateTime<Utc>) -> Result<(), sqlx::Error> {
+async fn register_label_teams(
+    conn: &mut PgConnection,
+    cluster: &str,
+    hours: &[DateTime<Utc>],
+) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "INSERT INTO teams (id, name)
          SELECT DISTINCT ON (id) id, left(label, 200)
          FROM (SELECT DISTINCT label_team AS label, team_id_of_label(label_team) AS id FROM gpu_usage_hourly
-               WHERE cluster = $1 AND hour = $2) l
+               WHERE cluster = $1 AND hour = ANY($2)) l
          WHERE id IS NOT NULL ORDER BY id, label COLLATE \"C\"
          ON CONFLICT (id) DO NOTHING",
         cluster,
-        hour
+        hours
     )
     .execute(&mut *conn)
     .await?;
     sqlx::query!(
         "INSERT INTO team_labels (label, team_id, first_hour, last_hour)
-         SELECT DISTINCT label_team, team_id_of_label(label_team), $2::timestamptz, $2::timestamptz
-         FROM gpu_usage_hourly WHERE cluster = $1 AND hour = $2 AND team_id_of_label(label_team) IS NOT NULL
+         SELECT label_team, team_id_of_label(label_team), min(hour), max(hour)
+         FROM gpu_usage_hourly WHERE cluster = $1 AND hour = ANY($2) AND team_id_of_label(label_team) IS NOT NULL
+         GROUP BY label_team
          ON CONFLICT (label) DO UPDATE SET first_hour = least(team_labels.first_hour, EXCLUDED.first_hour),
              last_hour = greatest(team_labels.last_hour, EXCLUDED.last_hour)
          WHERE team_labels.first_hour > EXCLUDED.first_hour OR team_labels.last_hour < EXCLUDED.last_hour",
         cluster,
-        hour
+        hours
     )
     .execute(conn)
     .await?;

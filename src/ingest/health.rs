@@ -8,6 +8,7 @@ use sqlx::PgPool;
 
 use crate::db;
 use crate::db::history::KeptHour;
+use crate::db::queue::QueueHealth;
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ClusterHealth {
@@ -37,6 +38,9 @@ pub struct ClusterHealth {
     /// renamed replicas at the assumed count: `default_replicas`) or whose GPU model nothing names
     /// (`unknown_gpu_model`), with their hours and card-hours: configure them (`cardhour nodes set`).
     pub node_issues: Vec<NodeIssue>,
+    /// What the workers see of it: hours queued and held, failed reads waiting for their retry, the batch size
+    /// they read with, failures in a row, the last error and when reads recovered (absent before any worker ran).
+    pub worker: Option<QueueHealth>,
 }
 
 /// One node with a problem that its bills carry until configuration settles it.
@@ -91,6 +95,7 @@ pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<IngestHealth, s
     let kept = db::history::kept_hours(pool, None).await?;
     let failures = db::readiness::open_failures(pool, DateTime::<Utc>::UNIX_EPOCH, now).await?;
     let clusters = db::health::clusters(pool).await?;
+    let workers = db::queue::health(pool).await?;
     let shares = db::health::metered_share(pool, 24).await?;
     let kinds: Vec<String> = NODE_ISSUE_KINDS.iter().map(|k| (*k).to_string()).collect();
     let node_issues = db::health::node_issues(pool, ended - Duration::days(31), &kinds).await?;
@@ -134,6 +139,7 @@ pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<IngestHealth, s
                     card_hours: n.card_hours,
                 })
                 .collect(),
+            worker: workers.iter().find(|w| w.cluster == c.cluster).cloned(),
             cluster: c.cluster,
             prometheus_url: c.prometheus_url,
             watermark: c.watermark,

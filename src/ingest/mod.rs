@@ -1,10 +1,12 @@
-//! The ingest: whole hours read from Prometheus, metered, and written to Postgres one transaction per hour.
+//! The ingest: whole hours read from Prometheus, metered, and written to Postgres one transaction per batch of hours.
 
+pub mod config;
 mod fetch;
 pub mod health;
 pub mod source;
+mod store;
 pub mod window;
-mod worker;
+pub mod worker;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -16,13 +18,15 @@ use sqlx::PgPool;
 
 pub use fetch::{FetchSpec, Fetched, UTIL_MARGIN_MS, selectors};
 pub use source::{SampleSource, SourceKind, SourceRequest};
-pub use worker::{WorkerOptions, run_worker};
+pub use worker::{WorkerCluster, WorkerOptions, run_worker};
 
 use crate::db;
 pub use crate::db::history::RunCommand;
 use crate::metering::{Anomaly, AnomalyKind, HourOutput, MeterConfig, meter_hour};
 use crate::prom::{PromClient, PromError, RetryPolicy};
 use crate::shutdown::Stop;
+pub use store::{Fence, StoreError};
+use store::{HourOutcome, MeteredHour, RunStart, store_batch};
 use window::HOUR_MS;
 
 /// How one cluster is read.
@@ -46,6 +50,18 @@ pub enum IngestError {
     Range(#[from] window::RangeError),
     #[error("cluster name `{0}` is invalid: use letters, digits, `.`, `_` or `-` (at most 63)")]
     ClusterName(String),
+    /// A worker's lease on the hours it read expired and another worker took them: nothing was stored.
+    #[error("{0}")]
+    LeaseLost(String),
+}
+
+impl From<StoreError> for IngestError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Database(e) => Self::Database(e),
+            lost @ StoreError::LeaseLost { .. } => Self::LeaseLost(lost.to_string()),
+        }
+    }
 }
 
 /// What an ingest did, for the terminal and for the note on the run.
@@ -147,8 +163,8 @@ pub fn validate_cluster_name(name: &str) -> Result<(), IngestError> {
     crate::validate::cluster("cluster", name).map(drop).map_err(|_| IngestError::ClusterName(name.to_string()))
 }
 
-/// Ingests the whole hours `[from, to)`: every hour in its own transaction, idempotent, each one
-/// complete or absent, read by the query API. `on_hour` is called after each stored hour (progress).
+/// Ingests the whole hours `[from, to)`: every batch of `chunk_hours` hours in its own transaction, idempotent,
+/// each hour complete or absent, read by the query API. `on_hour` is called after each stored hour (progress).
 pub async fn backfill(
     pool: &PgPool,
     client: &PromClient,
@@ -161,9 +177,9 @@ pub async fn backfill(
     backfill_until(pool, &source, opts, from, to, on_hour, &WriteMode::ingest("library"), &Stop::never()).await
 }
 
-/// [`backfill`] as one run of `mode` that ends early, between two hours, once `stop` is asked for: the hour being
-/// stored is finished (its transaction committed), a read in progress is dropped, and the summary says `stopped`.
-/// A stored hour is replaced only by a read with at least as many rows and samples, unless `mode` says
+/// [`backfill`] as one run of `mode` that ends early, between two batches, once `stop` is asked for: the batch
+/// being stored is finished (its transaction committed), a read in progress is dropped, and the summary says
+/// `stopped`. A stored hour is replaced only by a read with at least as many rows and samples, unless `mode` says
 /// otherwise (the run is then audited); what a replacement removes is kept with the run.
 #[allow(clippy::too_many_arguments)]
 pub async fn backfill_until(
@@ -176,40 +192,13 @@ pub async fn backfill_until(
     mode: &WriteMode,
     stop: &Stop,
 ) -> Result<IngestSummary, IngestError> {
-    validate_cluster_name(&opts.cluster)?;
     let hours = window::hours(from, to)?;
-    // the nodes configured for this cluster (cards, replicas, model, sharing) where nothing on them tells it
-    let mut meter_cfg = opts.meter.clone();
-    {
-        let mut conn = pool.acquire().await?;
-        for (node, settings) in db::nodes::for_cluster(&mut conn, &opts.cluster).await? {
-            meter_cfg.nodes.entry(node).or_insert(settings);
-        }
-    }
-    let mut summary = IngestSummary {
-        cluster: opts.cluster.clone(),
-        source: source.kind().as_str().to_string(),
-        source_reason: source.describe(),
-        ..IngestSummary::default()
-    };
-    // the cluster and the run are registered with the first stored hour: an ingest that stores nothing (an
-    // unreachable source, bad input) leaves the database as it was
-    let mut run_id: Option<i64> = None;
-    let decode_before = source.decode_time();
-    // Fetching the next run of hours overlaps with metering and storing this one.
+    let mut ingest = ClusterIngest::new(pool, source, opts, mode, (from, to)).await?;
+    // Reading the next batch overlaps with metering and storing this one.
     let mut fetched = stream::iter(window::chunks(&hours, opts.chunk_hours))
-        .map(|chunk| {
-            let start = chunk[0].timestamp_millis();
-            let end = start + chunk.len() as i64 * HOUR_MS;
-            let (spec, retry) = (opts.fetch.clone(), opts.retry);
-            async move {
-                let started = Instant::now();
-                let read = fetch::fetch(source, &spec, start, end, retry).await;
-                (chunk[0], read.map(|f| (chunk, f, started.elapsed())))
-            }
-        })
+        .map(|chunk| async move { (chunk[0], read_batch(source, opts, &chunk).await.map(|(f, t)| (chunk, f, t))) })
         .buffered(2);
-    'chunks: loop {
+    loop {
         let next = tokio::select! {
             biased;
             () = stop.requested() => None,
@@ -224,51 +213,124 @@ pub async fn backfill_until(
                 return Err(e.into());
             }
         };
-        summary.timings.read_s += read_time.as_secs_f64();
-        let hours_ms: Vec<i64> = chunk.iter().map(DateTime::timestamp_millis).collect();
-        for (hour, (input, non_finite)) in chunk.into_iter().zip(data.into_hours(&hours_ms)) {
-            if stop.is_requested() {
-                break 'chunks;
-            }
-            let samples = input_samples(&input);
-            let meter = meter_cfg.clone();
-            let started = Instant::now();
-            let mut out = tokio::task::spawn_blocking(move || meter_hour(&input, &meter))
-                .await
-                .expect("metering is pure and does not panic");
-            summary.timings.meter_s += started.elapsed().as_secs_f64();
-            out.anomalies.extend(non_finite.into_iter().map(|(metric, count)| Anomaly {
-                kind: AnomalyKind::NonFiniteSample,
-                subject: metric,
-                count,
-            }));
-            let run = RunStart { source, mode, from, to };
-            let started = Instant::now();
-            let stored = store_hour(pool, &opts.cluster, hour, &out, samples, run_id, &run).await?;
-            summary.timings.write_s += started.elapsed().as_secs_f64();
-            run_id = Some(stored.run_id);
-            summary.run_id = run_id;
-            summary.watermark = Some(stored.watermark);
-            match stored.outcome {
+        let stored = ingest.store(&chunk, data, read_time, None, stop).await?;
+        stored.iter().for_each(|&h| on_hour(h));
+        if stored.is_empty() {
+            break;
+        }
+    }
+    let mut summary = ingest.finish();
+    summary.stopped = summary.hours + (summary.kept.len() as u64) < hours.len() as u64;
+    Ok(summary)
+}
+
+/// Reads the raw samples of some consecutive hours (one window), retried per the options; with the time it took.
+pub async fn read_batch(
+    source: &SampleSource,
+    opts: &IngestOptions,
+    hours: &[DateTime<Utc>],
+) -> Result<(Fetched, Duration), PromError> {
+    let start = hours[0].timestamp_millis();
+    let end = start + hours.len() as i64 * HOUR_MS;
+    let started = Instant::now();
+    let read = fetch::fetch(source, &opts.fetch, start, end, opts.retry).await?;
+    Ok((read, started.elapsed()))
+}
+
+/// One cluster's ingest, batch by batch: its metering configuration (with the nodes configured for it), the run
+/// its batches are stored under, and what it did so far.
+pub struct ClusterIngest<'a> {
+    pool: &'a PgPool,
+    source: &'a SampleSource,
+    mode: &'a WriteMode,
+    span: (DateTime<Utc>, DateTime<Utc>),
+    meter: MeterConfig,
+    run_id: Option<i64>,
+    decode_before: Duration,
+    summary: IngestSummary,
+}
+
+impl<'a> ClusterIngest<'a> {
+    /// Starts an ingest of `opts.cluster` registered as a run of `mode` over `span` (with its first stored batch:
+    /// an ingest that stores nothing leaves the database as it was).
+    pub async fn new(
+        pool: &'a PgPool,
+        source: &'a SampleSource,
+        opts: &IngestOptions,
+        mode: &'a WriteMode,
+        span: (DateTime<Utc>, DateTime<Utc>),
+    ) -> Result<Self, IngestError> {
+        validate_cluster_name(&opts.cluster)?;
+        // the nodes configured for this cluster (cards, replicas, model, sharing) where nothing on them tells it
+        let mut meter = opts.meter.clone();
+        let mut conn = pool.acquire().await?;
+        for (node, settings) in db::nodes::for_cluster(&mut conn, &opts.cluster).await? {
+            meter.nodes.entry(node).or_insert(settings);
+        }
+        let summary = IngestSummary {
+            cluster: opts.cluster.clone(),
+            source: source.kind().as_str().to_string(),
+            source_reason: source.describe(),
+            ..IngestSummary::default()
+        };
+        Ok(Self { pool, source, mode, span, meter, run_id: None, decode_before: source.decode_time(), summary })
+    }
+
+    /// Meters a batch read by [`read_batch`] and stores it in one transaction (under `fence` for a worker's
+    /// claim). Returns the hours stored or kept: none when `stop` was asked for before the batch was stored.
+    pub async fn store(
+        &mut self,
+        hours: &[DateTime<Utc>],
+        data: Fetched,
+        read_time: Duration,
+        fence: Option<Fence<'_>>,
+        stop: &Stop,
+    ) -> Result<Vec<DateTime<Utc>>, IngestError> {
+        let cluster = self.summary.cluster.clone();
+        self.summary.timings.read_s += read_time.as_secs_f64();
+        let hours_ms: Vec<i64> = hours.iter().map(DateTime::timestamp_millis).collect();
+        let started = Instant::now();
+        let batch = meter_batch(hours, data.into_hours(&hours_ms), &self.meter).await;
+        self.summary.timings.meter_s += started.elapsed().as_secs_f64();
+        if stop.is_requested() {
+            return Ok(Vec::new());
+        }
+        let run = RunStart { source: self.source, mode: self.mode, from: self.span.0, to: self.span.1 };
+        let started = Instant::now();
+        let stored = store_batch(self.pool, &cluster, &batch, self.run_id, &run, fence).await?;
+        self.summary.timings.write_s += started.elapsed().as_secs_f64();
+        self.run_id = Some(stored.run_id);
+        self.summary.run_id = self.run_id;
+        self.summary.watermark = Some(stored.watermark);
+        for (h, outcome) in batch.iter().zip(stored.outcomes) {
+            match outcome {
                 HourOutcome::Kept(k) => {
-                    tracing::warn!(cluster = %opts.cluster, %hour, stored_rows = k.stored_rows,
+                    tracing::warn!(%cluster, hour = %h.hour, stored_rows = k.stored_rows,
                         stored_samples = ?k.stored_samples, read_rows = k.read_rows, read_samples = k.read_samples,
                         "kept the stored hour: this read holds less (source past its retention, restarted without \
                          its data, or the wrong URL?)");
-                    summary.kept.push(k);
+                    self.summary.kept.push(k);
                 }
                 HourOutcome::Replaced { changed } => {
-                    summary.hours_changed += u64::from(changed);
-                    summary.add(&out, samples);
+                    self.summary.hours_changed += u64::from(changed);
+                    self.summary.add(&h.out, h.samples);
                 }
             }
-            tracing::debug!(cluster = %opts.cluster, %hour, rows = out.rows.len(), "stored hour");
-            on_hour(hour);
+            tracing::debug!(%cluster, hour = %h.hour, rows = h.out.rows.len(), "stored hour");
         }
+        Ok(hours.to_vec())
     }
-    summary.stopped = summary.hours + (summary.kept.len() as u64) < hours.len() as u64;
-    summary.timings.decode_s = source.decode_time().saturating_sub(decode_before).as_secs_f64();
-    Ok(summary)
+
+    /// What the ingest did so far.
+    pub fn summary(&self) -> &IngestSummary {
+        &self.summary
+    }
+
+    /// The summary, with the time spent decoding answers.
+    pub fn finish(mut self) -> IngestSummary {
+        self.summary.timings.decode_s = self.source.decode_time().saturating_sub(self.decode_before).as_secs_f64();
+        self.summary
+    }
 }
 
 /// Records a failed read for the readiness of its months; a failure to record it is logged, not added to the
@@ -304,93 +366,29 @@ fn input_samples(i: &crate::metering::HourInput) -> u64 {
     n as u64
 }
 
-/// What a run is registered with.
-struct RunStart<'a> {
-    source: &'a SampleSource,
-    mode: &'a WriteMode,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-}
-
-/// Registers the cluster and the run in `tx`; a run that replaces smaller reads on purpose is audited.
-async fn start_run(tx: &mut sqlx::PgConnection, cluster: &str, run: &RunStart<'_>) -> Result<i64, sqlx::Error> {
-    let url = run.source.base_url();
-    db::clusters::upsert(tx, cluster, url).await?;
-    let used = db::clusters::SourceUsed {
-        kind: run.source.kind().as_str(),
-        reason: run.source.reason(),
-        probed: run.source.probed(),
-    };
-    db::clusters::record_source(tx, cluster, used).await?;
-    let mode = run.mode;
-    let id = db::history::start_run(tx, cluster, mode.command, &mode.actor, mode.replace_smaller, None).await?;
-    if mode.replace_smaller {
-        let what = serde_json::json!({"run": id, "from": run.from, "to": run.to, "source": url});
-        db::audit::record(tx, &mode.actor, "ingest.replace_smaller", &format!("cluster:{cluster}"), None, Some(what))
-            .await?;
-    }
-    Ok(id)
-}
-
-enum HourOutcome {
-    Replaced { changed: bool },
-    Kept(KeptRead),
-}
-
-struct StoredHour {
-    watermark: DateTime<Utc>,
-    outcome: HourOutcome,
-    run_id: i64,
-}
-
-/// Writes one metered hour in one transaction and moves the watermark — unless what is stored holds more rows or
-/// samples than this read and the run does not force it: then the stored hour stays and is listed as kept. The
-/// run is registered with its first hour (`run_id` `None`).
-async fn store_hour(
-    pool: &PgPool,
-    cluster: &str,
-    hour: DateTime<Utc>,
-    out: &HourOutput,
-    samples: u64,
-    run_id: Option<i64>,
-    run: &RunStart<'_>,
-) -> Result<StoredHour, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    let run_id = match run_id {
-        Some(id) => id,
-        None => start_run(&mut tx, cluster, run).await?,
-    };
-    let mode = run.mode;
-    db::usage::lock_hour(&mut tx, cluster, hour).await?;
-    let stored = db::history::stored_hour(&mut tx, cluster, hour).await?;
-    let rows = out.rows.len() as u64;
-    let outcome = match &stored {
-        Some(s) if !mode.replace_smaller && s.is_larger_than(rows, samples) => {
-            db::history::keep_hour(&mut tx, cluster, hour, run_id, s, rows, samples).await?;
-            HourOutcome::Kept(KeptRead {
-                hour,
-                stored_rows: s.usage_rows,
-                stored_samples: s.samples_read,
-                read_rows: rows,
-                read_samples: samples,
-            })
+/// Meters the hours of a batch, each on the blocking pool (in parallel), the window's NaN/±Inf counts added to
+/// each hour's anomalies.
+async fn meter_batch(
+    hours: &[DateTime<Utc>],
+    inputs: Vec<(crate::metering::HourInput, BTreeMap<String, u64>)>,
+    cfg: &MeterConfig,
+) -> Vec<MeteredHour> {
+    let metered = inputs.into_iter().zip(hours).map(|((input, non_finite), &hour)| {
+        let cfg = cfg.clone();
+        async move {
+            let samples = input_samples(&input);
+            let mut out = tokio::task::spawn_blocking(move || meter_hour(&input, &cfg))
+                .await
+                .expect("metering is pure and does not panic");
+            out.anomalies.extend(non_finite.into_iter().map(|(metric, count)| Anomaly {
+                kind: AnomalyKind::NonFiniteSample,
+                subject: metric,
+                count,
+            }));
+            MeteredHour { hour, out, samples }
         }
-        _ => {
-            if stored.is_some() {
-                db::history::save_replaced(&mut tx, run_id, cluster, hour).await?;
-            }
-            db::usage::replace_hour(&mut tx, cluster, hour, out).await?;
-            db::history::record_read(&mut tx, cluster, hour, samples, run_id).await?;
-            let changed = match stored {
-                Some(_) => db::history::forget_if_unchanged(&mut tx, run_id, cluster, hour).await?,
-                None => false,
-            };
-            HourOutcome::Replaced { changed }
-        }
-    };
-    let watermark = db::watermark::advance(&mut tx, cluster, hour).await?;
-    tx.commit().await?;
-    Ok(StoredHour { watermark, outcome, run_id })
+    });
+    futures_util::future::join_all(metered).await
 }
 
 /// The default Prometheus request timeout.

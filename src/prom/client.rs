@@ -27,10 +27,7 @@ pub(super) fn prom_time(ms: i64) -> String {
 
 impl PromClient {
     pub fn new(base: &str, timeout: Duration) -> Result<Self, PromError> {
-        let parsed = url::Url::parse(base).map_err(|_| PromError::BadUrl(base.to_string()))?;
-        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-            return Err(PromError::BadUrl(base.to_string()));
-        }
+        Self::check_url(base)?;
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
@@ -38,6 +35,15 @@ impl PromClient {
             .build()
             .map_err(|e| PromError::Unreachable { url: base.to_string(), reason: e.to_string() })?;
         Ok(Self { http, base: base.trim_end_matches('/').to_string(), timeout, decode_ns: Arc::default() })
+    }
+
+    /// A base URL this client takes: absolute http(s) with a host.
+    pub fn check_url(base: &str) -> Result<(), PromError> {
+        let parsed = url::Url::parse(base).map_err(|_| PromError::BadUrl(base.to_string()))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(PromError::BadUrl(base.to_string()));
+        }
+        Ok(())
     }
 
     pub fn base_url(&self) -> &str {

@@ -13,7 +13,7 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use super::fmt::{card_hours_f64, percent, when, yuan};
-use super::i18n::{PageLang, t};
+use super::i18n::{Lang, PageLang, t};
 use super::layout::{Chrome, PageError};
 use crate::auth::PageUser;
 use crate::state::AppState;
@@ -140,6 +140,8 @@ pub struct ClusterRow {
     pub unmetered: String,
     pub anomalies: Vec<String>,
     pub node_issues: Vec<String>,
+    /// What the workers see: hours queued and held, failures waiting for their retry, batch size, recovery.
+    pub workers: Vec<String>,
 }
 
 #[derive(Template, WebTemplate)]
@@ -175,9 +177,43 @@ async fn health_page(
                 unmetered: percent(c.unmetered_share_24h),
                 anomalies: c.anomalies.iter().map(|a| format!("{}: {} ({})", a.kind, a.count, a.subjects)).collect(),
                 node_issues: c.node_issues.iter().map(|n| format!("{} {} · {} h", n.node, n.kind, n.hours)).collect(),
+                workers: c.worker.as_ref().map(|w| worker_lines(w, lang, tz)).unwrap_or_default(),
             })
             .collect(),
     })
+}
+
+/// A cluster's worker state in a few short lines.
+fn worker_lines(w: &crate::db::queue::QueueHealth, lang: Lang, tz: chrono_tz::Tz) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{}: {} · {}: {}{}",
+        t(lang, "health.queued"),
+        w.queued_hours,
+        t(lang, "health.leased"),
+        w.leased_hours,
+        if w.workers.is_empty() { String::new() } else { format!(" ({})", w.workers.join(", ")) }
+    )];
+    if let Some(b) = w.batch_hours {
+        lines.push(format!("{}: {b} h", t(lang, "health.batch")));
+    }
+    if w.failures_in_row > 0 || w.failing_hours > 0 {
+        let retry = w.next_retry_at.map(|r| format!(" · {} {}", t(lang, "health.retry_at"), when(&r, tz)));
+        lines.push(format!(
+            "{}: {} · {} h{}",
+            t(lang, "health.failures_in_row"),
+            w.failures_in_row,
+            w.failing_hours,
+            retry.unwrap_or_default()
+        ));
+    }
+    if let (Some(kind), Some(at)) = (&w.last_error_kind, w.last_error_at) {
+        let message = w.last_error.as_deref().unwrap_or("");
+        lines.push(format!("{} {}: {kind} · {message}", t(lang, "health.last_error"), when(&at, tz)));
+    }
+    if let Some(r) = w.recovered_at {
+        lines.push(format!("{} {}", t(lang, "health.recovered"), when(&r, tz)));
+    }
+    lines
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 pub mod api;
 pub mod browser;
 pub mod contract;
+pub mod pg;
 pub mod portal;
 pub mod webhook;
 
@@ -83,39 +84,44 @@ impl TestPrometheus {
 
         let config = dir.path().join("prometheus.yml");
         fs::write(&config, "# cardhour test harness: serves backfilled blocks only\nscrape_configs: []\n")?;
-        let log_path = dir.path().join("prometheus.log");
 
         // A port picked free can be taken by a parallel test before Prometheus binds it: retry on a new one.
         let mut attempts = 0;
         loop {
             attempts += 1;
             let port = free_port()?;
-            let log = fs::File::create(&log_path)?;
-            let mut child = Command::new(tool("PROMETHEUS", "prometheus"))
-                .arg(format!("--config.file={}", config.display()))
-                .arg(format!("--storage.tsdb.path={}", tsdb.display()))
-                .arg("--storage.tsdb.retention.time=100y")
-                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-                .stdin(Stdio::null())
-                .stdout(log.try_clone()?)
-                .stderr(log)
-                .spawn()
-                .context("spawning prometheus (run scripts/test.sh, which installs it)")?;
-            match wait_ready(&mut child, port) {
-                Ok(()) => return Ok(Self { url: format!("http://127.0.0.1:{port}"), port, child, dir }),
-                Err(exited) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    let log = fs::read_to_string(&log_path).unwrap_or_default();
-                    if exited.is_some() && log.contains("address already in use") && attempts < 5 {
+            match spawn_prometheus(dir.path(), port) {
+                Ok(child) => return Ok(Self { url: format!("http://127.0.0.1:{port}"), port, child, dir }),
+                Err((log, exited)) => {
+                    if exited && log.contains("address already in use") && attempts < 5 {
                         continue;
                     }
-                    let why = match exited {
-                        Some(status) => format!("exited ({status})"),
-                        None => format!("was not ready after {READY_TIMEOUT:?}"),
-                    };
-                    bail!("prometheus on 127.0.0.1:{port} {why}; log tail:\n{}", tail(&log, 20));
+                    bail!("prometheus on 127.0.0.1:{port} did not start; log tail:\n{}", tail(&log, 20));
                 }
+            }
+        }
+    }
+
+    /// Stops Prometheus (SIGKILL, as an outage would), keeping its data and port for [`Self::start`].
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts Prometheus again on the same port and data after [`Self::stop`].
+    pub fn start(&mut self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match spawn_prometheus(self.dir.path(), self.port) {
+                Ok(child) => {
+                    self.child = child;
+                    return Ok(());
+                }
+                // the old listener may linger for a moment
+                Err((log, true)) if log.contains("address already in use") && Instant::now() < deadline => {
+                    sleep(Duration::from_millis(200))
+                }
+                Err((log, _)) => bail!("prometheus did not start again; log tail:\n{}", tail(&log, 20)),
             }
         }
     }
@@ -153,6 +159,39 @@ impl Drop for TestPrometheus {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Starts Prometheus on `dir/tsdb` with `dir/prometheus.yml` on `127.0.0.1:port`, logging to `dir/prometheus.log`,
+/// and waits until it is ready. On failure: the log and whether the process exited (else it was not ready in time).
+fn spawn_prometheus(dir: &Path, port: u16) -> std::result::Result<Child, (String, bool)> {
+    let log_path = dir.join("prometheus.log");
+    let spawned = fs::File::create(&log_path).and_then(|log| {
+        Command::new(tool("PROMETHEUS", "prometheus"))
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+            .arg("--storage.tsdb.retention.time=100y")
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+    });
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return Err((format!("spawning prometheus (run scripts/test.sh, which installs it): {e}"), true)),
+    };
+    match wait_ready(&mut child, port) {
+        Ok(()) => Ok(child),
+        Err(exited) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let mut log = fs::read_to_string(&log_path).unwrap_or_default();
+            if exited.is_none() {
+                log.push_str(&format!("\n(not ready after {READY_TIMEOUT:?})"));
+            }
+            Err((log, exited.is_some()))
+        }
     }
 }
 
