@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::PromError;
+use super::backend::RangeEnds;
 use super::model::{RawSeries, parse_response};
 
 /// Prometheus refuses a `query_range` of more than 11,000 points per series.
@@ -18,6 +19,8 @@ pub struct PromClient {
     timeout: Duration,
     /// Nanoseconds spent decoding answers (JSON or chunks), shared by every clone: the benchmark's split.
     decode_ns: Arc<AtomicU64>,
+    /// The server's range ends once its build info was read, shared by every clone.
+    range_ends: Arc<tokio::sync::OnceCell<RangeEnds>>,
 }
 
 /// Prometheus' time parameter: seconds with millisecond precision, exact for integer milliseconds.
@@ -37,7 +40,13 @@ impl PromClient {
             .user_agent(concat!("cardhour/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| PromError::Unreachable { url: base.to_string(), reason: e.to_string() })?;
-        Ok(Self { http, base: base.trim_end_matches('/').to_string(), timeout, decode_ns: Arc::default() })
+        Ok(Self {
+            http,
+            base: base.trim_end_matches('/').to_string(),
+            timeout,
+            decode_ns: Arc::default(),
+            range_ends: Arc::default(),
+        })
     }
 
     pub fn base_url(&self) -> &str {
@@ -46,6 +55,10 @@ impl PromClient {
 
     pub(super) fn http(&self) -> &reqwest::Client {
         &self.http
+    }
+
+    pub(super) fn range_ends_cell(&self) -> &tokio::sync::OnceCell<RangeEnds> {
+        &self.range_ends
     }
 
     /// Time spent decoding answers so far, by this client and its clones.
