@@ -1,4 +1,5 @@
-//! Remote read misbehaving: absent (404), a non-streamed answer, a truncated frame, a wrong CRC, a corrupt chunk.
+//! Remote read misbehaving: absent (404) or refused as disabled (a proxy's 405, VictoriaMetrics' 400), a
+//! non-streamed answer, a truncated frame, a wrong CRC, a corrupt chunk.
 //! `--source remote-read` gives a clear error naming the source and writes nothing; `auto` falls back to the query
 //! API, remembers what its probe found, and says why.
 
@@ -24,6 +25,10 @@ const EMPTY: &str = r#"{"status":"success","data":{"resultType":"matrix","result
 const STREAMED: &str = "application/x-streamed-protobuf; proto=prometheus.ChunkedReadResponse";
 
 type Answer = (StatusCode, &'static str, Vec<u8>);
+
+/// What VictoriaMetrics 1.79 answers a remote read with.
+const VM_UNSUPPORTED: &[u8] =
+    br#"remoteAddr: "127.0.0.1:37998"; requestURI: /api/v1/read; unsupported path requested: "/api/v1/read""#;
 
 /// A server whose remote read answers `read(call number)` and whose query API answers every query (instant or range) with no series.
 async fn serve(read: impl Fn(usize) -> Answer + Send + Sync + 'static) -> (String, Arc<AtomicUsize>) {
@@ -122,6 +127,13 @@ async fn a_broken_remote_read_is_a_clear_error_naming_it_and_writes_nothing(pool
     truncated.truncate(truncated.len() - 1);
     let cases: Vec<(Answer, &str)> = vec![
         ((StatusCode::NOT_FOUND, "text/plain", b"404 page not found".to_vec()), "endpoint absent (HTTP 404)"),
+        // a proxy that routes only the query API
+        (
+            (StatusCode::METHOD_NOT_ALLOWED, "text/html", b"<html>405 Not Allowed</html>".to_vec()),
+            "endpoint absent (HTTP 405)",
+        ),
+        // VictoriaMetrics' own answer (a real one: tests/vm_truth.rs)
+        ((StatusCode::BAD_REQUEST, "text/plain", VM_UNSUPPORTED.to_vec()), "endpoint absent (HTTP 400)"),
         ((StatusCode::OK, "application/x-protobuf", vec![0, 1, 2]), "non-streamed answer"),
         ((StatusCode::OK, STREAMED, truncated), "truncated frame"),
         ((StatusCode::OK, STREAMED, wrong_crc), "checksum mismatch"),
@@ -171,6 +183,23 @@ async fn auto_falls_back_to_the_query_api_and_remembers_its_probe(pool: PgPool) 
     let explicit =
         ingest::source::choose(&pool, client(&url), "rr", SourceRequest::Only(SourceKind::RemoteRead)).await.unwrap();
     assert_eq!((explicit.kind(), explicit.reason()), (SourceKind::RemoteRead, "--source remote-read"));
+}
+
+#[sqlx::test]
+async fn auto_falls_back_when_remote_read_is_refused_as_disabled(pool: PgPool) {
+    for (status, body, needle) in [
+        (StatusCode::METHOD_NOT_ALLOWED, &b"<html>405 Not Allowed</html>"[..], "endpoint absent (HTTP 405)"),
+        (StatusCode::BAD_REQUEST, VM_UNSUPPORTED, "endpoint absent (HTTP 400)"),
+    ] {
+        let (url, calls) = serve(move |_| (status, "text/plain", body.to_vec())).await;
+        let cluster = format!("rr-{}", status.as_u16());
+        let source = ingest::source::choose(&pool, client(&url), &cluster, SourceRequest::Auto).await.unwrap();
+        assert_eq!(source.kind(), SourceKind::Query, "{}", source.reason());
+        assert!(source.reason().contains(needle), "{}", source.reason());
+        let s = ingest_by(&pool, &source).await.unwrap();
+        assert_eq!((s.hours, s.source.as_str()), (3, "query"));
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "one probe, then only the query API");
+    }
 }
 
 #[sqlx::test]

@@ -9,7 +9,7 @@ use crate::metering::{
 use futures_util::TryStreamExt;
 use futures_util::stream::FuturesUnordered;
 
-use crate::prom::{PromError, RawSeries, RetryPolicy, with_retry};
+use crate::prom::{PromError, RangeEnds, RawSeries, RetryPolicy, with_retry};
 
 use super::source::SampleSource;
 use super::window::{HOUR_MS, slice};
@@ -72,14 +72,16 @@ pub fn selectors(spec: &FetchSpec) -> [(String, i64); 9] {
     ]
 }
 
-/// The query giving, at `h + 1 h − 1 ms`, the DCGM devices (node and UUID) with a sample in hour `[h, h + 1 h)`
-/// (a Prometheus 2.x range includes both ends, so `3599999ms` is the hour exactly).
-fn seen_devices_query(spec: &FetchSpec) -> String {
+/// The query giving, at `h + 1 h − 1 ms`, the DCGM devices (node and UUID) with a sample in hour `[h, h + 1 h)`:
+/// a range of `3599999ms` where the backend includes both ends (Prometheus 2.x), `3600000ms` where it excludes the
+/// left one (Prometheus 3, VictoriaMetrics).
+fn seen_devices_query(spec: &FetchSpec, ends: RangeEnds) -> String {
     let labels = [HOST_LABELS.as_slice(), &["UUID", "uuid", "gpu"]].concat().join(",");
+    let range = ends.range_ms(HOUR_MS);
     // one metric at a time: a range function drops the name, and series of two metrics would collide
     DCGM_METRICS
         .split('|')
-        .map(|m| format!("group by ({labels}) (count_over_time({}[3599999ms]))", spec.selector(m, "")))
+        .map(|m| format!("group by ({labels}) (count_over_time({}[{range}ms]))", spec.selector(m, "")))
         .collect::<Vec<_>>()
         .join(" or ")
 }
@@ -115,11 +117,7 @@ pub async fn fetch(
             async move { answer.await.map(|series| (i, series)) }
         })
         .collect();
-    let seen = async {
-        let (start, end) = (start_ms - TRAILING_HOURS * HOUR_MS, start_ms - 1);
-        let q = seen_devices_query(spec);
-        with_retry(policy, "Prometheus read", || source.query_range(&q, start + HOUR_MS - 1, end, HOUR_MS)).await
-    };
+    let seen = Fetched::trailing_seen(source, spec, start_ms, policy);
     let mut out = Fetched::default();
     let ((), seen) = futures_util::future::try_join(
         async {
@@ -278,6 +276,22 @@ impl Fetched {
         }
     }
 
+    /// The answer of the trailing day's device query for a window starting at `start_ms`: one sample per device
+    /// and hour of `[start − 23 h, start)` it was seen in, at the hour's last millisecond.
+    pub async fn trailing_seen(
+        source: &SampleSource,
+        spec: &FetchSpec,
+        start_ms: i64,
+        policy: RetryPolicy,
+    ) -> Result<Vec<RawSeries>, PromError> {
+        let (start, end) = (start_ms - TRAILING_HOURS * HOUR_MS, start_ms - 1);
+        with_retry(policy, "Prometheus read", || async {
+            let q = seen_devices_query(spec, source.range_ends().await?);
+            source.query_range(&q, start + HOUR_MS - 1, end, HOUR_MS).await
+        })
+        .await
+    }
+
     /// Takes the answer of the trailing day's device query (one sample per hour the device was seen in).
     pub fn absorb_seen(&mut self, answer: Vec<RawSeries>) {
         for s in answer {
@@ -367,5 +381,15 @@ mod tests {
         assert_eq!(spec.selector("x", r#"unit="integer""#), r#"x{unit="integer",cluster="a"}"#);
         let plain = FetchSpec { matchers: None, team_label: "label_team".into() };
         assert_eq!(plain.selector("up", ""), "up{}");
+    }
+
+    #[test]
+    fn the_seen_devices_range_is_the_hour_on_either_end_rule() {
+        let spec = FetchSpec { matchers: None, team_label: "label_team".into() };
+        let closed = seen_devices_query(&spec, RangeEnds::Closed);
+        assert!(closed.starts_with("group by (Hostname,hostname,kubernetes_node,node,UUID,uuid,gpu) (count_over_time(DCGM_FI_PROF_SM_ACTIVE{}[3599999ms])) or "), "{closed}");
+        assert_eq!(closed.matches("[3599999ms]").count(), 4);
+        let open = seen_devices_query(&spec, RangeEnds::LeftOpen);
+        assert_eq!((open.matches("[3600000ms]").count(), open.matches("[3599999ms]").count()), (4, 0), "{open}");
     }
 }

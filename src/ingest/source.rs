@@ -127,6 +127,12 @@ impl SampleSource {
         self.client.query_range(query, start_ms, end_ms, step_ms).await
     }
 
+    /// Which ends of a range selector the server includes (for PromQL over raw samples, such as the devices each
+    /// hour saw): a VictoriaMetrics read by its export excludes the left one; otherwise its build info says.
+    pub async fn range_ends(&self) -> Result<crate::prom::RangeEnds, PromError> {
+        self.client.range_ends(self.kind == SourceKind::VmExport).await
+    }
+
     /// Raw samples of `selector` in `[start_ms, end_ms)`, each sample in exactly one window by its own timestamp.
     pub async fn raw_samples(&self, selector: &str, start_ms: i64, end_ms: i64) -> Result<Vec<RawSeries>, PromError> {
         match self.kind {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::PromError;
+use super::backend::RangeEnds;
 use super::model::{RawSeries, parse_response};
 
 /// Prometheus refuses a `query_range` of more than 11,000 points per series.
@@ -18,6 +19,8 @@ pub struct PromClient {
     timeout: Duration,
     /// Nanoseconds spent decoding answers (JSON or chunks), shared by every clone: the benchmark's split.
     decode_ns: Arc<AtomicU64>,
+    /// The server's range ends once its build info was read, shared by every clone.
+    range_ends: Arc<tokio::sync::OnceCell<RangeEnds>>,
 }
 
 /// Prometheus' time parameter: seconds with millisecond precision, exact for integer milliseconds.
@@ -34,7 +37,13 @@ impl PromClient {
             .user_agent(concat!("cardhour/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| PromError::Unreachable { url: base.to_string(), reason: e.to_string() })?;
-        Ok(Self { http, base: base.trim_end_matches('/').to_string(), timeout, decode_ns: Arc::default() })
+        Ok(Self {
+            http,
+            base: base.trim_end_matches('/').to_string(),
+            timeout,
+            decode_ns: Arc::default(),
+            range_ends: Arc::default(),
+        })
     }
 
     /// A base URL this client takes: absolute http(s) with a host.
@@ -52,6 +61,10 @@ impl PromClient {
 
     pub(super) fn http(&self) -> &reqwest::Client {
         &self.http
+    }
+
+    pub(super) fn range_ends_cell(&self) -> &tokio::sync::OnceCell<RangeEnds> {
+        &self.range_ends
     }
 
     /// Time spent decoding answers so far, by this client and its clones.
@@ -193,17 +206,22 @@ pub fn range_chunks(start_ms: i64, end_ms: i64, step_ms: i64) -> Vec<(i64, i64)>
 }
 
 /// Why an endpoint other than the query API refused a request, and whether trying again may help: an absent
-/// endpoint (404, 405) gets `absent_hint`, any other status its first 200 characters.
+/// endpoint gets `absent_hint`, any other status its first 200 characters. Absent is a 404 or 405 (a proxy that
+/// routes only the query API), or VictoriaMetrics' 400 `unsupported path requested` (its remote read, say).
 pub(super) async fn refusal(resp: reqwest::Response, absent_hint: &str) -> (String, bool) {
     let code = resp.status().as_u16();
-    let why = match code {
-        404 | 405 => format!("endpoint absent (HTTP {code}): {absent_hint}"),
-        _ => {
-            let text: String = resp.text().await.unwrap_or_default().chars().take(200).collect();
-            format!("HTTP {code}: {}", text.trim())
-        }
+    let text: String = resp.text().await.unwrap_or_default().chars().take(200).collect();
+    let why = if is_absent(code, &text) {
+        format!("endpoint absent (HTTP {code}): {absent_hint}")
+    } else {
+        format!("HTTP {code}: {}", text.trim())
     };
     (why, code >= 500 || code == 429)
+}
+
+/// The status and body of an endpoint the server does not have.
+fn is_absent(code: u16, body: &str) -> bool {
+    matches!(code, 404 | 405) || (code == 400 && body.contains("unsupported path requested"))
 }
 
 #[cfg(test)]
@@ -233,6 +251,16 @@ mod tests {
         }
         assert_eq!(points, (end - start) / step + 1);
         assert_eq!(range_chunks(0, 0, step), vec![(0, 0)]);
+    }
+
+    #[test]
+    fn absent_endpoints_are_known_by_their_answer() {
+        // VictoriaMetrics 1.79's answer to POST /api/v1/read
+        let vm =
+            r#"remoteAddr: "127.0.0.1:37998"; requestURI: /api/v1/read; unsupported path requested: "/api/v1/read""#;
+        assert!(is_absent(400, vm));
+        assert!(is_absent(404, "404 page not found") && is_absent(405, ""));
+        assert!(!is_absent(400, "bad_data: invalid parameter") && !is_absent(500, vm));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Prometheus HTTP API client (also Thanos, Mimir, VictoriaMetrics): raw samples in, typed errors out — by the
 //! query API, by remote read with streamed XOR chunks, or by VictoriaMetrics' export API.
 
+pub mod backend;
 mod client;
 mod model;
 pub mod proto;
@@ -10,6 +11,7 @@ pub mod selector;
 pub mod vm_export;
 pub mod xor;
 
+pub use backend::RangeEnds;
 pub use client::{PromClient, QUERY_RANGE_MAX_POINTS, trim};
 pub use model::{RawSeries, parse_response};
 pub use retry::{RetryPolicy, with_retry};

@@ -25,8 +25,10 @@ struct Line {
 }
 
 /// One exported value. VictoriaMetrics writes numbers, `null` for NaN and strings for ±Inf (`"Infinity"` in its
-/// template; the other spellings are taken too). It stores no NaN but Prometheus' staleness marker (plain NaNs are
-/// dropped on ingestion), so `null` is a stale marker: dropped as the query API drops it, not counted.
+/// template; the other spellings are taken too) — or, before that template (1.79, Debian 12's), bare `+Inf` and
+/// `-Inf`, which [`quote_bare_non_finite`] turns into strings. It stores no NaN but Prometheus' staleness marker
+/// (plain NaNs are dropped on ingestion), so `null` is a stale marker: dropped as the query API drops it, not
+/// counted.
 enum Value {
     Finite(f64),
     Stale,
@@ -120,10 +122,15 @@ impl ExportDecoder {
         if raw.iter().all(u8::is_ascii_whitespace) {
             return Ok(());
         }
-        let line: Line = serde_json::from_slice(raw).map_err(|e| {
-            let shown = String::from_utf8_lossy(&raw[..raw.len().min(80)]).into_owned();
-            format!("line {n} is not an export line ({e}): `{shown}`")
-        })?;
+        let line: Line = serde_json::from_slice(raw)
+            .or_else(|e| match quote_bare_non_finite(raw) {
+                Some(quoted) => serde_json::from_slice(&quoted),
+                None => Err(e),
+            })
+            .map_err(|e| {
+                let shown = String::from_utf8_lossy(&raw[..raw.len().min(80)]).into_owned();
+                format!("line {n} is not an export line ({e}): `{shown}`")
+            })?;
         if line.values.len() != line.timestamps.len() {
             return Err(format!("line {n}: {} values for {} timestamps", line.values.len(), line.timestamps.len()));
         }
@@ -168,6 +175,38 @@ impl ExportDecoder {
         }
         Ok(out)
     }
+}
+
+/// The line with every bare `+Inf`, `-Inf`, `Inf` or `NaN` outside a string quoted (not JSON, but what
+/// VictoriaMetrics 1.79 writes for ±Inf); `None` if there is none. Only lines that fail to decode are scanned.
+fn quote_bare_non_finite(raw: &[u8]) -> Option<Vec<u8>> {
+    const TOKENS: [&[u8]; 4] = [b"+Inf", b"-Inf", b"Inf", b"NaN"];
+    let mut out = Vec::with_capacity(raw.len() + 16);
+    let (mut in_string, mut escaped, mut changed) = (false, false, false);
+    let mut i = 0;
+    while i < raw.len() {
+        let b = raw[i];
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if let Some(token) = TOKENS.iter().find(|t| raw[i..].starts_with(t)) {
+            out.push(b'"');
+            out.extend_from_slice(token);
+            out.push(b'"');
+            i += token.len();
+            changed = true;
+            continue;
+        }
+        out.push(b);
+        i += 1;
+    }
+    changed.then_some(out)
 }
 
 /// Decodes a whole recorded answer (fixtures, benchmarks).
@@ -261,6 +300,23 @@ mod tests {
         assert_eq!(s[0].non_finite, vec![4_000, 6_000]);
         assert_eq!(decode_export(BODY.as_bytes(), 0, 10_000).unwrap().len(), 2);
         assert!(decode_export(b"", 0, 1).unwrap().is_empty());
+    }
+
+    #[test]
+    fn bare_infinities_of_victoria_metrics_1_79_are_counted() {
+        // as VictoriaMetrics 1.79 exports an imported +Inf (its NaN never reaches storage); a label holding the
+        // same words stays as it is
+        let body = concat!(
+            r#"{"metric":{"__name__":"n1","note":"+Inf, NaN \"-Inf\""},"values":[5,+Inf,-Inf,7],"#,
+            r#""timestamps":[1000,2000,3000,4000]}"#,
+            "\n"
+        );
+        let s = decode_export(body.as_bytes(), 0, 10_000).unwrap();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].label("note"), Some(r#"+Inf, NaN "-Inf""#));
+        assert_eq!(s[0].samples.iter().map(|p| (p.t_ms, p.v)).collect::<Vec<_>>(), vec![(1_000, 5.0), (4_000, 7.0)]);
+        assert_eq!(s[0].non_finite, vec![2_000, 3_000]);
+        assert_eq!(quote_bare_non_finite(br#"{"values":[1,2]}"#), None);
     }
 
     #[test]

@@ -34,7 +34,9 @@ impl Metric {
     pub fn value_for(self, u: f64) -> f64 {
         match self {
             Metric::SmActive => u,
-            Metric::GrEngineActive => (1.1 * u + 0.02).min(1.0),
+            // to the 5 decimals it has, as an exporter prints it: the float noise of `1.1 · u` in the 17th digit is
+            // not a value every backend keeps (VictoriaMetrics stores 12 to 14 significant digits)
+            Metric::GrEngineActive => ((1.1 * u + 0.02).min(1.0) * 1e5).round() / 1e5,
             Metric::GpuUtil => (100.0 * (1.3 * u + 0.05)).min(100.0).round(),
             Metric::FbUsed => unreachable!("FB_USED is not a utilization"),
         }

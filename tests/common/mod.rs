@@ -2,6 +2,8 @@
 //!
 //! - [`TestPrometheus`]: a real Prometheus (2.42 from Debian, as `scripts/test.sh` installs it) serving an
 //!   OpenMetrics file backfilled with `promtool`, on a free loopback port, killed on drop.
+//! - [`TestVictoria`]: a real VictoriaMetrics (Debian's `victoria-metrics`) holding the same backfill, copied
+//!   into it with `vmctl`; [`truth`]: stored rows against the simulator's truth, shared by the truth tests.
 //! - [`TestDb`]: a fresh, uniquely named PostgreSQL database next to `DATABASE_URL`, dropped on drop.
 //! - [`cardhour_bin`], [`run_cardhour`], [`run_cardhour_ok`]: run the binary under test.
 //! - [`simulate`], [`simulate_run`]: `cardhour simulate` with an end at least 4 h in the past, on the hour.
@@ -15,7 +17,12 @@ pub mod browser;
 pub mod contract;
 pub mod pg;
 pub mod portal;
+pub mod truth;
+pub mod victoria;
 pub mod webhook;
+
+#[allow(unused_imports)] // not every test file starts a VictoriaMetrics
+pub use victoria::TestVictoria;
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -40,8 +47,8 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// The default database URL of `scripts/lib.sh` (used when `DATABASE_URL` is unset).
 pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/cardhour";
 
-/// `$PROMTOOL` / `$PROMETHEUS` override the binaries found on PATH.
-fn tool(env_var: &str, default: &str) -> PathBuf {
+/// `$PROMTOOL` / `$PROMETHEUS` (and `$VICTORIA_METRICS` / `$VMCTL`) override the binaries found on PATH.
+pub fn tool(env_var: &str, default: &str) -> PathBuf {
     std::env::var_os(env_var).map_or_else(|| PathBuf::from(default), PathBuf::from)
 }
 
@@ -62,26 +69,21 @@ impl TestPrometheus {
         let dir = tempfile::Builder::new().prefix("cardhour-prom-").tempdir()?;
         let tsdb = dir.path().join("tsdb");
         fs::create_dir_all(&tsdb)?;
+        promtool_backfill(path, &tsdb)?;
+        Self::serve(dir)
+    }
 
-        let promtool = tool("PROMTOOL", "promtool");
-        let out = Command::new(&promtool)
-            .args(["tsdb", "create-blocks-from", "openmetrics", "--quiet"])
-            .arg(format!("--max-block-duration={PROMTOOL_MAX_BLOCK_DURATION}"))
-            .arg(path)
-            .arg(&tsdb)
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("running {} (run scripts/test.sh, which installs it)", promtool.display()))?;
-        if !out.status.success() {
-            bail!(
-                "promtool create-blocks-from openmetrics {} failed ({}): {}{}",
-                path.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+    /// Starts Prometheus on the blocks in `tsdb` (a [`promtool_backfill`] another backend reads too), linked into
+    /// its own directory.
+    pub fn from_blocks(tsdb: &Path) -> Result<Self> {
+        let dir = tempfile::Builder::new().prefix("cardhour-prom-").tempdir()?;
+        link_tree(tsdb, &dir.path().join("tsdb"))?;
+        Self::serve(dir)
+    }
 
+    /// Starts Prometheus (retention 100y) on `dir/tsdb` and waits until it is ready.
+    fn serve(dir: tempfile::TempDir) -> Result<Self> {
+        let tsdb = dir.path().join("tsdb");
         let config = dir.path().join("prometheus.yml");
         fs::write(&config, "# cardhour test harness: serves backfilled blocks only\nscrape_configs: []\n")?;
 
@@ -195,14 +197,58 @@ fn spawn_prometheus(dir: &Path, port: u16) -> std::result::Result<Child, (String
     }
 }
 
+/// `promtool tsdb create-blocks-from openmetrics` of `openmetrics` (samples older than 3 h) into `tsdb`.
+pub fn promtool_backfill(openmetrics: &Path, tsdb: &Path) -> Result<()> {
+    let promtool = tool("PROMTOOL", "promtool");
+    let out = Command::new(&promtool)
+        .args(["tsdb", "create-blocks-from", "openmetrics", "--quiet"])
+        .arg(format!("--max-block-duration={PROMTOOL_MAX_BLOCK_DURATION}"))
+        .arg(openmetrics)
+        .arg(tsdb)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {} (run scripts/test.sh, which installs it)", promtool.display()))?;
+    if !out.status.success() {
+        bail!(
+            "promtool create-blocks-from openmetrics {} failed ({}): {}{}",
+            openmetrics.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// `to` as a copy of the tree `from`, its files hard-linked (copied across file systems): blocks are never
+/// written in place, so two servers can read one backfill.
+pub fn link_tree(from: &Path, to: &Path) -> Result<()> {
+    fs::create_dir_all(to)?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type()?.is_dir() {
+            link_tree(&src, &dst)?;
+        } else if fs::hard_link(&src, &dst).is_err() {
+            fs::copy(&src, &dst).with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Polls `/-/ready` until it answers 200. `Err(Some(status))`: the process exited; `Err(None)`: timed out.
 fn wait_ready(child: &mut Child, port: u16) -> std::result::Result<(), Option<ExitStatus>> {
+    wait_for(child, port, "/-/ready")
+}
+
+/// Polls `path` until it answers 200 (see [`wait_ready`]).
+pub fn wait_for(child: &mut Child, port: u16, path: &str) -> std::result::Result<(), Option<ExitStatus>> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
             return Err(Some(status));
         }
-        if matches!(http_get(port, "/-/ready"), Ok((200, _))) {
+        if matches!(http_get(port, path), Ok((200, _))) {
             return Ok(());
         }
         if Instant::now() >= deadline {
@@ -236,7 +282,7 @@ pub fn http_get(port: u16, path_and_query: &str) -> Result<(u16, String)> {
     Ok((code, body.to_string()))
 }
 
-fn tail(text: &str, lines: usize) -> String {
+pub fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
@@ -330,10 +376,17 @@ pub fn sim_end() -> DateTime<Utc> {
 /// Runs `cardhour simulate --gpus G --hours H --scrape-interval I --seed S --end <sim_end()> --out DIR`
 /// and returns what it wrote. Panics if the simulation fails or wrote no `metrics.om`.
 pub fn simulate_run(dir: &Path, gpus: u32, hours: u32, interval_secs: u32, seed: u64) -> Simulation {
+    simulate_profile(dir, "standard", gpus, hours, interval_secs, seed)
+}
+
+/// [`simulate_run`] of a `--profile` (`standard`, `shared`).
+pub fn simulate_profile(dir: &Path, profile: &str, gpus: u32, hours: u32, interval_secs: u32, seed: u64) -> Simulation {
     let end = sim_end();
     let start = end - TimeDelta::hours(i64::from(hours));
     let args: Vec<OsString> = vec![
         "simulate".into(),
+        "--profile".into(),
+        profile.into(),
         "--gpus".into(),
         gpus.to_string().into(),
         "--hours".into(),
