@@ -73,13 +73,13 @@ pub async fn replace_hour(
     sqlx::query!(
         "INSERT INTO gpu_usage_hourly (cluster, hour, namespace, pod, container, resource, gpu_model, kind, mig_profile,
              node, units, fraction, gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source,
-             peak_fb_used_mib, label_team, memory_share, team)
+             peak_fb_used_mib, label_team, memory_share, bridged_gpu_seconds, team)
          SELECT $1, $2, u.*, team_of($1, u.namespace, $2, u.label_team) FROM UNNEST($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
              $9::text[], $10::text[], $11::float8[], $12::float8[], $13::float8[], $14::float8[], $15::float8[],
-             $16::text[], $17::float8[], $18::text[], $19::float8[])
+             $16::text[], $17::float8[], $18::text[], $19::float8[], $20::float8[])
              AS u (namespace, pod, container, resource, gpu_model, kind, mig_profile, node, units, fraction,
                    gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source, peak_fb_used_mib,
-                   label_team, memory_share)",
+                   label_team, memory_share, bridged_gpu_seconds)",
         cluster,
         hour,
         &col(|x| x.key.namespace.clone()),
@@ -99,6 +99,7 @@ pub async fn replace_hour(
         &r.iter().map(|x| x.peak_fb_used_mib).collect::<Vec<Option<f64>>>() as &[Option<f64>],
         &r.iter().map(|x| x.label_team.clone()).collect::<Vec<Option<String>>>() as &[Option<String>],
         &r.iter().map(|x| x.memory_share).collect::<Vec<Option<f64>>>() as &[Option<f64>],
+        &num(|x| x.bridged_gpu_seconds),
     )
     .execute(&mut *conn)
     .await?;

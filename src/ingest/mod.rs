@@ -14,7 +14,7 @@ use futures_util::{StreamExt, stream};
 use serde::Serialize;
 use sqlx::PgPool;
 
-pub use fetch::{FetchSpec, Fetched, UTIL_MARGIN_MS, selectors};
+pub use fetch::{FetchSpec, Fetched, UTIL_MARGIN_MS, ksm_margin_ms, selectors};
 pub use source::{SampleSource, SourceKind, SourceRequest};
 pub use worker::{WorkerOptions, run_worker};
 
@@ -61,6 +61,8 @@ pub struct IngestSummary {
     pub gpu_hours: f64,
     pub effective_gpu_hours: f64,
     pub unmetered_gpu_hours: f64,
+    /// The part of `gpu_hours` bridged over kube-state-metrics scrape gaps (`--ksm-gap-bridge`).
+    pub bridged_gpu_hours: f64,
     /// The scrape intervals used, in seconds, and in how many hours.
     pub scrape_intervals_s: BTreeMap<String, u64>,
     pub non_finite_samples: u64,
@@ -129,6 +131,7 @@ impl IngestSummary {
             self.gpu_hours += r.gpu_seconds / 3600.0;
             self.effective_gpu_hours += r.effective_gpu_seconds / 3600.0;
             self.unmetered_gpu_hours += r.unmetered_gpu_seconds / 3600.0;
+            self.bridged_gpu_hours += r.bridged_gpu_seconds / 3600.0;
         }
         if let Some(ms) = out.interval_ms {
             *self.scrape_intervals_s.entry(format!("{}", ms as f64 / 1000.0)).or_default() += 1;
@@ -196,6 +199,7 @@ pub async fn backfill_until(
     // unreachable source, bad input) leaves the database as it was
     let mut run_id: Option<i64> = None;
     let decode_before = source.decode_time();
+    let ksm_margin = fetch::ksm_margin_ms(&opts.meter);
     // Fetching the next run of hours overlaps with metering and storing this one.
     let mut fetched = stream::iter(window::chunks(&hours, opts.chunk_hours))
         .map(|chunk| {
@@ -204,7 +208,7 @@ pub async fn backfill_until(
             let (spec, retry) = (opts.fetch.clone(), opts.retry);
             async move {
                 let started = Instant::now();
-                let read = fetch::fetch(source, &spec, start, end, retry).await;
+                let read = fetch::fetch(source, &spec, ksm_margin, start, end, retry).await;
                 (chunk[0], read.map(|f| (chunk, f, started.elapsed())))
             }
         })
