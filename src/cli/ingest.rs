@@ -222,6 +222,13 @@ pub(super) async fn health_cmd(a: HealthArgs) -> anyhow::Result<()> {
         for an in &c.anomalies {
             println!("  anomaly (24 h): {}: {} subjects, {} in all", an.kind, an.subjects, an.count);
         }
+        if c.bridged_gpu_hours_24h > 0.0 || !c.ksm_gaps.is_empty() {
+            println!("  kube-state-metrics gaps (24 h): {:.3} GPU-hours bridged", c.bridged_gpu_hours_24h);
+        }
+        for g in &c.ksm_gaps {
+            let what = if g.bridged { "bridged" } else { "not billed" };
+            println!("    {} {what}: {} pods, {} hours", g.span, g.pods, g.hours);
+        }
     }
     for m in &health.merged_team_labels {
         println!("team labels {} make one team: {}", m.labels.join(", "), m.team_id);
