@@ -35,6 +35,7 @@ pub(super) fn simulate_cmd(a: SimulateArgs) -> anyhow::Result<()> {
         end,
         out: a.out,
         profile: a.profile,
+        ksm_gaps: a.ksm_gaps,
     };
     let s = simulate::run(&params)?;
     println!(
