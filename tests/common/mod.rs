@@ -291,6 +291,18 @@ pub fn sim_end() -> DateTime<Utc> {
 /// Runs `cardhour simulate --gpus G --hours H --scrape-interval I --seed S --end <sim_end()> --out DIR`
 /// and returns what it wrote. Panics if the simulation fails or wrote no `metrics.om`.
 pub fn simulate_run(dir: &Path, gpus: u32, hours: u32, interval_secs: u32, seed: u64) -> Simulation {
+    simulate_run_with(dir, gpus, hours, interval_secs, seed, &[])
+}
+
+/// [`simulate_run`] with further `cardhour simulate` flags (e.g. `--ksm-gaps`).
+pub fn simulate_run_with(
+    dir: &Path,
+    gpus: u32,
+    hours: u32,
+    interval_secs: u32,
+    seed: u64,
+    extra: &[&str],
+) -> Simulation {
     let end = sim_end();
     let start = end - TimeDelta::hours(i64::from(hours));
     let args: Vec<OsString> = vec![
@@ -308,6 +320,7 @@ pub fn simulate_run(dir: &Path, gpus: u32, hours: u32, interval_secs: u32, seed:
         "--out".into(),
         dir.as_os_str().to_owned(),
     ];
+    let args = args.into_iter().chain(extra.iter().map(OsString::from));
     run_cardhour_ok(args, &[]);
     let sim = Simulation {
         dir: dir.to_path_buf(),
