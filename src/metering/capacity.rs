@@ -165,6 +165,9 @@ impl<'a> Offered<'a> {
     /// gap.
     fn bridged(&self, node: &str, adv: &Advertised) -> (f64, f64) {
         let (mut points, mut offered) = (0.0, 0.0);
+        if !self.grid.gaps {
+            return (points, offered);
+        }
         let mut prev = None;
         for s in adv.edges.with(adv.instants) {
             if let Some(a) = prev.replace(*s)

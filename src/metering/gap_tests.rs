@@ -238,6 +238,19 @@ fn kube_state_metrics_silent_beyond_the_margin_is_reported_open() {
 }
 
 #[test]
+fn a_configured_interval_shorter_than_the_samples_bridges_nothing() {
+    // 60 s samples metered as 30 s ones (a wrong --scrape-interval): every pair of samples is no gap, each
+    // sample counts its 30 s as it always did, nothing is reported
+    let mut s = Span::default();
+    s.pod("p", |_| 1.0, (0, 60), (0, 60), &[(20, 30)]);
+    let half = MeterConfig { scrape_interval_ms: Some(DT / 2), ..cfg(15) };
+    let out = meter_hour(&s.input(0, HOUR, MARGIN), &half);
+    close(out.rows[0].gpu_seconds, 50.0 * 30.0);
+    close(out.rows[0].bridged_gpu_seconds, 0.0);
+    assert!(anomalies(&out).is_empty(), "{:?}", out.anomalies);
+}
+
+#[test]
 fn a_phase_shifted_restart_bridges_exactly_the_missing_time() {
     // KSM comes back 25 s off its old phase: 2.5 intervals between the samples around the gap
     let mut s = Span::default();

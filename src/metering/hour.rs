@@ -57,11 +57,10 @@ impl MeterConfig {
 /// Meters one hour window. Pure: the same input gives the same output, row order included.
 pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
     let mut anomalies = Anomalies::default();
-    let Some(interval_ms) = cfg.scrape_interval_ms.or_else(|| {
-        infer_interval_ms(input.running.iter().map(|s| s.samples.as_slice()))
-            .or_else(|| infer_interval_ms(input.requests.iter().map(|s| s.samples.as_slice())))
-            .or_else(|| infer_interval_ms(input.capacity.iter().map(|s| s.samples.as_slice())))
-    }) else {
+    let spacing = infer_interval_ms(input.running.iter().map(|s| s.samples.as_slice()))
+        .or_else(|| infer_interval_ms(input.requests.iter().map(|s| s.samples.as_slice())))
+        .or_else(|| infer_interval_ms(input.capacity.iter().map(|s| s.samples.as_slice())));
+    let Some(interval_ms) = cfg.scrape_interval_ms.or(spacing) else {
         return HourOutput::default();
     };
     let grid = Grid {
@@ -70,6 +69,9 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
         interval_ms,
         half: interval_ms / 2,
         bridge_ms: cfg.ksm_gap_bridge_ms(),
+        // a gap is an exception to the scrape grid: under a configured interval shorter than the samples' own
+        // spacing every pair of samples would look like one, so none is bridged or reported (as before bridging)
+        gaps: spacing.is_none_or(|s| 2 * s < 3 * interval_ms),
     };
     let silent = Silence::of(input, &grid);
     let nodes = Nodes::new(input, cfg);
@@ -194,6 +196,8 @@ pub(super) struct Grid {
     pub(super) half: i64,
     /// The longest KSM gap bridged, in ms (0: none).
     pub(super) bridge_ms: i64,
+    /// Whether KSM gaps are looked for at all: the samples keep the scrape interval.
+    pub(super) gaps: bool,
 }
 
 impl Grid {
@@ -553,7 +557,7 @@ impl Silence {
         input.unschedulable.iter().for_each(|s| see(&s.samples, Some(&s.edges)));
         input.namespaces.iter().for_each(|s| see(&s.samples, None));
         input.node_labels.iter().for_each(|s| see(&s.samples, None));
-        if first > last {
+        if first > last || !grid.gaps {
             return Silence { since: None, until: None };
         }
         Silence {
@@ -579,7 +583,7 @@ fn walk(
         |t: i64| running.and_then(|r| r.edges.match_at(&r.samples, t, grid.half)).is_some_and(|v| v >= 0.5);
     let held = |s: &Sample| s.v.is_finite() && s.v > 0.0 && running_at(s.t_ms);
     // an unknown resource is reported by its Running samples, never bridged
-    let metered = plan.kind != Kind::Unknown;
+    let metered = plan.kind != Kind::Unknown && grid.gaps;
     let mut prev: Option<Sample> = None;
     for s in plan.edges.with(plan.units) {
         if let Some(a) = prev.replace(*s)
