@@ -113,6 +113,12 @@ pub(super) async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
             let intervals: Vec<String> =
                 summary.scrape_intervals_s.iter().map(|(s, n)| format!("{s} s ({n} h)")).collect();
             println!("scrape interval: {}", intervals.join(", "));
+            if summary.bridged_gpu_hours > 0.0 {
+                println!(
+                    "{:.3} GPU-hours bridged over kube-state-metrics gaps (--ksm-gap-bridge)",
+                    summary.bridged_gpu_hours
+                );
+            }
             if let Some(w) = summary.watermark {
                 println!("watermark: {}", w.to_rfc3339());
             }
