@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use cardhour::ingest::{FetchSpec, Fetched, selectors};
+use cardhour::ingest::{FetchSpec, Fetched, ksm_margin_ms, selectors};
 use cardhour::metering::{MeterConfig, meter_hour};
 use cardhour::prom::{PromClient, parse_response};
 
@@ -44,7 +44,7 @@ fn record(url: &str, hour: &str, dir: &Path) -> Result<(), Box<dyn std::error::E
     std::fs::create_dir_all(dir)?;
     let rt = tokio::runtime::Runtime::new()?;
     let client = PromClient::new(url, Duration::from_secs(300))?;
-    for (i, (selector, margin)) in selectors(&spec()).into_iter().enumerate() {
+    for (i, (selector, margin)) in selectors(&spec(), ksm_margin_ms(&MeterConfig::default())).into_iter().enumerate() {
         let body = rt.block_on(client.raw_samples_body(&selector, hour_ms - margin, hour_ms + HOUR_MS + margin))?;
         std::fs::write(dir.join(format!("q{i}.json")), &body)?;
         println!("recorded q{i}: {} bytes  {selector}", body.len());

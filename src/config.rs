@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::ingest::SourceRequest;
-use crate::metering::HamiPolicy;
+use crate::metering::{HamiPolicy, MAX_KSM_GAP_BRIDGE};
 
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArgs {
@@ -131,6 +131,11 @@ pub struct SourceArgs {
     /// Hours read per round of queries and stored per transaction (a batch).
     #[arg(long, env = "CARDHOUR_CHUNK_HOURS", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=168))]
     pub chunk_hours: u32,
+    /// The longest kube-state-metrics scrape gap (a restart, an upgrade) counted through for pods Running on both
+    /// sides of it, reported apart as bridged GPU-hours; longer gaps are not billed and are reported. 0 bridges
+    /// nothing; at most 30m.
+    #[arg(long, env = "CARDHOUR_KSM_GAP_BRIDGE", default_value = "15m", value_parser = parse_bridge)]
+    pub ksm_gap_bridge: Duration,
 }
 
 fn parse_source(s: &str) -> Result<SourceRequest, String> {
@@ -145,6 +150,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             .map_err(|e| format!("`{s}` is not a duration ({e}); e.g. 60s, 10m, 1h"))?,
     };
     if d.is_zero() { Err(format!("`{s}` must be longer than zero")) } else { Ok(d) }
+}
+
+/// A KSM gap bridge span: a duration as [`parse_duration`], or `0` (bridge nothing), at most
+/// [`MAX_KSM_GAP_BRIDGE`].
+pub fn parse_bridge(s: &str) -> Result<Duration, String> {
+    let d = if s.trim().parse::<u64>() == Ok(0) { Duration::ZERO } else { parse_duration(s)? };
+    if d > MAX_KSM_GAP_BRIDGE {
+        return Err(format!(
+            "`{s}` is longer than {}: an outage that long is not billed by assumption",
+            humantime::format_duration(MAX_KSM_GAP_BRIDGE)
+        ));
+    }
+    Ok(d)
 }
 
 /// A webhook address: an absolute http(s) URL with a host.
@@ -168,6 +186,11 @@ mod tests {
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert!(parse_duration("0").is_err());
         assert!(parse_duration("soon").is_err());
+        assert_eq!(parse_bridge("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_bridge("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse_bridge("30m"), Ok(Duration::from_secs(1800)));
+        assert!(parse_bridge("31m").unwrap_err().contains("longer than 30m"));
+        assert!(parse_bridge("-1").is_err());
     }
 
     #[test]

@@ -83,6 +83,7 @@ async fn store_usage(pool: &PgPool) {
                 gpu_seconds: 3600.0,
                 effective_gpu_seconds: 1800.0,
                 unmetered_gpu_seconds: 0.0,
+                bridged_gpu_seconds: 0.0,
                 util_source: UtilSource::SmActive,
                 peak_fb_used_mib: None,
                 label_team: None,

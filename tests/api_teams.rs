@@ -22,6 +22,7 @@ fn row(namespace: &str, label_team: Option<&str>, gpu_seconds: f64) -> UsageRow 
         gpu_seconds,
         effective_gpu_seconds: gpu_seconds / 2.0,
         unmetered_gpu_seconds: 0.0,
+        bridged_gpu_seconds: 0.0,
         util_source: UtilSource::SmActive,
         peak_fb_used_mib: None,
         label_team: label_team.map(str::to_string),

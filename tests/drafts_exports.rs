@@ -41,6 +41,7 @@ fn row(namespace: &str, pod: &str, team: &str, model: &str, cards: f64) -> Usage
         gpu_seconds: cards * 3600.0,
         effective_gpu_seconds: cards * 3600.0 * 0.5,
         unmetered_gpu_seconds: 0.0,
+        bridged_gpu_seconds: 0.0,
         util_source: UtilSource::SmActive,
         peak_fb_used_mib: Some(8192.0),
         label_team: Some(team.into()),

@@ -37,6 +37,7 @@ fn row(namespace: &str, team: &str, cards: f64) -> UsageRow {
         gpu_seconds: cards * 3600.0,
         effective_gpu_seconds: cards * 1800.0,
         unmetered_gpu_seconds: 0.0,
+        bridged_gpu_seconds: 0.0,
         util_source: UtilSource::SmActive,
         peak_fb_used_mib: None,
         label_team: Some(team.into()),

@@ -73,6 +73,7 @@ fn usage(h: &Held) -> UsageRow {
         gpu_seconds,
         effective_gpu_seconds: gpu_seconds * 0.5,
         unmetered_gpu_seconds: 0.0,
+        bridged_gpu_seconds: 0.0,
         util_source: UtilSource::SmActive,
         peak_fb_used_mib: Some(8192.0),
         label_team: Some("vision".into()),

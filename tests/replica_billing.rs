@@ -43,6 +43,7 @@ fn row(ns: &str, pod: &str, team: &str, node: &str, kind: &'static str, units: f
         gpu_seconds: units * fraction * 3600.0,
         effective_gpu_seconds: units * fraction * 3600.0 * 0.5,
         unmetered_gpu_seconds: 0.0,
+        bridged_gpu_seconds: 0.0,
         util_source: UtilSource::SmActive,
         peak_fb_used_mib: Some(8192.0),
         label_team: Some(team.into()),

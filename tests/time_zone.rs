@@ -32,6 +32,7 @@ async fn store(pool: &PgPool, hour: &str, cards: f64) {
         gpu_seconds: cards * 3600.0,
         effective_gpu_seconds: cards * 1800.0,
         unmetered_gpu_seconds: 0.0,
+        bridged_gpu_seconds: 0.0,
         util_source: UtilSource::SmActive,
         peak_fb_used_mib: Some(8192.0),
         label_team: Some("vision".into()),

@@ -115,7 +115,7 @@ fn shared_cards_read_from_victoria_metrics_store_the_rows_of_prometheus() {
     // the shared profile (tests/shared_truth.rs) at its smallest, read in windows of 2 h: its idle cards without
     // series are counted from the trailing hours' devices, PromQL evaluated on each backend's range ends
     let dir = tempfile::tempdir().unwrap();
-    let sim = simulate_profile(dir.path(), "shared", 72, 6, INTERVAL, 16);
+    let sim = simulate_profile(dir.path(), "shared", 72, 6, INTERVAL, 16, &[]);
     let (prom, vm) = both(&sim.metrics);
     let rr_db = TestDb::migrated().unwrap();
     let rr = ingest(&sim, &prom.url, "sim", &rr_db, &["--source", "remote-read", "--chunk-hours", "2"]);

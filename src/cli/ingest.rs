@@ -34,6 +34,7 @@ pub(super) fn simulate_cmd(a: SimulateArgs) -> anyhow::Result<()> {
         end,
         out: a.out,
         profile: a.profile,
+        ksm_gaps: a.ksm_gaps,
     };
     let s = simulate::run(&params)?;
     println!(
@@ -101,6 +102,12 @@ pub(super) async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
             let intervals: Vec<String> =
                 summary.scrape_intervals_s.iter().map(|(s, n)| format!("{s} s ({n} h)")).collect();
             println!("scrape interval: {}", intervals.join(", "));
+            if summary.bridged_gpu_hours > 0.0 {
+                println!(
+                    "{:.3} GPU-hours bridged over kube-state-metrics gaps (--ksm-gap-bridge)",
+                    summary.bridged_gpu_hours
+                );
+            }
             if let Some(w) = summary.watermark {
                 println!("watermark: {}", w.to_rfc3339());
             }
@@ -210,6 +217,13 @@ pub(super) async fn health_cmd(a: HealthArgs) -> anyhow::Result<()> {
         }
         for an in &c.anomalies {
             println!("  anomaly (24 h): {}: {} subjects, {} in all", an.kind, an.subjects, an.count);
+        }
+        if c.bridged_gpu_hours_24h > 0.0 || !c.ksm_gaps.is_empty() {
+            println!("  kube-state-metrics gaps (24 h): {:.3} GPU-hours bridged", c.bridged_gpu_hours_24h);
+        }
+        for g in &c.ksm_gaps {
+            let what = if g.bridged { "bridged" } else { "not billed" };
+            println!("    {} {what}: {} pods, {} hours", g.span, g.pods, g.hours);
         }
     }
     for m in &health.merged_team_labels {

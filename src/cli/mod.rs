@@ -371,6 +371,10 @@ pub struct SimulateArgs {
     /// `standard` (every feature, 7 node types) or `shared` (shared cards as clusters run them, 9 node types).
     #[arg(long, default_value = "standard")]
     pub profile: crate::simulate::Profile,
+    /// Add kube-state-metrics outages (restarts): short ones the default --ksm-gap-bridge bridges, longer ones it
+    /// does not, some across an hour's end; the truth gains the bridged and the unbilled GPU-hours and the gaps.
+    #[arg(long)]
+    pub ksm_gaps: bool,
 }
 
 #[derive(Debug, clap::Args)]

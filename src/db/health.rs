@@ -42,6 +42,54 @@ pub async fn metered_share(pool: &PgPool, hours: i32) -> Result<Vec<MeteredShare
     .await
 }
 
+/// A cluster's GPU-seconds bridged over kube-state-metrics gaps in its newest stored hours.
+#[derive(Debug, Clone)]
+pub struct Bridged {
+    pub cluster: String,
+    pub bridged_gpu_seconds: f64,
+}
+
+/// Per cluster, the GPU-seconds its newest `hours` stored hours bridged over KSM gaps (as [`metered_share`], a
+/// lagging ingest still shows its last day; over the primary key's leading cluster and hour).
+pub async fn bridged(pool: &PgPool, hours: i32) -> Result<Vec<Bridged>, sqlx::Error> {
+    sqlx::query_as!(
+        Bridged,
+        r#"SELECT u.cluster, sum(u.bridged_gpu_seconds) AS "bridged_gpu_seconds!"
+           FROM (SELECT cluster, max(hour) AS last FROM ingested_hours GROUP BY cluster) l
+           JOIN gpu_usage_hourly u
+             ON u.cluster = l.cluster AND u.hour > l.last - make_interval(hours => $1) AND u.hour <= l.last
+           GROUP BY u.cluster ORDER BY u.cluster"#,
+        hours
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// One kube-state-metrics gap of a cluster (anomaly `ksm_gap` or `ksm_gap_bridged`): the hours it touched and
+/// the most pods one of them counted.
+#[derive(Debug, Clone)]
+pub struct KsmGapRow {
+    pub cluster: String,
+    pub kind: String,
+    pub subject: String,
+    pub first_hour: DateTime<Utc>,
+    pub hours: i64,
+    pub pods: i64,
+}
+
+/// The KSM gaps of the stored hours since `since`, oldest first.
+pub async fn ksm_gaps(pool: &PgPool, since: DateTime<Utc>) -> Result<Vec<KsmGapRow>, sqlx::Error> {
+    sqlx::query_as!(
+        KsmGapRow,
+        r#"SELECT cluster, kind, subject, min(hour) AS "first_hour!", count(*) AS "hours!", max(count) AS "pods!"
+           FROM ingest_anomalies WHERE hour >= $1 AND kind IN ('ksm_gap', 'ksm_gap_bridged')
+           GROUP BY cluster, kind, subject ORDER BY cluster, min(hour), subject, kind"#,
+        since
+    )
+    .fetch_all(pool)
+    .await
+}
+
 pub async fn clusters(pool: &PgPool) -> Result<Vec<ClusterRow>, sqlx::Error> {
     sqlx::query_as!(
         ClusterRow,

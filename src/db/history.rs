@@ -215,22 +215,22 @@ pub async fn forget_if_unchanged(
         r#"SELECT EXISTS (
              (SELECT namespace, pod, container, resource, gpu_model, kind, mig_profile, node, units, fraction,
                      gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source, peak_fb_used_mib, label_team,
-                     memory_share
+                     memory_share, bridged_gpu_seconds
               FROM replaced_usage_hourly WHERE run_id = $1 AND cluster = $2 AND hour = $3
               EXCEPT
               SELECT namespace, pod, container, resource, gpu_model, kind, mig_profile, node, units, fraction,
                      gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source, peak_fb_used_mib, label_team,
-                     memory_share
+                     memory_share, bridged_gpu_seconds
               FROM gpu_usage_hourly WHERE cluster = $2 AND hour = $3)
              UNION ALL
              (SELECT namespace, pod, container, resource, gpu_model, kind, mig_profile, node, units, fraction,
                      gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source, peak_fb_used_mib, label_team,
-                     memory_share
+                     memory_share, bridged_gpu_seconds
               FROM gpu_usage_hourly WHERE cluster = $2 AND hour = $3
               EXCEPT
               SELECT namespace, pod, container, resource, gpu_model, kind, mig_profile, node, units, fraction,
                      gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source, peak_fb_used_mib, label_team,
-                     memory_share
+                     memory_share, bridged_gpu_seconds
               FROM replaced_usage_hourly WHERE run_id = $1 AND cluster = $2 AND hour = $3)
            ) OR EXISTS (
              (SELECT node, gpu_model, cards, card_seconds, offered_card_seconds, offered_source
@@ -338,10 +338,10 @@ pub async fn restore(conn: &mut PgConnection, run_id: i64, h: &ReplacedHour) -> 
     sqlx::query!(
         "INSERT INTO gpu_usage_hourly (cluster, hour, namespace, pod, container, resource, gpu_model, kind, mig_profile,
              node, units, fraction, gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source,
-             peak_fb_used_mib, label_team, memory_share, team)
+             peak_fb_used_mib, label_team, memory_share, bridged_gpu_seconds, team)
          SELECT cluster, hour, namespace, pod, container, resource, gpu_model, kind, mig_profile, node, units, fraction,
              gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source, peak_fb_used_mib, label_team,
-             memory_share, team_of(cluster, namespace, hour, label_team)
+             memory_share, bridged_gpu_seconds, team_of(cluster, namespace, hour, label_team)
          FROM replaced_usage_hourly WHERE run_id = $1 AND cluster = $2 AND hour = $3",
         run_id,
         cluster,

@@ -177,16 +177,17 @@ pub async fn replace_hours(conn: &mut PgConnection, cluster: &str, batch: &[Hour
     sqlx::query!(
         "INSERT INTO gpu_usage_hourly (cluster, hour, namespace, pod, container, resource, gpu_model, kind, mig_profile,
              node, units, fraction, gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source,
-             peak_fb_used_mib, label_team, memory_share, team)
+             peak_fb_used_mib, label_team, memory_share, bridged_gpu_seconds, team)
          SELECT $1, u.hour, u.namespace, u.pod, u.container, u.resource, u.gpu_model, u.kind, u.mig_profile, u.node,
              u.units, u.fraction, u.gpu_seconds, u.effective_gpu_seconds, u.unmetered_gpu_seconds, u.util_source,
-             u.peak_fb_used_mib, u.label_team, u.memory_share, team_of($1, u.namespace, u.hour, u.label_team)
+             u.peak_fb_used_mib, u.label_team, u.memory_share, u.bridged_gpu_seconds,
+             team_of($1, u.namespace, u.hour, u.label_team)
          FROM UNNEST($2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
              $9::text[], $10::text[], $11::float8[], $12::float8[], $13::float8[], $14::float8[], $15::float8[],
-             $16::text[], $17::float8[], $18::text[], $19::float8[])
+             $16::text[], $17::float8[], $18::text[], $19::float8[], $20::float8[])
              AS u (hour, namespace, pod, container, resource, gpu_model, kind, mig_profile, node, units, fraction,
                    gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source, peak_fb_used_mib,
-                   label_team, memory_share)",
+                   label_team, memory_share, bridged_gpu_seconds)",
         cluster,
         &rows().map(|(h, _)| h).collect::<Vec<_>>(),
         &text(|x| x.key.namespace.clone()),
@@ -206,6 +207,7 @@ pub async fn replace_hours(conn: &mut PgConnection, cluster: &str, batch: &[Hour
         &rows().map(|(_, x)| x.peak_fb_used_mib).collect::<Vec<Option<f64>>>() as &[Option<f64>],
         &rows().map(|(_, x)| x.label_team.clone()).collect::<Vec<Option<String>>>() as &[Option<String>],
         &rows().map(|(_, x)| x.memory_share).collect::<Vec<Option<f64>>>() as &[Option<f64>],
+        &num(|x| x.bridged_gpu_seconds),
     )
     .execute(&mut *conn)
     .await?;

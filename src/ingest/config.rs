@@ -10,7 +10,7 @@ use figment::providers::{Env, Format, Toml};
 use serde::Deserialize;
 
 use super::{FetchSpec, IngestOptions, SourceRequest};
-use crate::config::{SourceArgs, parse_duration};
+use crate::config::{SourceArgs, parse_bridge, parse_duration};
 use crate::metering::{HamiPolicy, MeterConfig};
 use crate::prom::RetryPolicy;
 
@@ -30,6 +30,7 @@ pub struct ClusterEntry {
     pub hami_policy: Option<String>,
     pub timeout: Option<String>,
     pub batch_hours: Option<u32>,
+    pub ksm_gap_bridge: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -75,6 +76,7 @@ impl ClusterEntry {
             hami_policy: self.hami_policy.or(f.hami_policy),
             timeout: self.timeout.or(f.timeout),
             batch_hours: self.batch_hours.or(f.batch_hours),
+            ksm_gap_bridge: self.ksm_gap_bridge.or(f.ksm_gap_bridge),
         }
     }
 
@@ -106,6 +108,10 @@ impl ClusterEntry {
         let batch_hours = in_range("batch_hours", self.batch_hours, flags.chunk_hours, 168)?;
         let scrape_interval = duration("scrape_interval", self.scrape_interval)?.or(flags.scrape_interval);
         let timeout = duration("timeout", self.timeout)?.unwrap_or(flags.timeout);
+        let ksm_gap_bridge = match self.ksm_gap_bridge {
+            Some(b) => parse_bridge(&b).map_err(|e| format!("`ksm_gap_bridge`: {e}"))?,
+            None => flags.ksm_gap_bridge,
+        };
         let team_label = self.team_label.unwrap_or_else(|| flags.team_label.clone());
         let matchers = self.matchers.or_else(|| flags.matchers.clone());
         Ok(ClusterConfig {
@@ -120,6 +126,7 @@ impl ClusterEntry {
                     default_timeslice_replicas: timeslice_replicas,
                     hami_split,
                     hami_policy,
+                    ksm_gap_bridge,
                     ..MeterConfig::default()
                 },
                 chunk_hours: batch_hours as usize,
@@ -202,6 +209,7 @@ mod tests {
             prometheus = "http://prom-b:9090"
             team_label = "team"
             batch_hours = 24
+            ksm_gap_bridge = "0"
             "#,
         );
         let all = from_file(f.path(), &flags(&["--hami-split", "8"])).unwrap();
@@ -218,6 +226,8 @@ mod tests {
         assert_eq!(b.ingest.fetch.team_label, "label_team");
         assert_eq!(b.ingest.fetch.matchers, None);
         assert_eq!(b.ingest.chunk_hours, 24);
+        assert_eq!(b.ingest.meter.ksm_gap_bridge, Duration::ZERO);
+        assert_eq!(a.ingest.meter.ksm_gap_bridge, Duration::from_secs(15 * 60));
         assert_eq!(b.source, SourceRequest::Auto);
     }
 
@@ -235,6 +245,7 @@ mod tests {
             ("[clusters.\"a b\"]\nprometheus = \"http://p\"\n", "cluster `a b`: cluster name `a b` is invalid"),
             ("[clusters.a]\nprometheus = \"http://p\"\ntimeout = \"soon\"\n", "`timeout`: `soon` is not a duration"),
             ("[clusters.a]\nprometheus = \"http://p\"\nhami_policy = \"most\"\n", "use cores, memory or max"),
+            ("[clusters.a]\nprometheus = \"http://p\"\nksm_gap_bridge = \"2h\"\n", "`ksm_gap_bridge`: `2h` is longer"),
             ("[defaults]\nteam_label = \"t\"\n", "no [clusters.<name>] table"),
             ("[clusters.a\n", "TOML"),
         ];

@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::metering::{
-    CapacitySeries, ContainerKey, DeviceSeries, GfdLabels, HamiSeries, HourInput, NamespaceSeries, NodeLabelSeries,
-    RequestSeries, RunningSeries, Sample, SeenDevice, UnschedulableSeries, UtilMetric,
+    CapacitySeries, ContainerKey, DeviceSeries, Edges, GfdLabels, HamiSeries, HourInput, MeterConfig, NamespaceSeries,
+    NodeLabelSeries, RequestSeries, RunningSeries, Sample, SeenDevice, UnschedulableSeries, UtilMetric,
 };
 use futures_util::TryStreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -16,6 +16,15 @@ use super::window::{HOUR_MS, slice};
 
 /// Utilization series are read this far beyond a window so its edge grid points find their match.
 pub const UTIL_MARGIN_MS: i64 = 5 * 60_000;
+
+/// How far beyond a window the KSM series that gaps are bridged on (requests, phases, capacity, allocatable,
+/// cordons) are read: the bridge span — at least the default 15 minutes, so gaps are seen whole and reported alike
+/// with a shorter bridge or none — and a scrape interval (taken as 5 minutes where it is inferred). Both sides of
+/// every gap that may be bridged into an hour are seen, and those of somewhat longer ones, to report them.
+pub fn ksm_margin_ms(meter: &MeterConfig) -> i64 {
+    let seen = meter.ksm_gap_bridge_ms().max(MeterConfig::default().ksm_gap_bridge_ms());
+    seen + meter.scrape_interval_ms.unwrap_or(0).max(UTIL_MARGIN_MS)
+}
 
 const DCGM_METRICS: &str =
     "DCGM_FI_PROF_SM_ACTIVE|DCGM_FI_PROF_GR_ENGINE_ACTIVE|DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED";
@@ -55,19 +64,23 @@ pub struct Fetched {
     /// (metric, timestamp) of every NaN/±Inf sample dropped.
     non_finite: Vec<(String, i64)>,
     pub samples_read: u64,
+    /// The margin the KSM series were read with ([`ksm_margin_ms`]); each hour keeps their samples within it as
+    /// its edges.
+    ksm_margin_ms: i64,
 }
 
-/// The nine selectors one window reads, each with the margin it is read with.
-pub fn selectors(spec: &FetchSpec) -> [(String, i64); 9] {
+/// The nine selectors one window reads, each with the margin it is read with (`ksm_margin_ms` from
+/// [`ksm_margin_ms`]).
+pub fn selectors(spec: &FetchSpec, ksm_margin_ms: i64) -> [(String, i64); 9] {
     [
-        (spec.selector("kube_pod_container_resource_requests", r#"unit="integer""#), 0),
-        (spec.selector("kube_pod_status_phase", r#"phase="Running""#), 0),
+        (spec.selector("kube_pod_container_resource_requests", r#"unit="integer""#), ksm_margin_ms),
+        (spec.selector("kube_pod_status_phase", r#"phase="Running""#), ksm_margin_ms),
         (spec.selector("kube_namespace_labels", ""), 0),
-        (spec.selector("kube_node_status_capacity", GPU_RESOURCES), 0),
+        (spec.selector("kube_node_status_capacity", GPU_RESOURCES), ksm_margin_ms),
         (spec.selector("", &format!(r#"__name__=~"{DCGM_METRICS}""#)), UTIL_MARGIN_MS),
         (spec.selector(HAMI_UTIL, ""), UTIL_MARGIN_MS),
-        (spec.selector("kube_node_status_allocatable", GPU_RESOURCES), 0),
-        (spec.selector("kube_node_spec_unschedulable", ""), 0),
+        (spec.selector("kube_node_status_allocatable", GPU_RESOURCES), ksm_margin_ms),
+        (spec.selector("kube_node_spec_unschedulable", ""), ksm_margin_ms),
         (spec.selector("kube_node_labels", ""), 0),
     ]
 }
@@ -95,10 +108,12 @@ fn seen_device(s: &RawSeries) -> Option<SeenDevice> {
     Some(SeenDevice { host, uuid })
 }
 
-/// Reads `[start_ms, end_ms)` from `source`: the eight selectors, concurrently, each retried per `policy`.
+/// Reads `[start_ms, end_ms)` from `source`: the nine selectors, concurrently, each retried per `policy`, KSM's
+/// with `ksm_margin_ms` either side.
 pub async fn fetch(
     source: &SampleSource,
     spec: &FetchSpec,
+    ksm_margin_ms: i64,
     start_ms: i64,
     end_ms: i64,
     policy: RetryPolicy,
@@ -109,7 +124,7 @@ pub async fn fetch(
     };
     // Each answer is normalised as soon as it arrives and its JSON and label maps dropped: peak memory is one
     // window's compact series plus the answers in flight, not all raw answers at once.
-    let mut pending: FuturesUnordered<_> = selectors(spec)
+    let mut pending: FuturesUnordered<_> = selectors(spec, ksm_margin_ms)
         .into_iter()
         .enumerate()
         .map(|(i, sel)| {
@@ -118,7 +133,7 @@ pub async fn fetch(
         })
         .collect();
     let seen = Fetched::trailing_seen(source, spec, start_ms, policy);
-    let mut out = Fetched::default();
+    let mut out = Fetched { ksm_margin_ms, ..Fetched::default() };
     let ((), seen) = futures_util::future::try_join(
         async {
             while let Some((i, series)) = pending.try_next().await? {
@@ -185,11 +200,12 @@ impl Fetched {
                 resource: resource.to_string(),
                 key,
                 samples: s.samples,
+                edges: Default::default(),
             });
         }
         for s in running {
             note(&s, "kube_pod_status_phase");
-            input.running.push(RunningSeries { uid: pod_uid(&s), samples: s.samples });
+            input.running.push(RunningSeries { uid: pod_uid(&s), samples: s.samples, edges: Default::default() });
         }
         let team_label = spec.team_label.as_str();
         for s in namespaces {
@@ -212,13 +228,18 @@ impl Fetched {
                     node: node.to_string(),
                     resource: resource.to_string(),
                     samples: s.samples,
+                    edges: Default::default(),
                 });
             }
         }
         for s in unschedulable {
             note(&s, "kube_node_spec_unschedulable");
             let Some(node) = s.label("node") else { continue };
-            input.unschedulable.push(UnschedulableSeries { node: node.to_string(), samples: s.samples });
+            input.unschedulable.push(UnschedulableSeries {
+                node: node.to_string(),
+                samples: s.samples,
+                edges: Default::default(),
+            });
         }
         for s in node_labels {
             note(&s, "kube_node_labels");
@@ -304,13 +325,14 @@ impl Fetched {
 
     /// Splits the window into the metering inputs of its hours (each `[h, h + 1 h)`), moving the samples out
     /// series by series so the window is never held twice. Utilization samples within the margin of an hour's
-    /// edge go to both hours.
+    /// edge go to both hours; of a KSM series read with a margin, an hour keeps the nearest sample on either side
+    /// within it (its edges).
     pub fn into_hours(self, hours_ms: &[i64]) -> Vec<(HourInput, BTreeMap<String, u64>)> {
         let mut out: Vec<(HourInput, BTreeMap<String, u64>)> = hours_ms
             .iter()
             .map(|&h| (HourInput { start_ms: h, end_ms: h + HOUR_MS, ..HourInput::default() }, BTreeMap::new()))
             .collect();
-        let Fetched { input, non_finite, mut seen_before, .. } = self;
+        let Fetched { input, non_finite, mut seen_before, ksm_margin_ms: margin, .. } = self;
         // the devices of each hour of the window, then each hour's trailing day before it
         for d in &input.devices {
             let Some(host) = d.host.as_deref() else { continue };
@@ -329,12 +351,24 @@ impl Fetched {
         }
         let ksm = |h: i64| (h, h + HOUR_MS);
         let util = |h: i64| (h - UTIL_MARGIN_MS, h + HOUR_MS + UTIL_MARGIN_MS);
-        split(input.requests, &mut out, ksm, |r| &mut r.samples, |i, r| i.requests.push(r));
-        split(input.running, &mut out, ksm, |r| &mut r.samples, |i, r| i.running.push(r));
+        split_ksm(input.requests, &mut out, margin, |r| (&mut r.samples, &mut r.edges), |i, r| i.requests.push(r));
+        split_ksm(input.running, &mut out, margin, |r| (&mut r.samples, &mut r.edges), |i, r| i.running.push(r));
         split(input.namespaces, &mut out, ksm, |n| &mut n.samples, |i, n| i.namespaces.push(n));
-        split(input.capacity, &mut out, ksm, |c| &mut c.samples, |i, c| i.capacity.push(c));
-        split(input.allocatable, &mut out, ksm, |c| &mut c.samples, |i, c| i.allocatable.push(c));
-        split(input.unschedulable, &mut out, ksm, |u| &mut u.samples, |i, u| i.unschedulable.push(u));
+        split_ksm(input.capacity, &mut out, margin, |c| (&mut c.samples, &mut c.edges), |i, c| i.capacity.push(c));
+        split_ksm(
+            input.allocatable,
+            &mut out,
+            margin,
+            |c| (&mut c.samples, &mut c.edges),
+            |i, c| i.allocatable.push(c),
+        );
+        split_ksm(
+            input.unschedulable,
+            &mut out,
+            margin,
+            |u| (&mut u.samples, &mut u.edges),
+            |i, u| i.unschedulable.push(u),
+        );
         split(input.devices, &mut out, util, |d| &mut d.samples, |i, d| i.devices.push(d));
         split(input.hami, &mut out, util, |h| &mut h.samples, |i, h| i.hami.push(h));
         split(input.node_labels, &mut out, ksm, |n| &mut n.samples, |i, n| i.node_labels.push(n));
@@ -364,6 +398,35 @@ fn split<T: Clone>(
             if !part.is_empty() {
                 let mut one = s.clone();
                 *samples(&mut one) = part.to_vec();
+                push(input, one);
+            }
+        }
+    }
+}
+
+/// [`split`] for a KSM series read with `margin` either side: an hour takes its samples in `[h, h + 1 h)` and, as
+/// its edges, the last sample in `[h − margin, h)` and the first in `[h + 1 h, h + 1 h + margin)` — the same
+/// whether its neighbours were read in this window or the next, so chunking never changes an hour.
+fn split_ksm<T: Clone>(
+    series: Vec<T>,
+    hours: &mut [(HourInput, BTreeMap<String, u64>)],
+    margin: i64,
+    parts: impl Fn(&mut T) -> (&mut Vec<Sample>, &mut Edges),
+    push: impl Fn(&mut HourInput, T),
+) {
+    for mut s in series {
+        let all = std::mem::take(parts(&mut s).0);
+        for (input, _) in hours.iter_mut() {
+            let (lo, hi) = (input.start_ms, input.end_ms);
+            let part = slice(&all, lo, hi);
+            if !part.is_empty() {
+                let mut one = s.clone();
+                let (samples, edges) = parts(&mut one);
+                *samples = part.to_vec();
+                *edges = Edges {
+                    before: slice(&all, lo - margin, lo).last().copied(),
+                    after: slice(&all, hi, hi + margin).first().copied(),
+                };
                 push(input, one);
             }
         }

@@ -34,6 +34,12 @@ pub struct ClusterHealth {
     /// Of the GPU-hours of the cluster's newest 24 stored hours, the share no utilization series covered (their
     /// effective GPU-hours are unknown, not zero); `None` when those hours hold no GPU-hours.
     pub unmetered_share_24h: Option<f64>,
+    /// Of the GPU-hours of the cluster's newest 24 stored hours, those counted through kube-state-metrics scrape
+    /// gaps (`--ksm-gap-bridge`: pods Running on both sides of a short gap).
+    pub bridged_gpu_hours_24h: f64,
+    /// The kube-state-metrics scrape gaps of the hours of the last 24 h, oldest first: bridged ones, and longer
+    /// ones whose time is not billed.
+    pub ksm_gaps: Vec<KsmGap>,
     /// Nodes of the last 31 days whose cards nothing counts (a unit taken as a card: `unverified_node`, or
     /// renamed replicas at the assumed count: `default_replicas`) or whose GPU model nothing names
     /// (`unknown_gpu_model`), with their hours and card-hours: configure them (`cardhour nodes set`).
@@ -52,6 +58,21 @@ pub struct NodeIssue {
     pub hours: i64,
     /// The node's capacity card-hours over those hours (as counted: at face value where unverified).
     pub card_hours: Option<f64>,
+}
+
+/// One kube-state-metrics scrape gap (a restart, an upgrade): every series of its pods missing between two scrapes.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct KsmGap {
+    /// `<last sample before>..<first sample after>` (RFC 3339, UTC); a side the ingest could not see is left
+    /// out (`<last>..`: silent beyond what the hour reads).
+    pub span: String,
+    /// Counted through for the pods Running on both sides (at most `--ksm-gap-bridge`); otherwise their time in it
+    /// is not billed.
+    pub bridged: bool,
+    /// The stored hours it falls in.
+    pub hours: i64,
+    /// The pods Running across it (the most of any of those hours).
+    pub pods: i64,
 }
 
 /// The anomaly kinds listed per node in health.
@@ -97,6 +118,8 @@ pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<IngestHealth, s
     let clusters = db::health::clusters(pool).await?;
     let workers = db::queue::health(pool).await?;
     let shares = db::health::metered_share(pool, 24).await?;
+    let bridged = db::health::bridged(pool, 24).await?;
+    let gaps = db::health::ksm_gaps(pool, ended - Duration::hours(24)).await?;
     let kinds: Vec<String> = NODE_ISSUE_KINDS.iter().map(|k| (*k).to_string()).collect();
     let node_issues = db::health::node_issues(pool, ended - Duration::days(31), &kinds).await?;
     let merged_team_labels = db::health::merged_team_labels(pool)
@@ -129,6 +152,20 @@ pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<IngestHealth, s
                 .iter()
                 .find(|s| s.cluster == c.cluster && s.gpu_seconds > 0.0)
                 .map(|s| s.unmetered_gpu_seconds / s.gpu_seconds),
+            bridged_gpu_hours_24h: bridged
+                .iter()
+                .find(|b| b.cluster == c.cluster)
+                .map_or(0.0, |b| b.bridged_gpu_seconds / 3600.0),
+            ksm_gaps: gaps
+                .iter()
+                .filter(|g| g.cluster == c.cluster)
+                .map(|g| KsmGap {
+                    span: g.subject.clone(),
+                    bridged: g.kind == "ksm_gap_bridged",
+                    hours: g.hours,
+                    pods: g.pods,
+                })
+                .collect(),
             node_issues: node_issues
                 .iter()
                 .filter(|n| n.cluster == c.cluster)

@@ -16,7 +16,7 @@ use futures_util::{StreamExt, stream};
 use serde::Serialize;
 use sqlx::PgPool;
 
-pub use fetch::{FetchSpec, Fetched, UTIL_MARGIN_MS, selectors};
+pub use fetch::{FetchSpec, Fetched, UTIL_MARGIN_MS, ksm_margin_ms, selectors};
 pub use source::{SampleSource, SourceKind, SourceRequest};
 pub use worker::{WorkerCluster, WorkerOptions, run_worker};
 
@@ -77,6 +77,8 @@ pub struct IngestSummary {
     pub gpu_hours: f64,
     pub effective_gpu_hours: f64,
     pub unmetered_gpu_hours: f64,
+    /// The part of `gpu_hours` bridged over kube-state-metrics scrape gaps (`--ksm-gap-bridge`).
+    pub bridged_gpu_hours: f64,
     /// The scrape intervals used, in seconds, and in how many hours.
     pub scrape_intervals_s: BTreeMap<String, u64>,
     pub non_finite_samples: u64,
@@ -145,6 +147,7 @@ impl IngestSummary {
             self.gpu_hours += r.gpu_seconds / 3600.0;
             self.effective_gpu_hours += r.effective_gpu_seconds / 3600.0;
             self.unmetered_gpu_hours += r.unmetered_gpu_seconds / 3600.0;
+            self.bridged_gpu_hours += r.bridged_gpu_seconds / 3600.0;
         }
         if let Some(ms) = out.interval_ms {
             *self.scrape_intervals_s.entry(format!("{}", ms as f64 / 1000.0)).or_default() += 1;
@@ -233,7 +236,8 @@ pub async fn read_batch(
     let start = hours[0].timestamp_millis();
     let end = start + hours.len() as i64 * HOUR_MS;
     let started = Instant::now();
-    let read = fetch::fetch(source, &opts.fetch, start, end, opts.retry).await?;
+    let ksm_margin = fetch::ksm_margin_ms(&opts.meter);
+    let read = fetch::fetch(source, &opts.fetch, ksm_margin, start, end, opts.retry).await?;
     Ok((read, started.elapsed()))
 }
 

@@ -3,12 +3,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::gap::{Edges, Gap};
 use super::hour::{Anomalies, Grid, MeterConfig};
-use super::input::HourInput;
+use super::input::{CapacitySeries, HourInput, UnschedulableSeries};
 use super::node::{NodeFacts, Nodes, Sharing};
 use super::output::{AnomalyKind, CapacityRow, OfferedSource, UsageRow};
 use super::resource::{ResourceKind, classify_resource, mig_compute_slices};
-use super::sample::{Sample, match_at};
+use super::sample::Sample;
 
 /// The cards `v` advertised units of `resource` are on a node; `None` for a resource that is not a GPU. Units
 /// of a shared node are its replicas (or HAMi's virtual GPUs, or MIG instances of the single strategy).
@@ -30,9 +31,10 @@ struct Advertised<'a> {
     /// Σ over its GPU resources of the last capacity sample, in cards.
     cards: f64,
     /// The most grid points one of its capacity series was seen at, and that series' samples: the instants its
-    /// capacity counts at.
+    /// capacity counts at (and its edges, for the KSM gaps bridged).
     points: u64,
     instants: &'a [Sample],
+    edges: Edges,
     /// (resource, last capacity sample) per GPU resource, in input order.
     resources: Vec<(&'a str, f64)>,
 }
@@ -57,6 +59,7 @@ pub(super) fn capacity_rows(
         if points > e.points {
             e.points = points;
             e.instants = &c.samples;
+            e.edges = c.edges;
         }
     }
     let offered = Offered::new(input, nodes, cfg, grid);
@@ -87,10 +90,11 @@ pub(super) fn capacity_rows(
             continue;
         }
         let seconds = |points: f64| cards * points * grid.interval_ms as f64 / 1000.0;
-        let card_seconds = seconds(points as f64);
+        let (bridged, bridged_offered) = offered.bridged(node, &adv);
+        let card_seconds = seconds(points as f64 + bridged);
         // the same product, so a node that offered every card stores exactly its capacity
         let (offered_points, offered_source) = offered.points(node, &adv);
-        let offered_card_seconds = seconds(offered_points).min(card_seconds);
+        let offered_card_seconds = seconds(offered_points + bridged_offered).min(card_seconds);
         rows.push(CapacityRow {
             node: node.to_string(),
             gpu_model: nodes.model(node).to_string(),
@@ -123,8 +127,8 @@ pub(super) fn count_held_cards_as_offered(mut capacity: Vec<CapacityRow>, usage:
 /// What the scheduler may hand out of each node (SPEC §3): `kube_node_status_allocatable` while the node is
 /// schedulable, nothing while `kube_node_spec_unschedulable` is 1 (cordoned).
 struct Offered<'a> {
-    allocatable: HashMap<(&'a str, &'a str), &'a [Sample]>,
-    cordoned: HashMap<&'a str, Vec<&'a [Sample]>>,
+    allocatable: HashMap<(&'a str, &'a str), &'a CapacitySeries>,
+    cordoned: HashMap<&'a str, Vec<&'a UnschedulableSeries>>,
     nodes: &'a Nodes<'a>,
     cfg: &'a MeterConfig,
     grid: &'a Grid,
@@ -132,11 +136,10 @@ struct Offered<'a> {
 
 impl<'a> Offered<'a> {
     fn new(input: &'a HourInput, nodes: &'a Nodes<'a>, cfg: &'a MeterConfig, grid: &'a Grid) -> Self {
-        let allocatable =
-            input.allocatable.iter().map(|a| ((a.node.as_str(), a.resource.as_str()), a.samples.as_slice())).collect();
-        let mut cordoned: HashMap<&str, Vec<&[Sample]>> = HashMap::new();
+        let allocatable = input.allocatable.iter().map(|a| ((a.node.as_str(), a.resource.as_str()), a)).collect();
+        let mut cordoned: HashMap<&str, Vec<&UnschedulableSeries>> = HashMap::new();
         for u in &input.unschedulable {
-            cordoned.entry(u.node.as_str()).or_default().push(&u.samples);
+            cordoned.entry(u.node.as_str()).or_default().push(u);
         }
         Self { allocatable, cordoned, nodes, cfg, grid }
     }
@@ -150,32 +153,61 @@ impl<'a> Offered<'a> {
         } else {
             OfferedSource::Capacity
         };
-        let facts = self.nodes.get(node);
-        let half = self.grid.half;
-        let cordons = self.cordoned.get(node).map(Vec::as_slice).unwrap_or(&[]);
         let mut points = 0.0;
         for t in adv.instants.iter().map(|s| s.t_ms).filter(|t| self.grid.contains(*t)) {
-            if cordons.iter().any(|c| match_at(c, t, half).is_some_and(|v| v >= 0.5)) {
-                continue;
-            }
-            if adv.cards <= 0.0 {
-                points += 1.0;
-                continue;
-            }
-            // summed in the order `adv.cards` was, so a node offering all it has gives exactly 1
-            let mut offered = 0.0;
-            for &(resource, capacity) in &adv.resources {
-                let units = self
-                    .allocatable
-                    .get(&(node, resource))
-                    .and_then(|a| match_at(a, t, half))
-                    .filter(|v| v.is_finite())
-                    .map_or(capacity, |v| v.clamp(0.0, capacity));
-                offered += advertised_cards(resource, units, facts, self.cfg).unwrap_or(0.0);
-            }
-            points += (offered / adv.cards).clamp(0.0, 1.0);
+            points += self.share_at(node, adv, t);
         }
         (points, source)
+    }
+
+    /// The grid points of the KSM gaps bridged in the window (the node's capacity seen on both sides of a gap
+    /// no longer than the bridge span), in grid points, and the same weighted by the share offered before the
+    /// gap.
+    fn bridged(&self, node: &str, adv: &Advertised) -> (f64, f64) {
+        let (mut points, mut offered) = (0.0, 0.0);
+        if !self.grid.gaps {
+            return (points, offered);
+        }
+        let mut prev = None;
+        for s in adv.edges.with(adv.instants) {
+            if let Some(a) = prev.replace(*s)
+                && let Some(gap) = Gap::between(a, *s, self.grid.interval_ms)
+                && gap.missing_ms() <= self.grid.bridge_ms
+            {
+                let share = self.share_at(node, adv, a.t_ms);
+                let point = gap.weight_ms() / self.grid.interval_ms as f64;
+                for _ in gap.points().filter(|t| self.grid.contains(*t)) {
+                    points += point;
+                    offered += share * point;
+                }
+            }
+        }
+        (points, offered)
+    }
+
+    /// The share of the node's cards offered at grid point `t`.
+    fn share_at(&self, node: &str, adv: &Advertised, t: i64) -> f64 {
+        let half = self.grid.half;
+        let cordons = self.cordoned.get(node).map(Vec::as_slice).unwrap_or(&[]);
+        if cordons.iter().any(|c| c.edges.match_at(&c.samples, t, half).is_some_and(|v| v >= 0.5)) {
+            return 0.0;
+        }
+        if adv.cards <= 0.0 {
+            return 1.0;
+        }
+        let facts = self.nodes.get(node);
+        // summed in the order `adv.cards` was, so a node offering all it has gives exactly 1
+        let mut offered = 0.0;
+        for &(resource, capacity) in &adv.resources {
+            let units = self
+                .allocatable
+                .get(&(node, resource))
+                .and_then(|a| a.edges.match_at(&a.samples, t, half))
+                .filter(|v| v.is_finite())
+                .map_or(capacity, |v| v.clamp(0.0, capacity));
+            offered += advertised_cards(resource, units, facts, self.cfg).unwrap_or(0.0);
+        }
+        (offered / adv.cards).clamp(0.0, 1.0)
     }
 }
 
@@ -196,7 +228,12 @@ mod tests {
     }
 
     fn series(node: &str, resource: &str, v: f64) -> CapacitySeries {
-        CapacitySeries { node: node.into(), resource: resource.into(), samples: grid(0, 60, v) }
+        CapacitySeries {
+            node: node.into(),
+            resource: resource.into(),
+            samples: grid(0, 60, v),
+            edges: Default::default(),
+        }
     }
 
     /// `cards` idle DCGM devices on `node`, so its physical cards are known.
@@ -220,7 +257,7 @@ mod tests {
     /// Cordoned (1) during minutes [a, b) of the hour.
     fn cordoned(node: &str, a: i64, b: i64) -> UnschedulableSeries {
         let samples = (0..60).map(|m| Sample::new(H + m * DT, if m >= a && m < b { 1.0 } else { 0.0 })).collect();
-        UnschedulableSeries { node: node.into(), samples }
+        UnschedulableSeries { node: node.into(), samples, edges: Default::default() }
     }
 
     fn input() -> HourInput {
@@ -251,8 +288,9 @@ mod tests {
             node: "draining".into(),
             resource: "nvidia_com_gpu".into(),
             samples: grid(0, 30, 2.0),
+            edges: Default::default(),
         });
-        i.running.push(RunningSeries { uid: "u".into(), samples: grid(0, 30, 1.0) });
+        i.running.push(RunningSeries { uid: "u".into(), samples: grid(0, 30, 1.0), edges: Default::default() });
         assert_eq!(meter(&i), [("draining".to_string(), 8.0 * 3600.0, 2.0 * 1800.0, OfferedSource::Allocatable)]);
     }
 
@@ -289,7 +327,12 @@ mod tests {
         i.capacity.push(series("n", "nvidia_com_gpu", 8.0));
         i.devices.extend(devices("n", 8));
         let samples = (0..60).map(|m| Sample::new(H + m * DT, 8.0 - (m / 20) as f64)).collect();
-        i.allocatable.push(CapacitySeries { node: "n".into(), resource: "nvidia_com_gpu".into(), samples });
+        i.allocatable.push(CapacitySeries {
+            node: "n".into(),
+            resource: "nvidia_com_gpu".into(),
+            samples,
+            edges: Default::default(),
+        });
         let rows = meter(&i);
         assert_eq!(rows[0].2, (8.0 + 7.0 + 6.0) * 20.0 * 60.0);
         // a missing allocatable sample counts the capacity; one above capacity counts no more than it
@@ -298,7 +341,12 @@ mod tests {
         gaps.devices.extend(devices("n", 8));
         let samples =
             (0..60).filter(|m| m % 2 == 0).map(|m| Sample::new(H + m * DT, if m < 30 { 4.0 } else { 9.0 })).collect();
-        gaps.allocatable.push(CapacitySeries { node: "n".into(), resource: "nvidia_com_gpu".into(), samples });
+        gaps.allocatable.push(CapacitySeries {
+            node: "n".into(),
+            resource: "nvidia_com_gpu".into(),
+            samples,
+            edges: Default::default(),
+        });
         // minutes 0..30: 15 samples at 4 cards, 15 without a sample (8); 30..60: 8 throughout
         assert_eq!(meter(&gaps)[0].2, (15.0 * 4.0 + 15.0 * 8.0 + 30.0 * 8.0) * 60.0);
     }
@@ -322,9 +370,10 @@ mod tests {
                 node: "hami".into(),
                 resource: resource.into(),
                 samples: grid(0, 60, q),
+                edges: Default::default(),
             });
         }
-        i.running.push(RunningSeries { uid: "uid-h".into(), samples: grid(0, 60, 1.0) });
+        i.running.push(RunningSeries { uid: "uid-h".into(), samples: grid(0, 60, 1.0), edges: Default::default() });
         i.hami.push(HamiSeries { workload: key, device: "GPU-hami-0".into(), samples: grid(0, 60, 10.0) });
         let rows = meter(&i);
         assert_eq!(
@@ -348,7 +397,7 @@ mod tests {
             i.capacity.push(series("n", resource, f64::from(units)));
             i.devices.extend(devices("n", dcgm_cards));
             let samples = allocatable.iter().enumerate().map(|(m, a)| Sample::new(H + m as i64 * DT, f64::from(*a))).collect();
-            i.allocatable.push(CapacitySeries { node: "n".into(), resource: resource.into(), samples });
+            i.allocatable.push(CapacitySeries { node: "n".into(), resource: resource.into(), samples, edges: Default::default() });
             i.unschedulable.push(cordoned("n", cordon.0, cordon.0 + cordon.1));
             for (_, card_seconds, offered, _) in meter(&i) {
                 prop_assert!(offered >= 0.0 && offered <= card_seconds, "{offered} of {card_seconds}");

@@ -1,14 +1,21 @@
 //! Metering one hour window: the grid walk of docs/metering.md.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::time::Duration;
 
+use super::Edges;
 use super::capacity::{capacity_rows, count_held_cards_as_offered};
-use super::input::{ContainerKey, DeviceSeries, HourInput, RequestSeries, UtilMetric};
+use super::gap::{Gap, stamp};
+use super::input::{ContainerKey, DeviceSeries, HourInput, RequestSeries, RunningSeries, UtilMetric};
 use super::memory::{hami_memory_share, unit_memory_share};
 use super::node::{CardsSource, ModelSource, NodeSettings, Nodes, Sharing};
 use super::output::{Anomaly, AnomalyKind, HourOutput, UsageRow, UtilSource};
 use super::resource::{HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices};
 use super::sample::{Sample, infer_interval_ms, match_at};
+
+/// The longest kube-state-metrics gap that may be bridged: a restart or an upgrade takes seconds to minutes; an
+/// outage longer than this is not billed by assumption, and no hour can then lie wholly inside a bridged gap.
+pub const MAX_KSM_GAP_BRIDGE: Duration = Duration::from_secs(30 * 60);
 
 /// Knobs of the metering that depend on the cluster, not on the data.
 #[derive(Debug, Clone)]
@@ -22,6 +29,9 @@ pub struct MeterConfig {
     pub hami_policy: HamiPolicy,
     /// Per-node configuration (cards, replicas, model, sharing) where nothing on the node tells it.
     pub nodes: BTreeMap<String, NodeSettings>,
+    /// The longest kube-state-metrics scrape gap counted through when a pod is Running on both sides of it (and
+    /// a node has capacity on both sides); zero bridges nothing; at most [`MAX_KSM_GAP_BRIDGE`].
+    pub ksm_gap_bridge: Duration,
 }
 
 impl Default for MeterConfig {
@@ -32,21 +42,38 @@ impl Default for MeterConfig {
             hami_split: 10,
             hami_policy: HamiPolicy::Cores,
             nodes: BTreeMap::new(),
+            ksm_gap_bridge: Duration::from_secs(15 * 60),
         }
+    }
+}
+
+impl MeterConfig {
+    /// The bridge span in ms, capped at [`MAX_KSM_GAP_BRIDGE`].
+    pub fn ksm_gap_bridge_ms(&self) -> i64 {
+        self.ksm_gap_bridge.min(MAX_KSM_GAP_BRIDGE).as_millis() as i64
     }
 }
 
 /// Meters one hour window. Pure: the same input gives the same output, row order included.
 pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
     let mut anomalies = Anomalies::default();
-    let Some(interval_ms) = cfg.scrape_interval_ms.or_else(|| {
-        infer_interval_ms(input.running.iter().map(|s| s.samples.as_slice()))
-            .or_else(|| infer_interval_ms(input.requests.iter().map(|s| s.samples.as_slice())))
-            .or_else(|| infer_interval_ms(input.capacity.iter().map(|s| s.samples.as_slice())))
-    }) else {
+    let spacing = infer_interval_ms(input.running.iter().map(|s| s.samples.as_slice()))
+        .or_else(|| infer_interval_ms(input.requests.iter().map(|s| s.samples.as_slice())))
+        .or_else(|| infer_interval_ms(input.capacity.iter().map(|s| s.samples.as_slice())));
+    let Some(interval_ms) = cfg.scrape_interval_ms.or(spacing) else {
         return HourOutput::default();
     };
-    let grid = Grid { start: input.start_ms, end: input.end_ms, interval_ms, half: interval_ms / 2 };
+    let grid = Grid {
+        start: input.start_ms,
+        end: input.end_ms,
+        interval_ms,
+        half: interval_ms / 2,
+        bridge_ms: cfg.ksm_gap_bridge_ms(),
+        // a gap is an exception to the scrape grid: under a configured interval shorter than the samples' own
+        // spacing every pair of samples would look like one, so none is bridged or reported (as before bridging)
+        gaps: spacing.is_none_or(|s| 2 * s < 3 * interval_ms),
+    };
+    let silent = Silence::of(input, &grid);
     let nodes = Nodes::new(input, cfg);
     for (node, facts) in nodes.iter() {
         // a unit taken as a card: only plain units say nothing of their sharing (renamed replicas are reported
@@ -63,8 +90,7 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
         }
     }
     let devices = DeviceIndex::new(&input.devices);
-    let running: HashMap<&str, &[Sample]> =
-        input.running.iter().map(|r| (r.uid.as_str(), r.samples.as_slice())).collect();
+    let running: HashMap<&str, &RunningSeries> = input.running.iter().map(|r| (r.uid.as_str(), r)).collect();
     let hami_util: HashMap<&ContainerKey, Vec<&[Sample]>> = input.hami.iter().fold(HashMap::new(), |mut m, h| {
         m.entry(&h.workload).or_insert_with(Vec::new).push(h.samples.as_slice());
         m
@@ -77,13 +103,18 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
     }
 
     let mut rows: BTreeMap<(ContainerKey, String, String), UsageRow> = BTreeMap::new();
+    // KSM gaps (kind, subject) → the pods met in them
+    let mut gap_pods: BTreeMap<(AnomalyKind, String), BTreeSet<&str>> = BTreeMap::new();
     for ((uid, key), series) in &containers {
-        let running = running.get(uid).copied().unwrap_or(&[]);
+        let running = running.get(uid).copied();
         let plans = plan_container(key, series, &nodes, cfg, &mut anomalies);
         for plan in plans {
             let Some(plan) = plan.resolve(&nodes, &devices, cfg, &mut anomalies) else { continue };
             let hami = hami_util.get(key).map(Vec::as_slice).unwrap_or(&[]);
-            let acc = walk(&plan, running, &devices, hami, &grid);
+            let acc = walk(&plan, running, &devices, hami, &grid, &silent);
+            for gap in acc.gaps {
+                gap_pods.entry(gap).or_default().insert(uid);
+            }
             if plan.kind == Kind::Unknown {
                 if acc.grid_points > 0 {
                     anomalies.add(
@@ -94,7 +125,7 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
                 }
                 continue;
             }
-            if acc.grid_points == 0 {
+            if acc.grid_points + acc.bridged_points == 0 {
                 continue;
             }
             let row = rows
@@ -112,6 +143,7 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
                     gpu_seconds: 0.0,
                     effective_gpu_seconds: 0.0,
                     unmetered_gpu_seconds: 0.0,
+                    bridged_gpu_seconds: 0.0,
                     util_source: UtilSource::None,
                     peak_fb_used_mib: None,
                     label_team: None,
@@ -120,12 +152,17 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
             row.gpu_seconds += acc.gpu_ms / 1000.0;
             row.effective_gpu_seconds += acc.effective_ms / 1000.0;
             row.unmetered_gpu_seconds += acc.unmetered_ms / 1000.0;
+            row.bridged_gpu_seconds += acc.bridged_ms / 1000.0;
             row.util_source = row.util_source.merge(acc.source);
             row.peak_fb_used_mib = match (row.peak_fb_used_mib, acc.peak_fb) {
                 (Some(a), Some(b)) => Some(a.max(b)),
                 (a, b) => a.or(b),
             };
         }
+    }
+
+    for ((kind, subject), pods) in gap_pods {
+        anomalies.add(kind, subject, pods.len() as u64);
     }
 
     let teams = namespace_teams(input);
@@ -157,6 +194,10 @@ pub(super) struct Grid {
     pub(super) end: i64,
     pub(super) interval_ms: i64,
     pub(super) half: i64,
+    /// The longest KSM gap bridged, in ms (0: none).
+    pub(super) bridge_ms: i64,
+    /// Whether KSM gaps are looked for at all: the samples keep the scrape interval.
+    pub(super) gaps: bool,
 }
 
 impl Grid {
@@ -206,8 +247,9 @@ struct Plan<'a> {
     resource: &'a str,
     node: &'a str,
     kind: Kind,
-    /// The series giving `q` at each grid point.
+    /// The series giving `q` at each grid point, and its samples just outside the window.
     units: &'a [Sample],
+    edges: Edges,
     /// For MIG: the profile and its compute slices; for HAMi: the fraction and the memory share already known
     /// (the memory share `None` where the card's memory is unknown).
     mig: Option<(String, u32)>,
@@ -221,6 +263,7 @@ struct ResolvedPlan<'a> {
     node: &'a str,
     kind: Kind,
     units: &'a [Sample],
+    edges: Edges,
     fraction: f64,
     /// The share of a card's memory one unit is promised (SPEC §7); `None` where unknown.
     memory_share: Option<f64>,
@@ -275,6 +318,7 @@ fn plan_container<'a>(
             kind: Kind::Hami,
             // q is the number of vGPUs; a container asking only for cores holds one.
             units: whole.map(|w| w.samples.as_slice()).unwrap_or(&anchor.samples),
+            edges: whole.map_or(anchor.edges, |w| w.edges),
             mig: None,
             hami_fraction: Some(fraction.unwrap_or(1.0).clamp(0.0, 1.0)),
             hami_memory_share: memory_share,
@@ -298,6 +342,7 @@ fn plan_container<'a>(
             node: s.node.as_str(),
             kind: kind.0,
             units: &s.samples,
+            edges: s.edges,
             mig: kind.1,
             hami_fraction: None,
             hami_memory_share: None,
@@ -373,6 +418,7 @@ impl<'a> Plan<'a> {
             node: self.node,
             kind,
             units: self.units,
+            edges: self.edges,
             fraction,
             memory_share,
             gpu_model,
@@ -458,13 +504,19 @@ impl<'a> DeviceIndex<'a> {
 
 #[derive(Default)]
 struct Walk {
+    /// Running samples of the window counted.
     grid_points: u64,
+    /// Missing grid points counted through a bridged KSM gap.
+    bridged_points: u64,
     max_units: f64,
     gpu_ms: f64,
     effective_ms: f64,
     unmetered_ms: f64,
+    bridged_ms: f64,
     source: UtilSource,
     peak_fb: Option<f64>,
+    /// The KSM gaps of the window this plan was Running across: bridged, or not billed.
+    gaps: Vec<(AnomalyKind, String)>,
 }
 
 fn source_of(d: &Device) -> UtilSource {
@@ -478,25 +530,138 @@ fn source_of(d: &Device) -> UtilSource {
     }
 }
 
-/// The grid walk: every KSM sample of the plan's units at which the pod is Running counts `q·f·Δ`. A
+/// Where the whole of kube-state-metrics fell silent at an edge of what an hour reads, its far side out of sight
+/// (beyond the KSM margin): an outage longer than any bridge, reported for the pods Running on the side seen.
+pub(super) struct Silence {
+    /// No KSM sample before this one, the first of the hour, though grid points of the hour precede it.
+    since: Option<i64>,
+    /// No KSM sample after this one, the last of the hour, though grid points of the hour follow it.
+    until: Option<i64>,
+}
+
+impl Silence {
+    pub(super) fn of(input: &HourInput, grid: &Grid) -> Self {
+        let mut first = i64::MAX;
+        let mut last = i64::MIN;
+        let mut see = |samples: &[Sample], edges: Option<&Edges>| {
+            let ends = [samples.first(), samples.last()];
+            let edges = edges.map_or([None, None], |e| [e.before.as_ref(), e.after.as_ref()]);
+            for s in ends.into_iter().chain(edges).flatten() {
+                first = first.min(s.t_ms);
+                last = last.max(s.t_ms);
+            }
+        };
+        input.requests.iter().for_each(|s| see(&s.samples, Some(&s.edges)));
+        input.running.iter().for_each(|s| see(&s.samples, Some(&s.edges)));
+        input.capacity.iter().chain(&input.allocatable).for_each(|s| see(&s.samples, Some(&s.edges)));
+        input.unschedulable.iter().for_each(|s| see(&s.samples, Some(&s.edges)));
+        input.namespaces.iter().for_each(|s| see(&s.samples, None));
+        input.node_labels.iter().for_each(|s| see(&s.samples, None));
+        if first > last || !grid.gaps {
+            return Silence { since: None, until: None };
+        }
+        Silence {
+            since: (first - grid.interval_ms >= grid.start).then_some(first),
+            until: (last + grid.interval_ms < grid.end).then_some(last),
+        }
+    }
+}
+
+/// The grid walk: every KSM sample of the plan's units at which the pod is Running counts `q·f·Δ`, and so does
+/// every grid point missing in a KSM gap the pod was Running across, when the gap is short enough to bridge. A
 /// container's own HAMi series win over any DCGM device of it (HAMi's DCGM carries no workload labels).
-fn walk(plan: &ResolvedPlan, running: &[Sample], devices: &DeviceIndex, hami: &[&[Sample]], grid: &Grid) -> Walk {
+fn walk(
+    plan: &ResolvedPlan,
+    running: Option<&RunningSeries>,
+    devices: &DeviceIndex,
+    hami: &[&[Sample]],
+    grid: &Grid,
+    silent: &Silence,
+) -> Walk {
     let mut w = Walk::default();
-    let dt = grid.interval_ms as f64;
-    let own_hami = plan.kind == Kind::Hami || !hami.is_empty();
-    for s in plan.units {
-        if !(grid.contains(s.t_ms) && s.v.is_finite() && s.v > 0.0) {
+    let running_at =
+        |t: i64| running.and_then(|r| r.edges.match_at(&r.samples, t, grid.half)).is_some_and(|v| v >= 0.5);
+    let held = |s: &Sample| s.v.is_finite() && s.v > 0.0 && running_at(s.t_ms);
+    // an unknown resource is reported by its Running samples, never bridged
+    let metered = plan.kind != Kind::Unknown && grid.gaps;
+    let mut prev: Option<Sample> = None;
+    for s in plan.edges.with(plan.units) {
+        if let Some(a) = prev.replace(*s)
+            && metered
+            && let Some(gap) = Gap::between(a, *s, grid.interval_ms)
+        {
+            w.gap(plan, &gap, held(&a) && held(s), devices, hami, grid);
+        }
+        if !(grid.contains(s.t_ms) && s.v.is_finite() && s.v > 0.0 && running_at(s.t_ms)) {
             continue;
         }
-        let t = s.t_ms;
-        if !match_at(running, t, grid.half).is_some_and(|v| v >= 0.5) {
-            continue;
-        }
-        let held = s.v * plan.fraction;
         w.grid_points += 1;
         w.max_units = w.max_units.max(s.v);
-        w.gpu_ms += held * dt;
+        w.point(plan, s.t_ms, s.v * plan.fraction, grid.interval_ms as f64, devices, hami, grid);
+    }
+    if metered {
+        if let Some(first) = silent.since
+            && plan.edges.before.is_none()
+            && plan.units.first().is_some_and(|s| s.t_ms == first && held(s))
+        {
+            w.gaps.push((AnomalyKind::KsmGap, format!("..{}", stamp(first))));
+        }
+        if let Some(last) = silent.until
+            && plan.edges.after.is_none()
+            && plan.units.last().is_some_and(|s| s.t_ms == last && held(s))
+        {
+            w.gaps.push((AnomalyKind::KsmGap, format!("{}..", stamp(last))));
+        }
+    }
+    w
+}
 
+impl Walk {
+    /// A KSM gap between two samples of the plan's units: its missing grid points inside the window are counted
+    /// when the pod held cards on both sides (`across`) and the gap is at most the bridge span, at the request
+    /// before the gap (the smaller one, should the request after it differ). A pod that stopped Running, or
+    /// started, inside the gap is neither counted nor reported: when is unknown.
+    fn gap(
+        &mut self,
+        plan: &ResolvedPlan,
+        gap: &Gap,
+        across: bool,
+        devices: &DeviceIndex,
+        hami: &[&[Sample]],
+        grid: &Grid,
+    ) {
+        if !across || !gap.points().any(|t| grid.contains(t)) {
+            return;
+        }
+        if gap.missing_ms() > grid.bridge_ms {
+            self.gaps.push((AnomalyKind::KsmGap, gap.subject()));
+            return;
+        }
+        let held = gap.a.v.min(gap.b.v) * plan.fraction;
+        let dt = gap.weight_ms();
+        for t in gap.points().filter(|t| grid.contains(*t)) {
+            self.bridged_points += 1;
+            self.bridged_ms += held * dt;
+            self.point(plan, t, held, dt, devices, hami, grid);
+        }
+        self.gaps.push((AnomalyKind::KsmGapBridged, gap.subject()));
+    }
+
+    /// One counted grid point `t` holding `held` cards for `dt` ms: its utilization from the device samples
+    /// matching `t`, or unmetered.
+    #[allow(clippy::too_many_arguments)]
+    fn point(
+        &mut self,
+        plan: &ResolvedPlan,
+        t: i64,
+        held: f64,
+        dt: f64,
+        devices: &DeviceIndex,
+        hami: &[&[Sample]],
+        grid: &Grid,
+    ) {
+        let own_hami = plan.kind == Kind::Hami || !hami.is_empty();
+        self.gpu_ms += held * dt;
         let mut used = 0.0;
         let mut matched = false;
         let mut fb: Option<f64> = None;
@@ -505,7 +670,7 @@ fn walk(plan: &ResolvedPlan, running: &[Sample], devices: &DeviceIndex, hami: &[
                 if let Some(v) = match_at(series, t, grid.half) {
                     used += (v / 100.0).clamp(0.0, 1.0);
                     matched = true;
-                    w.source = w.source.merge(UtilSource::Hami);
+                    self.source = self.source.merge(UtilSource::Hami);
                 }
             }
         } else {
@@ -520,7 +685,7 @@ fn walk(plan: &ResolvedPlan, running: &[Sample], devices: &DeviceIndex, hami: &[
                     ratio / devices.holders_at(d.uuid, t, grid.half).max(1) as f64
                 };
                 matched = true;
-                w.source = w.source.merge(source_of(d));
+                self.source = self.source.merge(source_of(d));
                 if let Some(m) = first_match(&d.fb, t, grid.half) {
                     // a time-slicing copy carries the whole card's memory: copies overlap, they do not add up
                     fb = Some(match fb {
@@ -532,15 +697,14 @@ fn walk(plan: &ResolvedPlan, running: &[Sample], devices: &DeviceIndex, hami: &[
             }
         }
         if matched {
-            w.effective_ms += used.min(held) * dt;
+            self.effective_ms += used.min(held) * dt;
         } else {
-            w.unmetered_ms += held * dt;
+            self.unmetered_ms += held * dt;
         }
         if let Some(m) = fb {
-            w.peak_fb = Some(w.peak_fb.map_or(m, |p: f64| p.max(m)));
+            self.peak_fb = Some(self.peak_fb.map_or(m, |p: f64| p.max(m)));
         }
     }
-    w
 }
 
 /// The team label of each namespace, from its series with the latest sample.

@@ -1,6 +1,6 @@
 //! The raw series of one hour window, already normalised from Prometheus' label variants by `ingest`.
 
-use super::Sample;
+use super::{Edges, Sample};
 
 /// A container of a pod: the unit usage is attributed to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -18,6 +18,8 @@ pub struct RequestSeries {
     pub node: String,
     pub resource: String,
     pub samples: Vec<Sample>,
+    /// The samples just outside the window (KSM is read with a margin, so gaps across its edges are seen whole).
+    pub edges: Edges,
 }
 
 /// `kube_pod_status_phase{phase="Running"}` of one pod (1 while Running, 0 otherwise).
@@ -25,6 +27,7 @@ pub struct RequestSeries {
 pub struct RunningSeries {
     pub uid: String,
     pub samples: Vec<Sample>,
+    pub edges: Edges,
 }
 
 /// The DCGM fields cardhour reads.
@@ -97,6 +100,7 @@ pub struct CapacitySeries {
     pub node: String,
     pub resource: String,
     pub samples: Vec<Sample>,
+    pub edges: Edges,
 }
 
 /// `kube_node_spec_unschedulable` of one node: 1 while it is cordoned, 0 otherwise.
@@ -104,6 +108,7 @@ pub struct CapacitySeries {
 pub struct UnschedulableSeries {
     pub node: String,
     pub samples: Vec<Sample>,
+    pub edges: Edges,
 }
 
 /// The GPU feature discovery labels of one node as kube-state-metrics exports them in `kube_node_labels`
@@ -147,8 +152,9 @@ pub struct SeenDevice {
     pub uuid: String,
 }
 
-/// Everything one hour window `[start_ms, end_ms)` needs. KSM series hold the window's samples only; utilization
-/// series may reach a few minutes beyond either edge so edge grid points find their match.
+/// Everything one hour window `[start_ms, end_ms)` needs. KSM series hold the window's samples only (requests,
+/// phases, capacity, allocatable and cordons also their [`Edges`]); utilization series may reach a few minutes
+/// beyond either edge so edge grid points find their match.
 #[derive(Debug, Clone, Default)]
 pub struct HourInput {
     pub start_ms: i64,

@@ -3,6 +3,7 @@
 //! Nothing here does I/O; `ingest` fetches and stores, this module only counts.
 
 mod capacity;
+mod gap;
 mod hour;
 mod input;
 mod memory;
@@ -11,7 +12,8 @@ mod output;
 mod resource;
 mod sample;
 
-pub use hour::{MeterConfig, meter_hour};
+pub use gap::Edges;
+pub use hour::{MAX_KSM_GAP_BRIDGE, MeterConfig, meter_hour};
 pub use input::{
     CapacitySeries, ContainerKey, DeviceSeries, GfdLabels, HamiSeries, HourInput, NamespaceSeries, NodeLabelSeries,
     RequestSeries, RunningSeries, SeenDevice, UnschedulableSeries, UtilMetric,
@@ -26,5 +28,7 @@ pub use resource::{
 };
 pub use sample::{Sample, infer_interval_ms, match_at};
 
+#[cfg(test)]
+mod gap_tests;
 #[cfg(test)]
 mod tests;

@@ -62,6 +62,9 @@ pub struct UsageRow {
     pub gpu_seconds: f64,
     pub effective_gpu_seconds: f64,
     pub unmetered_gpu_seconds: f64,
+    /// The part of `gpu_seconds` bridged over kube-state-metrics scrape gaps (the pod Running on both sides of a
+    /// gap no longer than `MeterConfig::ksm_gap_bridge`), counted as Running time.
+    pub bridged_gpu_seconds: f64,
     pub util_source: UtilSource,
     pub peak_fb_used_mib: Option<f64>,
     /// The namespace's team label at the end of the hour.
@@ -121,6 +124,13 @@ pub enum AnomalyKind {
     UnverifiedNode,
     /// A node whose GPU model neither DCGM, GFD nor configuration names.
     UnknownGpuModel,
+    /// A kube-state-metrics scrape gap longer than the bridge span (or not bridged at all), pods Running on both
+    /// sides: their time in it is not billed. Subject `<last sample before>..<first after>` (either side left
+    /// out where the hour cannot see it), count the pods.
+    KsmGap,
+    /// A kube-state-metrics scrape gap bridged: pods Running on both sides counted through it. Subject as
+    /// `KsmGap`, count the pods bridged in the hour.
+    KsmGapBridged,
 }
 
 impl AnomalyKind {
@@ -134,6 +144,8 @@ impl AnomalyKind {
             Self::CapacityMismatch => "capacity_mismatch",
             Self::UnverifiedNode => "unverified_node",
             Self::UnknownGpuModel => "unknown_gpu_model",
+            Self::KsmGap => "ksm_gap",
+            Self::KsmGapBridged => "ksm_gap_bridged",
         }
     }
 }

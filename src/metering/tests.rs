@@ -22,13 +22,14 @@ fn request(pod: &str, resource: &str, q: f64, node: &str) -> RequestSeries {
         node: node.into(),
         resource: resource.into(),
         samples: grid(0, 60, q),
+        edges: Edges::default(),
     }
 }
 
 /// Running during minutes [a, b) of the hour, Pending before, Succeeded after.
 fn running(pod: &str, a: i64, b: i64) -> RunningSeries {
     let samples = (0..60).map(|m| Sample::new(H + m * DT, if m >= a && m < b { 1.0 } else { 0.0 })).collect();
-    RunningSeries { uid: format!("uid-{pod}"), samples }
+    RunningSeries { uid: format!("uid-{pod}"), samples, edges: Edges::default() }
 }
 
 fn device(pod: Option<&str>, metric: UtilMetric, uuid: &str, host: &str, offset_ms: i64, v: f64) -> DeviceSeries {
@@ -140,6 +141,7 @@ fn time_slicing_copies_are_split_not_summed() {
         node: "ts".into(),
         resource: "nvidia_com_gpu_shared".into(),
         samples: grid(0, 60, 8.0),
+        edges: Edges::default(),
     });
     let out = meter_hour(&i, &MeterConfig::default());
     assert_eq!(out.rows.len(), 2);
@@ -241,7 +243,7 @@ proptest! {
 }
 
 fn capacity(node: &str, resource: &str, v: f64) -> CapacitySeries {
-    CapacitySeries { node: node.into(), resource: resource.into(), samples: grid(0, 60, v) }
+    CapacitySeries { node: node.into(), resource: resource.into(), samples: grid(0, 60, v), edges: Default::default() }
 }
 
 fn gfd(node: &str, labels: GfdLabels) -> NodeLabelSeries {

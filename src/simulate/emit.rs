@@ -32,7 +32,7 @@ const PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", "Unknown
 /// Write all families and `# EOF`; returns the counts and the (flushed) writer.
 pub fn write_metrics<W: Write>(c: &Cluster, grid: &Grid, out: W) -> io::Result<(Counts, W)> {
     let mut w = OmWriter::new(out);
-    namespace_labels(&mut w, grid)?;
+    namespace_labels(&mut w, c, grid)?;
     node_labels(&mut w, c, grid)?;
     node_capacity(&mut w, c, grid)?;
     let pods = requests(&mut w, c, grid)?;
@@ -46,14 +46,20 @@ pub fn write_metrics<W: Write>(c: &Cluster, grid: &Grid, out: W) -> io::Result<(
     Ok((counts, out))
 }
 
-fn every_grid_point<W: Write>(w: &mut OmWriter<W>, grid: &Grid, v: i64) -> io::Result<()> {
-    for k in 0..grid.len {
+/// A KSM series' value at every grid point kube-state-metrics was scraped at.
+fn every_grid_point<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid, v: i64) -> io::Result<()> {
+    ksm_samples(w, c, grid, 0, grid.len, v)
+}
+
+/// A KSM series' value at the grid points `[ka, kb)` kube-state-metrics was scraped at.
+fn ksm_samples<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid, ka: u64, kb: u64, v: i64) -> io::Result<()> {
+    for k in (ka..kb).filter(|k| c.ksm_up(*k)) {
         w.sample_int(v, grid.at(k))?;
     }
     Ok(())
 }
 
-fn namespace_labels<W: Write>(w: &mut OmWriter<W>, grid: &Grid) -> io::Result<()> {
+fn namespace_labels<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::Result<()> {
     const NAME: &str = "kube_namespace_labels";
     w.family(NAME)?;
     for (ns, team) in NAMESPACES {
@@ -61,7 +67,7 @@ fn namespace_labels<W: Write>(w: &mut OmWriter<W>, grid: &Grid) -> io::Result<()
             Some(t) => w.series(NAME, [("namespace", ns), ("label_team", t)]),
             None => w.series(NAME, [("namespace", ns)]),
         }
-        every_grid_point(w, grid, 1)?;
+        every_grid_point(w, c, grid, 1)?;
     }
     Ok(())
 }
@@ -82,7 +88,7 @@ fn node_labels<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::R
         let mut labels = vec![("node", node.name.as_str())];
         labels.extend(gfd.iter().map(|(k, v)| (*k, v.as_str())));
         w.series(NAME, labels);
-        every_grid_point(w, grid, 1)?;
+        every_grid_point(w, c, grid, 1)?;
     }
     Ok(())
 }
@@ -95,7 +101,7 @@ fn node_capacity<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io:
         for node in &c.nodes {
             for &(res, n) in node.ty.capacity() {
                 w.series(name, [("node", node.name.as_str()), ("resource", res), ("unit", "integer")]);
-                every_grid_point(w, grid, n as i64)?;
+                every_grid_point(w, c, grid, n as i64)?;
             }
         }
     }
@@ -103,7 +109,7 @@ fn node_capacity<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io:
     w.family(UNSCHEDULABLE)?;
     for node in &c.nodes {
         w.series(UNSCHEDULABLE, [("node", node.name.as_str())]);
-        every_grid_point(w, grid, 0)?;
+        every_grid_point(w, c, grid, 0)?;
     }
     Ok(())
 }
@@ -129,7 +135,9 @@ fn requests<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::Resu
         if ka >= kb {
             continue;
         }
-        visible += 1;
+        if (ka..kb).any(|k| c.ksm_up(k)) {
+            visible += 1;
+        }
         for (res, q) in requests_of(pod) {
             w.series(
                 NAME,
@@ -143,9 +151,7 @@ fn requests<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::Resu
                     ("unit", "integer"),
                 ],
             );
-            for k in ka..kb {
-                w.sample_int(q, grid.at(k))?;
-            }
+            ksm_samples(w, c, grid, ka, kb, q)?;
         }
     }
     Ok(visible)
@@ -175,10 +181,7 @@ fn phases<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::Result
             );
             let runs = [(ka, k1, "Pending"), (k1, k2, "Running"), (k2, kb, ended)];
             for (a, b, cur) in runs {
-                let v = (cur == phase) as i64;
-                for k in a..b {
-                    w.sample_int(v, grid.at(k))?;
-                }
+                ksm_samples(w, c, grid, a, b, (cur == phase) as i64)?;
             }
         }
     }

@@ -6,7 +6,7 @@
 //! The cluster mixes every case the ingest must handle (see `layout`): whole cards with the
 //! three DCGM utilization sources and both workload-label styles, MIG, time-slicing with
 //! virtual-GPU copies, HAMi, a node without DCGM, exporter gaps, NaN samples, restarts, squatters
-//! and an unknown GPU-like resource. Values are pure functions of (pod, device, time), so the
+//! and an unknown GPU-like resource; with `ksm_gaps`, kube-state-metrics outages too. Values are pure functions of (pod, device, time), so the
 //! writer streams series one after another with constant memory.
 
 mod emit;
@@ -46,6 +46,9 @@ pub struct SimParams {
     pub out: PathBuf,
     /// Which cluster: every feature (`standard`) or shared cards as clusters run them (`shared`).
     pub profile: Profile,
+    /// kube-state-metrics outages (restarts), some short enough for cardhour's default bridge, some longer,
+    /// some across an hour's end; off by default, so the standard profile's samples stay as they were.
+    pub ksm_gaps: bool,
 }
 
 /// What a run wrote.
@@ -123,7 +126,7 @@ pub fn run(params: &SimParams) -> Result<SimSummary, SimError> {
         params.end.timestamp_millis(),
         params.scrape_interval_s as i64 * 1000,
     );
-    let cluster = schedule::build(params.profile, params.gpus, params.seed, grid);
+    let cluster = schedule::build(params.profile, params.gpus, params.seed, grid, params.ksm_gaps);
 
     fs::create_dir_all(&params.out).map_err(io_err(&params.out))?;
     let metrics_path = params.out.join(METRICS_FILE);
@@ -138,6 +141,7 @@ pub fn run(params: &SimParams) -> Result<SimSummary, SimError> {
         scrape_interval_s: params.scrape_interval_s,
         seed: params.seed,
         profile: params.profile.as_str().to_string(),
+        ksm_gaps: params.ksm_gaps,
         start: fmt(start),
         end: fmt(params.end),
     };

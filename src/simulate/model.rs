@@ -312,9 +312,23 @@ pub struct Cluster {
     pub pods: Vec<Pod>,
     /// Pod names by `name_id`.
     pub names: Vec<String>,
+    /// kube-state-metrics outages (`--ksm-gaps`): every KSM series misses the sample indices `[ka, kb)` (sorted,
+    /// disjoint, never the first or the last grid point). DCGM and HAMi are scraped on.
+    pub ksm_gaps: Vec<(u64, u64)>,
 }
 
 impl Cluster {
+    /// Whether kube-state-metrics is scraped at grid index `k`.
+    pub fn ksm_up(&self, k: u64) -> bool {
+        self.ksm_gap_at(k).is_none()
+    }
+
+    /// The KSM outage grid index `k` falls in.
+    pub fn ksm_gap_at(&self, k: u64) -> Option<(u64, u64)> {
+        let i = self.ksm_gaps.partition_point(|g| g.1 <= k);
+        self.ksm_gaps.get(i).copied().filter(|g| g.0 <= k)
+    }
+
     /// The name of a pod.
     pub fn pod_name(&self, p: usize) -> &str {
         &self.names[self.pods[p].name_id]

@@ -23,6 +23,12 @@ const SALT_UNKNOWN: u64 = 4;
 const SALT_ANOMALY: u64 = 5;
 const SALT_UUID: u64 = 6;
 const SALT_NAMES: u64 = 7;
+const SALT_KSM: u64 = 8;
+
+/// The KSM gap cardhour bridges by default (`--ksm-gap-bridge 15m`), and how far beyond an hour it reads KSM with
+/// it (the span and 5 minutes): the simulated outages are placed on either side of the one, within the other.
+pub const KSM_BRIDGE_MS: i64 = 15 * MIN_MS;
+const KSM_MARGIN_MS: i64 = KSM_BRIDGE_MS + 5 * MIN_MS;
 
 /// Exporter offsets as a fraction of the scrape interval (always < 1/2, so a sample matches the
 /// grid point just before it).
@@ -75,8 +81,9 @@ struct Builder {
     force_restart: bool,
 }
 
-/// Build the cluster of `profile` for `gpus` cards (a multiple of 8) on `grid`.
-pub fn build(profile: Profile, gpus: u32, seed: u64, grid: Grid) -> Cluster {
+/// Build the cluster of `profile` for `gpus` cards (a multiple of 8) on `grid`, with kube-state-metrics outages
+/// when `ksm_gaps`.
+pub fn build(profile: Profile, gpus: u32, seed: u64, grid: Grid, ksm_gaps: bool) -> Cluster {
     let n_nodes = (gpus / GPUS_PER_NODE) as usize;
     let mut b = Builder {
         profile,
@@ -102,7 +109,41 @@ pub fn build(profile: Profile, gpus: u32, seed: u64, grid: Grid) -> Cluster {
         e.build_segs(&b.grid, off);
     }
     b.anomalies();
-    Cluster { nodes: b.nodes, emitters: b.emitters, pods: b.pods, names: b.names }
+    let ksm_gaps = if ksm_gaps { ksm_outages(seed, &grid) } else { Vec::new() };
+    Cluster { nodes: b.nodes, emitters: b.emitters, pods: b.pods, names: b.names, ksm_gaps }
+}
+
+/// kube-state-metrics restarts: from the second hour to the last but one, one outage per hour, in turn short
+/// inside the hour, short across its end, long inside, long across its end. Short ones miss at most the default
+/// bridge (bridged); long ones more, but their two sides stay within the margin cardhour reads KSM with, so every
+/// hour they touch sees both (long ones are left out where the scrape interval leaves no such length: Δ > 150 s).
+pub fn ksm_outages(seed: u64, grid: &Grid) -> Vec<(u64, u64)> {
+    let step = grid.step_ms;
+    let mut rng = ChaCha8Rng::seed_from_u64(hash2(seed, SALT_KSM));
+    let short_max = (KSM_BRIDGE_MS / step).max(1);
+    let long = (KSM_BRIDGE_MS / step + 1, KSM_MARGIN_MS / step - 1);
+    let hours = (grid.end_ms - grid.start_ms) / HOUR_MS;
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for h in 1..hours - 1 {
+        let from = grid.start_ms + h * HOUR_MS;
+        let scrapes = |minutes: i64| ((minutes * MIN_MS + step / 2) / step).clamp(1, short_max);
+        let (minute, n) = match (h - 1) % 4 {
+            0 => (rng.int(20, 36), scrapes(rng.int(3, 13))),
+            1 => (rng.int(53, 58), scrapes(rng.int(8, 15))),
+            p if long.0 <= long.1 => {
+                (if p == 2 { rng.int(20, 36) } else { rng.int(48, 56) }, rng.int(long.0, long.1 + 1))
+            }
+            _ => continue,
+        };
+        let ka = grid.count_before(from + minute * MIN_MS, 0);
+        let kb = ka + n as u64;
+        // a scrape before and after each, and one between two
+        if ka == 0 || kb >= grid.len || out.last().is_some_and(|g| g.1 >= ka) {
+            continue;
+        }
+        out.push((ka, kb));
+    }
+    out
 }
 
 impl Builder {

@@ -21,6 +21,7 @@ fn params(dir: &Path, gpus: u32, hours: u32, step: u32, seed: u64) -> SimParams 
         end: end(),
         out: dir.to_path_buf(),
         profile: Profile::Standard,
+        ksm_gaps: false,
     }
 }
 
@@ -33,8 +34,12 @@ struct Run {
 }
 
 fn sim(gpus: u32, hours: u32, step: u32, seed: u64) -> Run {
+    sim_with(gpus, hours, step, seed, false)
+}
+
+fn sim_with(gpus: u32, hours: u32, step: u32, seed: u64, ksm_gaps: bool) -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let summary = run(&params(dir.path(), gpus, hours, step, seed)).unwrap();
+    let summary = run(&SimParams { ksm_gaps, ..params(dir.path(), gpus, hours, step, seed) }).unwrap();
     let metrics = std::fs::read_to_string(&summary.metrics_path).unwrap();
     let truth_raw = std::fs::read_to_string(&summary.truth_path).unwrap();
     let truth = serde_json::from_str(&truth_raw).unwrap();
@@ -363,13 +368,15 @@ struct RefPod {
     gpu: f64,
     eff: f64,
     unm: f64,
+    bridged: f64,
     peak_fb: Option<f64>,
 }
 
 /// Independent reading of docs/metering.md over the written samples (whole window as one
 /// window; the simulator's devices use one source throughout, so per-hour source selection
-/// gives the same result).
-fn reference_meter(series: &[PSeries], start: i64, step: i64) -> BTreeMap<(String, String), RefPod> {
+/// gives the same result). KSM gaps of at most `bridge_ms` a pod was Running across count their
+/// missing grid points (the simulated outages keep KSM's phase).
+fn reference_meter(series: &[PSeries], start: i64, step: i64, bridge_ms: i64) -> BTreeMap<(String, String), RefPod> {
     let grid_of = |s: i64| start + (s - start + step / 2).div_euclid(step) * step;
     let mut running: HashMap<&str, HashSet<i64>> = HashMap::new();
     for s in series.iter().filter(|s| s.name == "kube_pod_status_phase" && s.l("phase") == Some("Running")) {
@@ -446,12 +453,24 @@ fn reference_meter(series: &[PSeries], start: i64, step: i64) -> BTreeMap<(Strin
         let no_devs = BTreeMap::new();
         let my_devs = devs.get(&(ns.to_string(), pod.to_string(), ctr.to_string())).unwrap_or(&no_devs);
         let acc = out.entry((ns.to_string(), pod.to_string())).or_default();
-        for &(t, q) in &qs.samples {
-            if q <= 0.0 || !running.get(uid).is_some_and(|r| r.contains(&t)) {
+        let runs = |t: i64| running.get(uid).is_some_and(|r| r.contains(&t));
+        // (grid point, q, bridged): the samples, then the points missing in a short gap run across
+        let mut points: Vec<(i64, f64, bool)> = qs.samples.iter().map(|&(t, q)| (t, q, false)).collect();
+        for w in qs.samples.windows(2) {
+            let ((a, qa), (b, qb)) = (w[0], w[1]);
+            if b - a >= 2 * step && b - a - step <= bridge_ms && runs(a) && runs(b) && qa > 0.0 && qb > 0.0 {
+                points.extend((1..(b - a) / step).map(|k| (a + k * step, qa.min(qb), true)));
+            }
+        }
+        for (t, q, bridged) in points {
+            if q <= 0.0 || !(bridged || runs(t)) {
                 continue;
             }
             let qf = q * f;
             acc.gpu += qf * step_s;
+            if bridged {
+                acc.bridged += qf * step_s;
+            }
             let (mut u, mut present, mut fb): (f64, bool, Option<f64>) = (0.0, false, None);
             for ((uuid, _, vgpu), metrics) in my_devs {
                 if kind == "hami" {
@@ -498,7 +517,7 @@ fn truth_matches_reference_meter_on_written_samples() {
     for (gpus, hours, step, seed) in [(56, 3, 60, 21), (56, 2, 15, 22)] {
         let r = sim(gpus, hours, step, seed);
         let series = parse_checked(&r.metrics);
-        let meter = reference_meter(&series, r.summary.start.timestamp_millis(), step as i64 * 1000);
+        let meter = reference_meter(&series, r.summary.start.timestamp_millis(), step as i64 * 1000, 0);
         let truth: BTreeMap<(String, String), &truth::PodRow> =
             r.truth.by_pod.iter().map(|p| ((p.namespace.clone(), p.pod.clone()), p)).collect();
         for ((ns, pod), m) in &meter {
@@ -510,6 +529,7 @@ fn truth_matches_reference_meter_on_written_samples() {
                 gpu_hours: m.gpu / 3600.0,
                 effective_gpu_hours: m.eff / 3600.0,
                 unmetered_gpu_hours: m.unm / 3600.0,
+                ..Figures::default()
             };
             assert_fig(&f, &t.figures, &format!("{ns}/{pod} ({})", t.kind));
             assert_eq!(m.peak_fb, t.peak_fb_used_mib, "{ns}/{pod} peak fb");
@@ -557,4 +577,83 @@ fn shared_profile_is_deterministic_well_formed_and_covers_its_setups() {
         .collect();
     let plain_samples: usize = ts4.iter().filter(|s| s.l("vgpu").is_none()).map(|s| s.samples.len()).sum();
     assert!(plain_samples > 0 && plain_samples < 8 * 6 * 60, "idle cards' series dropped: {plain_samples}");
+}
+
+#[test]
+fn ksm_outages_are_written_and_the_truth_bridges_the_short_ones() {
+    const HOURS: u32 = 6;
+    let r = sim_with(56, HOURS, 60, 31, true);
+    let plain = sim(56, HOURS, 60, 31);
+    let t = &r.truth;
+    assert!(t.params.ksm_gaps);
+    // one outage an hour from the second to the fifth: short inside, short across the hour's end, long inside, long
+    // across
+    let shape: Vec<(bool, usize)> = t.ksm_gaps.iter().map(|g| (g.bridged, g.hours.len())).collect();
+    assert_eq!(shape, [(true, 1), (true, 2), (false, 1), (false, 2)], "{:#?}", t.ksm_gaps);
+    for g in &t.ksm_gaps {
+        assert_eq!(g.bridged, g.missing_s <= 900, "{g:?}");
+        assert_eq!(g.anomaly, if g.bridged { "ksm_gap_bridged" } else { "ksm_gap" });
+        assert!(g.missing_s + 60 <= 20 * 60, "both sides within cardhour's read margin: {g:?}");
+        assert!(g.hours.iter().all(|h| h.pods > 0), "{g:?}");
+    }
+    // the KSM families miss the outages' scrapes, the exporters do not
+    let series = parse_checked(&r.metrics);
+    let start = r.summary.start.timestamp_millis();
+    let missing: Vec<i64> = r
+        .truth
+        .ksm_gaps
+        .iter()
+        .flat_map(|g| {
+            let a = DateTime::parse_from_rfc3339(&g.from).unwrap().timestamp_millis();
+            (1..=g.missing_scrapes as i64).map(move |k| a + k * 60_000)
+        })
+        .collect();
+    assert!(!missing.is_empty());
+    let in_outage =
+        |s: &PSeries| s.samples.iter().any(|(t, _)| missing.contains(&(t - (t - start).rem_euclid(60_000))));
+    for s in series.iter().filter(|s| s.name.starts_with("kube_")) {
+        assert!(!in_outage(s), "{} sampled in an outage", s.name);
+    }
+    assert!(series.iter().filter(|s| s.name.starts_with("DCGM_")).any(in_outage), "DCGM is scraped on");
+    // the same cluster without outages: every pod's GPU-hours are those counted plus those lost
+    let p_plain: BTreeMap<(&str, &str), &truth::PodRow> =
+        plain.truth.by_pod.iter().map(|p| ((p.namespace.as_str(), p.pod.as_str()), p)).collect();
+    assert_eq!(p_plain.len(), t.by_pod.len());
+    for p in &t.by_pod {
+        let q = p_plain[&(p.namespace.as_str(), p.pod.as_str())];
+        let f = &p.figures;
+        assert!(close(f.gpu_hours + f.unbilled_gap_gpu_hours, q.figures.gpu_hours), "{}/{}", p.namespace, p.pod);
+        assert!(
+            f.bridged_gpu_hours <= f.gpu_hours + 1e-12
+                && f.effective_gpu_hours <= q.figures.effective_gpu_hours + 1e-12
+        );
+    }
+    let (bridged, unbilled) = (t.totals.bridged_gpu_hours, t.totals.unbilled_gap_gpu_hours);
+    assert!(bridged > 0.0 && unbilled > 0.0, "{:?}", t.totals);
+    assert!(close(t.totals.gpu_hours + unbilled, plain.truth.totals.gpu_hours));
+    let by_gap: (f64, f64) =
+        t.ksm_gaps.iter().fold((0.0, 0.0), |a, g| (a.0 + g.bridged_gpu_hours, a.1 + g.unbilled_gap_gpu_hours));
+    assert!(close(by_gap.0, bridged) && close(by_gap.1, unbilled), "{by_gap:?} vs {bridged} {unbilled}");
+    assert_fig(&sum(t.by_team.iter().map(|x| &x.figures)), &t.totals, "by_team vs totals");
+    assert_fig(&sum(t.by_hour_namespace.iter().map(|x| &x.figures)), &t.totals, "by_hour_namespace vs totals");
+    let team_bridged: f64 = t.by_team.iter().map(|x| x.figures.bridged_gpu_hours).sum();
+    assert!(close(team_bridged, bridged));
+    // capacity: the long outages' scrapes are lost, the short ones' bridged
+    let lost: u64 = t.ksm_gaps.iter().filter(|g| !g.bridged).map(|g| g.missing_scrapes).sum();
+    let cap: f64 = t.capacity.iter().map(|c| c.card_hours).sum();
+    assert!(close(cap, 56.0 * (f64::from(HOURS) - lost as f64 / 60.0)), "{cap}");
+    // and the written samples, metered independently with the default bridge, agree pod by pod
+    let meter = reference_meter(&series, start, 60_000, 15 * 60_000);
+    for p in &t.by_pod {
+        let m = meter.get(&(p.namespace.clone(), p.pod.clone()));
+        let m = m.map_or((0.0, 0.0, 0.0, 0.0), |m| (m.gpu, m.eff, m.unm, m.bridged));
+        let f = Figures {
+            gpu_hours: m.0 / 3600.0,
+            effective_gpu_hours: m.1 / 3600.0,
+            unmetered_gpu_hours: m.2 / 3600.0,
+            ..Figures::default()
+        };
+        assert_fig(&f, &p.figures, &format!("{}/{}", p.namespace, p.pod));
+        assert!(close(m.3 / 3600.0, p.figures.bridged_gpu_hours), "{}/{} bridged", p.namespace, p.pod);
+    }
 }

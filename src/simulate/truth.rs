@@ -15,12 +15,19 @@ use super::layout::{Exporter, NAMESPACES, NodeType, TEAMS, team_of};
 use super::model::{Cluster, Grid, HOUR_MS, Kind};
 use super::values::{Metric, best_metric, exclusive_value, hami_percent, per_pod_fb, per_pod_percent, shared_value};
 
-/// GPU-hours, effective GPU-hours and unmetered GPU-hours.
+/// GPU-hours, effective GPU-hours and unmetered GPU-hours; with kube-state-metrics outages also the GPU-hours
+/// bridged over them (part of `gpu_hours`) and those lost in them (not in `gpu_hours`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Figures {
     pub gpu_hours: f64,
     pub effective_gpu_hours: f64,
     pub unmetered_gpu_hours: f64,
+    /// Held through a KSM outage the pod was Running across, no longer than cardhour's default bridge: counted.
+    #[serde(default)]
+    pub bridged_gpu_hours: f64,
+    /// Held in a KSM outage and not counted: a longer outage, or a pod that started or stopped Running in it.
+    #[serde(default)]
+    pub unbilled_gap_gpu_hours: f64,
 }
 
 /// The simulation parameters as echoed in the truth.
@@ -32,6 +39,8 @@ pub struct ParamsOut {
     pub seed: u64,
     #[serde(default)]
     pub profile: String,
+    #[serde(default)]
+    pub ksm_gaps: bool,
     pub start: String,
     pub end: String,
 }
@@ -133,6 +142,9 @@ pub struct CapacityRow {
     pub card_hours: f64,
     /// The part of `card_hours` offered to workloads: all of it (no node is cordoned, every card allocatable).
     pub offered_card_hours: f64,
+    /// The part of `card_hours` bridged over KSM outages.
+    #[serde(default)]
+    pub bridged_card_hours: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -151,6 +163,31 @@ pub struct NodeRow {
     pub exporter_offset_ms: i64,
     pub host_label: String,
     pub workload_labels: String,
+}
+
+/// One kube-state-metrics outage (`--ksm-gaps`): every KSM series missing between two scrapes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KsmGapRow {
+    /// The last scrape before and the first after (cardhour's anomaly subject is `<from>..<to>`).
+    pub from: String,
+    pub to: String,
+    pub missing_scrapes: u64,
+    /// Missing time `to − from − Δ`, in seconds.
+    pub missing_s: i64,
+    /// At most cardhour's default bridge (15 min): counted for the pods Running on both sides.
+    pub bridged: bool,
+    /// The anomaly cardhour records in each hour the missing scrapes fall in: `ksm_gap_bridged` or `ksm_gap`.
+    pub anomaly: String,
+    pub hours: Vec<KsmGapHour>,
+    pub bridged_gpu_hours: f64,
+    pub unbilled_gap_gpu_hours: f64,
+}
+
+/// An hour a KSM outage's missing scrapes fall in, and the pods Running on both sides of it (the anomaly's count).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KsmGapHour {
+    pub hour: String,
+    pub pods: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -179,6 +216,9 @@ pub struct Truth {
     pub non_finite_samples: u64,
     pub nodes: Vec<NodeRow>,
     pub exporter_gaps: Vec<GapRow>,
+    /// kube-state-metrics outages (empty unless simulated with `--ksm-gaps`).
+    #[serde(default)]
+    pub ksm_gaps: Vec<KsmGapRow>,
 }
 
 /// Accumulated seconds.
@@ -187,6 +227,8 @@ struct Acc {
     gpu: f64,
     eff: f64,
     unm: f64,
+    bridged: f64,
+    unbilled: f64,
 }
 
 impl Acc {
@@ -194,6 +236,8 @@ impl Acc {
         self.gpu += o.gpu;
         self.eff += o.eff;
         self.unm += o.unm;
+        self.bridged += o.bridged;
+        self.unbilled += o.unbilled;
     }
 
     fn hours(&self) -> Figures {
@@ -201,8 +245,26 @@ impl Acc {
             gpu_hours: self.gpu / 3600.0,
             effective_gpu_hours: self.eff / 3600.0,
             unmetered_gpu_hours: self.unm / 3600.0,
+            bridged_gpu_hours: self.bridged / 3600.0,
+            unbilled_gap_gpu_hours: self.unbilled / 3600.0,
         }
     }
+}
+
+/// Whether the KSM outage `[ga, gb)` is counted through for `pod`: Running at the scrapes on both sides (one pod
+/// object, one uid) and missing no more than cardhour's default bridge.
+fn bridged(grid: &Grid, pod: &super::model::Pod, (ga, gb): (u64, u64)) -> bool {
+    bridgeable(grid, (ga, gb)) && across(grid, pod, (ga, gb))
+}
+
+/// An outage short enough to bridge.
+fn bridgeable(grid: &Grid, (ga, gb): (u64, u64)) -> bool {
+    (gb - ga) as i64 * grid.step_ms <= super::schedule::KSM_BRIDGE_MS
+}
+
+/// A pod Running on both sides of the outage `[ga, gb)`, so Running throughout it.
+fn across(grid: &Grid, pod: &super::model::Pod, (ga, gb): (u64, u64)) -> bool {
+    ga > 0 && gb < grid.len && pod.running_at(grid.at(ga - 1)) && pod.running_at(grid.at(gb))
 }
 
 /// What a pod's devices report at one grid point.
@@ -352,10 +414,26 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
         entry.continuous_s += run as f64 / 1000.0 * qf;
         entry.uids.push(pod.uid.clone());
         let (ka, kb) = grid.range(pod.t1, pod.t2, 0);
-        entry.memory_s += (kb - ka) as f64 * step_s * pod.q as f64 * memory_per_unit(c, pod);
         for k in ka..kb {
+            let gap = c.ksm_gap_at(k);
+            let ty = c.nodes[pod.node].ty;
+            let line = (grid.hour_of(k), pod.ns, ty.known_model(), pod.kind.as_str());
+            if let Some(g) = gap
+                && !bridged(grid, pod, g)
+            {
+                // not seen by kube-state-metrics, and not counted through: lost
+                let a = Acc { unbilled: qf * step_s, ..Acc::default() };
+                entry.acc.add(&a);
+                by_hour[grid.hour_of(k) * n_ns + pod.ns].add(&a);
+                by_line.entry(line).or_default().add(&a);
+                continue;
+            }
+            entry.memory_s += step_s * pod.q as f64 * memory_per_unit(c, pod);
             let m = measure(c, grid, p, k);
             let mut a = Acc { gpu: qf * step_s, ..Acc::default() };
+            if gap.is_some() {
+                a.bridged = a.gpu;
+            }
             if m.present {
                 a.eff = m.u.min(qf) * step_s;
                 entry.any_device = true;
@@ -367,8 +445,7 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
             }
             entry.acc.add(&a);
             by_hour[grid.hour_of(k) * n_ns + pod.ns].add(&a);
-            let ty = c.nodes[pod.node].ty;
-            by_line.entry((grid.hour_of(k), pod.ns, ty.known_model(), pod.kind.as_str())).or_default().add(&a);
+            by_line.entry(line).or_default().add(&a);
         }
     }
 
@@ -473,6 +550,11 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
         .collect();
 
     let cards = super::layout::GPUS_PER_NODE;
+    // every node has capacity on both sides of each outage: the short ones are bridged, the long ones lost
+    let scrapes =
+        |short: bool| -> u64 { c.ksm_gaps.iter().filter(|g| bridgeable(grid, **g) == short).map(|(a, b)| b - a).sum() };
+    let (bridged_scrapes, lost_scrapes) = (scrapes(true), scrapes(false));
+    let card_hours = cards as f64 * (grid.len - lost_scrapes) as f64 * step_s / 3600.0;
     let capacity = c
         .nodes
         .iter()
@@ -483,8 +565,9 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
             cards,
             advertised_units: n.ty.capacity().iter().map(|(_, u)| u).sum(),
             unverified: n.ty == NodeType::UncountableL40S,
-            card_hours: cards as f64 * grid.len as f64 * step_s / 3600.0,
-            offered_card_hours: cards as f64 * grid.len as f64 * step_s / 3600.0,
+            card_hours,
+            offered_card_hours: card_hours,
+            bridged_card_hours: cards as f64 * bridged_scrapes as f64 * step_s / 3600.0,
         })
         .collect();
     let nodes = c
@@ -506,6 +589,8 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
         .flat_map(|n| n.gaps_t.iter().map(|&(a, b)| GapRow { node: n.name.clone(), from: rfc3339(a), to: rfc3339(b) }))
         .collect();
 
+    let ksm_gaps = ksm_gap_rows(c, grid);
+
     Truth {
         start: params.start.clone(),
         end: params.end.clone(),
@@ -523,5 +608,45 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
         non_finite_samples: c.nodes.iter().map(|n| n.nan_ks.len() as u64).sum(),
         nodes,
         exporter_gaps,
+        ksm_gaps,
     }
+}
+
+/// Each KSM outage with the hours its missing scrapes fall in, the pods Running across it, and what they held in
+/// it (bridged or lost; pods that started or stopped Running inside it lose their time there too).
+fn ksm_gap_rows(c: &Cluster, grid: &Grid) -> Vec<KsmGapRow> {
+    let step_s = grid.step_ms as f64 / 3600.0 / 1000.0;
+    c.ksm_gaps
+        .iter()
+        .map(|&(ga, gb)| {
+            let short = bridgeable(grid, (ga, gb));
+            let metered = || c.pods.iter().filter(|p| p.kind != Kind::Unknown);
+            let pods = metered().filter(|p| across(grid, p, (ga, gb))).count() as u64;
+            let mut hours: Vec<usize> = (ga..gb).map(|k| grid.hour_of(k)).collect();
+            hours.dedup();
+            let (mut bridged_h, mut unbilled_h) = (0.0, 0.0);
+            for p in metered() {
+                let held = (ga..gb).filter(|k| p.running_at(grid.at(*k))).count() as f64 * p.q as f64 * p.f * step_s;
+                if short && across(grid, p, (ga, gb)) {
+                    bridged_h += held;
+                } else {
+                    unbilled_h += held;
+                }
+            }
+            KsmGapRow {
+                from: rfc3339(grid.at(ga - 1)),
+                to: rfc3339(grid.at(gb)),
+                missing_scrapes: gb - ga,
+                missing_s: (gb - ga) as i64 * grid.step_ms / 1000,
+                bridged: short,
+                anomaly: if short { "ksm_gap_bridged" } else { "ksm_gap" }.to_string(),
+                hours: hours
+                    .into_iter()
+                    .map(|h| KsmGapHour { hour: rfc3339(grid.start_ms + h as i64 * HOUR_MS), pods })
+                    .collect(),
+                bridged_gpu_hours: bridged_h,
+                unbilled_gap_gpu_hours: unbilled_h,
+            }
+        })
+        .collect()
 }

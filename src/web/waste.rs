@@ -131,6 +131,13 @@ async fn idle(
     Ok(IdlePage { c, q, teams, rows, total_monthly, error: None }.into_response())
 }
 
+/// A kube-state-metrics gap as the health page lists it.
+pub struct GapCell {
+    pub span: String,
+    pub bridged: bool,
+    pub pods: i64,
+}
+
 pub struct ClusterRow {
     pub cluster: String,
     pub watermark: String,
@@ -138,6 +145,8 @@ pub struct ClusterRow {
     pub last_error: String,
     pub failed_windows: usize,
     pub unmetered: String,
+    pub bridged: String,
+    pub ksm_gaps: Vec<GapCell>,
     pub anomalies: Vec<String>,
     pub node_issues: Vec<String>,
     /// What the workers see: hours queued and held, failures waiting for their retry, batch size, recovery.
@@ -175,6 +184,12 @@ async fn health_page(
                     .map_or_else(|| none.into(), |f| format!("{} · {}", when(&f.failed_at, tz), f.error)),
                 failed_windows: c.failed_windows.len(),
                 unmetered: percent(c.unmetered_share_24h),
+                bridged: format!("{:.2}", c.bridged_gpu_hours_24h),
+                ksm_gaps: c
+                    .ksm_gaps
+                    .iter()
+                    .map(|g| GapCell { span: g.span.clone(), bridged: g.bridged, pods: g.pods })
+                    .collect(),
                 anomalies: c.anomalies.iter().map(|a| format!("{}: {} ({})", a.kind, a.count, a.subjects)).collect(),
                 node_issues: c.node_issues.iter().map(|n| format!("{} {} · {} h", n.node, n.kind, n.hours)).collect(),
                 workers: c.worker.as_ref().map(|w| worker_lines(w, lang, tz)).unwrap_or_default(),

@@ -125,6 +125,7 @@ pub fn row(namespace: &str, pod: &str, team: &str, cards: f64) -> UsageRow {
         gpu_seconds: cards * 3600.0,
         effective_gpu_seconds: cards * 36.0,
         unmetered_gpu_seconds: 0.0,
+        bridged_gpu_seconds: 0.0,
         util_source: UtilSource::SmActive,
         peak_fb_used_mib: Some(8192.0),
         label_team: Some(team.into()),

@@ -83,7 +83,6 @@ impl TestPrometheus {
 
     /// Starts Prometheus (retention 100y) on `dir/tsdb` and waits until it is ready.
     fn serve(dir: tempfile::TempDir) -> Result<Self> {
-        let tsdb = dir.path().join("tsdb");
         let config = dir.path().join("prometheus.yml");
         fs::write(&config, "# cardhour test harness: serves backfilled blocks only\nscrape_configs: []\n")?;
 
@@ -376,11 +375,20 @@ pub fn sim_end() -> DateTime<Utc> {
 /// Runs `cardhour simulate --gpus G --hours H --scrape-interval I --seed S --end <sim_end()> --out DIR`
 /// and returns what it wrote. Panics if the simulation fails or wrote no `metrics.om`.
 pub fn simulate_run(dir: &Path, gpus: u32, hours: u32, interval_secs: u32, seed: u64) -> Simulation {
-    simulate_profile(dir, "standard", gpus, hours, interval_secs, seed)
+    simulate_profile(dir, "standard", gpus, hours, interval_secs, seed, &[])
 }
 
-/// [`simulate_run`] of a `--profile` (`standard`, `shared`).
-pub fn simulate_profile(dir: &Path, profile: &str, gpus: u32, hours: u32, interval_secs: u32, seed: u64) -> Simulation {
+/// [`simulate_run`] of a `--profile` (`standard`, `shared`), with further `cardhour simulate` flags (e.g.
+/// `--ksm-gaps`).
+pub fn simulate_profile(
+    dir: &Path,
+    profile: &str,
+    gpus: u32,
+    hours: u32,
+    interval_secs: u32,
+    seed: u64,
+    extra: &[&str],
+) -> Simulation {
     let end = sim_end();
     let start = end - TimeDelta::hours(i64::from(hours));
     let args: Vec<OsString> = vec![
@@ -400,6 +408,7 @@ pub fn simulate_profile(dir: &Path, profile: &str, gpus: u32, hours: u32, interv
         "--out".into(),
         dir.as_os_str().to_owned(),
     ];
+    let args = args.into_iter().chain(extra.iter().map(OsString::from));
     run_cardhour_ok(args, &[]);
     let sim = Simulation {
         dir: dir.to_path_buf(),
