@@ -23,6 +23,7 @@ pub use crate::db::history::RunCommand;
 use crate::metering::{Anomaly, AnomalyKind, HourOutput, MeterConfig, meter_hour};
 use crate::prom::{PromClient, PromError, RetryPolicy};
 use crate::shutdown::Stop;
+use crate::telemetry::ingest as telemetry;
 use window::HOUR_MS;
 
 /// How one cluster is read.
@@ -178,6 +179,7 @@ pub async fn backfill_until(
 ) -> Result<IngestSummary, IngestError> {
     validate_cluster_name(&opts.cluster)?;
     let hours = window::hours(from, to)?;
+    let batch = telemetry::Batch::start(&opts.cluster);
     // the nodes configured for this cluster (cards, replicas, model, sharing) where nothing on them tells it
     let mut meter_cfg = opts.meter.clone();
     {
@@ -201,10 +203,10 @@ pub async fn backfill_until(
         .map(|chunk| {
             let start = chunk[0].timestamp_millis();
             let end = start + chunk.len() as i64 * HOUR_MS;
-            let (spec, retry) = (opts.fetch.clone(), opts.retry);
+            let (spec, retry, cluster) = (opts.fetch.clone(), opts.retry, opts.cluster.clone());
             async move {
                 let started = Instant::now();
-                let read = fetch::fetch(source, &spec, start, end, retry).await;
+                let read = telemetry::reading(&cluster, fetch::fetch(source, &spec, start, end, retry)).await;
                 (chunk[0], read.map(|f| (chunk, f, started.elapsed())))
             }
         })
@@ -225,6 +227,7 @@ pub async fn backfill_until(
             }
         };
         summary.timings.read_s += read_time.as_secs_f64();
+        telemetry::chunk_read(&opts.cluster, source.kind(), data.samples_read, read_time);
         let hours_ms: Vec<i64> = chunk.iter().map(DateTime::timestamp_millis).collect();
         for (hour, (input, non_finite)) in chunk.into_iter().zip(data.into_hours(&hours_ms)) {
             if stop.is_requested() {
@@ -256,10 +259,12 @@ pub async fn backfill_until(
                         "kept the stored hour: this read holds less (source past its retention, restarted without \
                          its data, or the wrong URL?)");
                     summary.kept.push(k);
+                    telemetry::hour_kept(&opts.cluster);
                 }
                 HourOutcome::Replaced { changed } => {
                     summary.hours_changed += u64::from(changed);
                     summary.add(&out, samples);
+                    telemetry::hour_stored(&opts.cluster, &out);
                 }
             }
             tracing::debug!(cluster = %opts.cluster, %hour, rows = out.rows.len(), "stored hour");
@@ -268,6 +273,7 @@ pub async fn backfill_until(
     }
     summary.stopped = summary.hours + (summary.kept.len() as u64) < hours.len() as u64;
     summary.timings.decode_s = source.decode_time().saturating_sub(decode_before).as_secs_f64();
+    batch.succeeded();
     Ok(summary)
 }
 
