@@ -247,6 +247,22 @@ pub(super) async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
     ingest::validate_cluster_name(&a.source.cluster)?;
     let client = PromClient::new(&a.source.prometheus, a.source.timeout)?;
     let pool = a.db.connect(4).await.context("cannot connect to the database")?;
+    crate::telemetry::install("worker");
+    let stop = crate::shutdown::on_signals("the worker", a.shutdown_grace);
+    if let Some(addr) = a.monitoring.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("--metrics-listen: cannot listen on {addr}"))?;
+        tracing::info!("metrics on http://{addr}/metrics (and /healthz, /readyz)");
+        let (pool, stop) = (pool.clone(), stop.clone());
+        tokio::spawn(async move {
+            if let Err(e) =
+                crate::telemetry::serve_worker_port(listener, pool, async move { stop.requested().await }).await
+            {
+                tracing::error!(error = %e, "the metrics port stopped");
+            }
+        });
+    }
     // probed once per worker start (and remembered with the cluster), not per cycle
     let source = ingest::source::choose(&pool, client, &a.source.cluster, a.source.sample_source).await?;
     let opts = WorkerOptions {
@@ -265,7 +281,6 @@ pub(super) async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
         Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "budget check failed; it runs again after the next cycle"),
     };
-    let stop = crate::shutdown::on_signals("the worker", a.shutdown_grace);
     ingest::run_worker(&pool, &source, &opts, check_budgets, stop.requested()).await?;
     if stop.is_requested() {
         tracing::info!("worker stopped");
