@@ -1,7 +1,8 @@
 //! Shared harness for the integration tests (`mod common;` in a `tests/*.rs` file).
 //!
 //! - [`TestPrometheus`]: a real Prometheus (2.42 from Debian, as `scripts/test.sh` installs it) serving an
-//!   OpenMetrics file backfilled with `promtool`, on a free loopback port, killed on drop.
+//!   OpenMetrics file backfilled with `promtool` (or scraping the targets of a config, [`TestPrometheus::scraping`]),
+//!   on a free loopback port, killed on drop.
 //! - [`TestDb`]: a fresh, uniquely named PostgreSQL database next to `DATABASE_URL`, dropped on drop.
 //! - [`cardhour_bin`], [`run_cardhour`], [`run_cardhour_ok`]: run the binary under test.
 //! - [`simulate`], [`simulate_run`]: `cardhour simulate` with an end at least 4 h in the past, on the hour.
@@ -81,8 +82,22 @@ impl TestPrometheus {
             );
         }
 
+        Self::start(dir, "# cardhour test harness: serves backfilled blocks only\nscrape_configs: []\n")
+    }
+
+    /// A Prometheus on an empty TSDB running `config` (prometheus.yml text: e.g. scrape jobs of loopback targets),
+    /// ready.
+    pub fn scraping(config: &str) -> Result<Self> {
+        let dir = tempfile::Builder::new().prefix("cardhour-prom-").tempdir()?;
+        fs::create_dir_all(dir.path().join("tsdb"))?;
+        Self::start(dir, config)
+    }
+
+    /// Starts Prometheus on `dir/tsdb` with `config` as `dir/prometheus.yml`, on a free port.
+    fn start(dir: tempfile::TempDir, config_text: &str) -> Result<Self> {
+        let tsdb = dir.path().join("tsdb");
         let config = dir.path().join("prometheus.yml");
-        fs::write(&config, "# cardhour test harness: serves backfilled blocks only\nscrape_configs: []\n")?;
+        fs::write(&config, config_text)?;
         let log_path = dir.path().join("prometheus.log");
 
         // A port picked free can be taken by a parallel test before Prometheus binds it: retry on a new one.
