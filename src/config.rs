@@ -92,6 +92,15 @@ fn parse_sign_out_url(s: &str) -> Result<String, String> {
     }
 }
 
+/// A worker's own monitoring port.
+#[derive(Debug, Clone, Args)]
+pub struct MonitoringArgs {
+    /// Serve /metrics (Prometheus text format), /healthz and /readyz on this address, e.g. 127.0.0.1:9465
+    /// (default: no port; several workers on one host each need their own).
+    #[arg(long, value_name = "ADDR", env = "CARDHOUR_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+}
+
 /// How to read one cluster's Prometheus.
 #[derive(Debug, Clone, Args)]
 pub struct SourceArgs {

@@ -26,6 +26,7 @@ pub mod server;
 pub mod shutdown;
 pub mod simulate;
 pub mod state;
+pub mod telemetry;
 pub mod usage;
 pub mod usecase;
 pub mod validate;

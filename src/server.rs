@@ -1,6 +1,7 @@
 //! The whole HTTP application: the JSON API ([`crate::api`]) and the portal's pages ([`crate::web`]) side by side
-//! under one set of layers (request timeout, body limit, tracing); an unknown path is answered in the face's own
-//! language (JSON under `/api/`, a page elsewhere).
+//! under one set of layers (request timeout, body limit, tracing, request durations); an unknown path is answered in
+//! the face's own language (JSON under `/api/`, a page elsewhere). `/metrics` ([`crate::telemetry`]) sits beside
+//! the probes, outside the API's authentication and its OpenAPI document.
 
 use std::time::Duration;
 
@@ -24,18 +25,22 @@ pub fn app(state: AppState) -> Router {
 
 /// [`app`] with another request timeout (tests).
 pub fn app_with_timeout(state: AppState, timeout: Duration) -> Router {
+    crate::telemetry::install("serve");
     // sessions only where pages are: the API keeps its bearer tokens and never sets or reads a cookie
     let pages = crate::web::router(state.clone())
         .layer(axum::middleware::map_response(page_headers))
         .layer(crate::auth::session::layer(state.pool.clone(), &state.portal.session));
     crate::api::routes(state.clone())
         .merge(pages)
+        .route("/metrics", axum::routing::get(crate::telemetry::metrics_handler))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(move |req: Request, next: Next| crate::api::timeout(timeout, req, next)))
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(BODY_LIMIT))
         .layer(axum::middleware::from_fn(errors_per_face))
         .layer(tower_http::trace::TraceLayer::new_for_http())
+        // outermost: the status recorded is the one sent, whichever layer answered
+        .layer(axum::middleware::from_fn(crate::telemetry::http::record))
         .with_state(state)
 }
 
@@ -55,7 +60,7 @@ async fn page_headers(mut r: Response) -> Response {
 }
 
 fn is_api_path(path: &str) -> bool {
-    ["/api/", "/swagger-ui", "/healthz", "/readyz"].iter().any(|p| path.starts_with(p)) || path == "/api"
+    ["/api/", "/swagger-ui", "/healthz", "/readyz", "/metrics"].iter().any(|p| path.starts_with(p)) || path == "/api"
 }
 
 /// Every error under the API's paths is JSON, whichever layer answered it (the body limit, the router, a handler).

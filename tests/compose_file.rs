@@ -180,3 +180,38 @@ fn the_image_has_an_init_and_the_fonts_of_the_pdf_statements() {
     assert!(docker.contains(r#"ENTRYPOINT ["/usr/bin/tini", "--", "cardhour"]"#));
     assert!(docker.contains("SQLX_OFFLINE=true"), "the image builds without a database");
 }
+
+#[test]
+fn the_bundled_prometheus_scrapes_serve_and_the_worker_with_the_deploy_files() {
+    let c = compose();
+    let prom = &c.services["prometheus"];
+    let config =
+        strings(prom.get("command")).into_iter().find_map(|a| a.strip_prefix("--config.file=").map(str::to_string));
+    let config = config.expect("the bundled Prometheus names its config file");
+    let mount = strings(prom.get("volumes")).into_iter().find(|v| v.starts_with("./deploy:")).expect("deploy/ mounted");
+    let target_dir = mount.split(':').nth(1).unwrap();
+    assert_eq!(config, format!("{target_dir}/prometheus.yml"));
+
+    // the scrape targets of deploy/prometheus.yml are where serve and the worker listen
+    let text = std::fs::read_to_string(root().join("deploy/prometheus.yml")).unwrap();
+    let scrape = YamlLoader::load_from_str(&text).unwrap().remove(0);
+    let targets: BTreeMap<String, Vec<String>> = scrape["scrape_configs"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|j| {
+            let t = j["static_configs"][0]["targets"].as_vec().unwrap();
+            (j["job_name"].as_str().unwrap().to_string(), t.iter().map(|x| x.as_str().unwrap().to_string()).collect())
+        })
+        .collect();
+    let env = |name: &str, key: &str| {
+        merged(c.services[name].get("environment").unwrap()).get(key).and_then(Yaml::as_str).map(str::to_string)
+    };
+    let port = |addr: String| addr.rsplit(':').next().unwrap().to_string();
+    let serve_port = port(env("serve", "CARDHOUR_LISTEN").expect("serve listens"));
+    let worker_port = port(env("worker", "CARDHOUR_METRICS_LISTEN").expect("the worker serves /metrics"));
+    assert_eq!(targets["cardhour-serve"], [format!("serve:{serve_port}")]);
+    assert_eq!(targets["cardhour-worker"], [format!("worker:{worker_port}")]);
+    let worker_check = strings(merged(c.services["worker"].get("healthcheck").unwrap()).get("test")).join(" ");
+    assert!(worker_check.contains(&format!(":{worker_port}/readyz")), "{worker_check}");
+}

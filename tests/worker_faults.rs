@@ -61,7 +61,12 @@ fn clusters_file(dir: &Path, prometheus: &str) -> PathBuf {
 
 /// `cardhour worker` over the clusters file for the simulation's span, its log appended to `log`.
 fn worker(db_url: &str, config: &Path, sim: &Simulation, log: &Path, once: bool) -> Child {
+    worker_with(db_url, config, sim, log, once, &[])
+}
+
+fn worker_with(db_url: &str, config: &Path, sim: &Simulation, log: &Path, once: bool, extra: &[&str]) -> Child {
     let mut cmd = Command::new(cardhour_bin());
+    cmd.args(extra);
     cmd.args(["worker", "--config"]).arg(config);
     cmd.args(["--from", &sim.start_arg(), "--to", &sim.end_arg(), "--lease", "1s", "--max-backoff", "2s"]);
     if once {
@@ -266,7 +271,20 @@ fn prometheus_down_and_postgres_restarted_are_ridden_out() {
     let url = pg.url();
     run_cardhour_ok(["migrate"], &[("DATABASE_URL", &url)]);
     let logs: Vec<PathBuf> = (0..2).map(|i| dir.path().join(format!("outage-{i}.log"))).collect();
-    let workers: Vec<Child> = logs.iter().map(|l| worker(&url, &config, &sim, l, false)).collect();
+    let ports: Vec<u16> = (0..2).map(|_| common::free_port().unwrap()).collect();
+    let workers: Vec<Child> = logs
+        .iter()
+        .zip(&ports)
+        .map(|(l, p)| {
+            let listen = format!("127.0.0.1:{p}");
+            worker_with(&url, &config, &sim, l, false, &["--metrics-listen", &listen])
+        })
+        .collect();
+    // each worker's own /metrics: what it counted, and what the database says of every cluster
+    let metrics = |port: u16| common::http_get(port, "/metrics").map(|(_, body)| body).unwrap_or_default();
+    let figure = |text: &str, series: &str| -> Option<f64> {
+        text.lines().find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+    };
     let stored = || try_psql(&url, "SELECT count(*) FROM ingested_hours").and_then(|s| s.parse::<i64>().ok());
 
     // Prometheus down for a while: reads fail, hours go back to the queue, health says so
@@ -282,6 +300,26 @@ fn prometheus_down_and_postgres_restarted_are_ridden_out() {
     assert!(failing.iter().all(|w| w["last_error_kind"] == "unreachable"), "{failing:?}");
     assert!(failing.iter().any(|w| w["failing_hours"].as_i64().unwrap() > 0), "{failing:?}");
     assert!(stored().unwrap() <= down_at + 6, "hours were stored while Prometheus was down");
+    // the metrics say the same: errors counted by kind, the failures in a row, ingest down
+    let errors: f64 = ports
+        .iter()
+        .map(|&p| {
+            let text = metrics(p);
+            CLUSTERS
+                .iter()
+                .filter_map(|c| {
+                    figure(&text, &format!("cardhour_source_errors_total{{cluster=\"{c}\",kind=\"unreachable\"}}"))
+                })
+                .sum::<f64>()
+        })
+        .sum();
+    assert!(errors > 0.0, "no unreachable errors in the workers' metrics");
+    let text = metrics(ports[0]);
+    let failing: f64 = CLUSTERS
+        .iter()
+        .filter_map(|c| figure(&text, &format!("cardhour_ingest_failures_in_row{{cluster=\"{c}\"}}")))
+        .sum();
+    assert!(failing >= 1.0, "failures in a row not in the metrics:\n{text}");
     prom.start().unwrap();
 
     // then PostgreSQL restarted mid-backfill: the pools reconnect, the batch in flight is retried
@@ -294,6 +332,24 @@ fn prometheus_down_and_postgres_restarted_are_ridden_out() {
     wait_for("every hour stored", Duration::from_secs(180), || {
         stored() == Some(total) && try_psql(&url, "SELECT count(*) FROM ingest_queue").as_deref() == Some("0")
     });
+    // recovered, in the metrics too: no failure in a row, a recovery time, ingest up in the worker that read last
+    let text = metrics(ports[0]);
+    for c in CLUSTERS {
+        assert_eq!(
+            figure(&text, &format!("cardhour_ingest_failures_in_row{{cluster=\"{c}\"}}")),
+            Some(0.0),
+            "{c}:\n{text}"
+        );
+        assert_eq!(figure(&text, &format!("cardhour_ingest_queued_hours{{cluster=\"{c}\"}}")), Some(0.0), "{c}");
+    }
+    assert!(
+        CLUSTERS.iter().any(|c| figure(
+            &text,
+            &format!("cardhour_ingest_recovered_timestamp_seconds{{cluster=\"{c}\"}}")
+        )
+        .is_some()),
+        "no recovery time in the metrics:\n{text}"
+    );
     for w in &workers {
         sigterm(w);
     }

@@ -11,7 +11,7 @@ mod extract;
 mod idempotency;
 mod ingest;
 mod page;
-mod probes;
+pub mod probes;
 mod rates;
 mod reports;
 mod teams;

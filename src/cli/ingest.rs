@@ -252,6 +252,22 @@ pub(super) async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
         None => vec![ingest::config::from_flags(&a.source)?],
     };
     let pool = a.db.connect(4 + clusters.len().min(4) as u32).await.context("cannot connect to the database")?;
+    crate::telemetry::install("worker");
+    let stop = crate::shutdown::on_signals("the worker", a.shutdown_grace);
+    if let Some(addr) = a.monitoring.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("--metrics-listen: cannot listen on {addr}"))?;
+        tracing::info!("metrics on http://{addr}/metrics (and /healthz, /readyz)");
+        let (pool, stop) = (pool.clone(), stop.clone());
+        tokio::spawn(async move {
+            if let Err(e) =
+                crate::telemetry::serve_worker_port(listener, pool, async move { stop.requested().await }).await
+            {
+                tracing::error!(error = %e, "the metrics port stopped");
+            }
+        });
+    }
     let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
     let span = match (a.from, a.to) {
         (Some(from), Some(to)) => {
@@ -287,7 +303,6 @@ pub(super) async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
         Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "budget check failed; it runs again after the next cycle"),
     };
-    let stop = crate::shutdown::on_signals("the worker", a.shutdown_grace);
     ingest::run_worker(&pool, &sources, &opts, check_budgets, stop.requested()).await?;
     if stop.is_requested() {
         tracing::info!("worker stopped");

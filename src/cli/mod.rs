@@ -472,6 +472,8 @@ pub struct WorkerArgs {
     /// transaction then rolls back; its hours are ingested again).
     #[arg(long, env = "CARDHOUR_SHUTDOWN_GRACE", default_value = "8s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+    #[command(flatten)]
+    pub monitoring: crate::config::MonitoringArgs,
 }
 
 #[derive(Debug, clap::Args)]

@@ -19,6 +19,7 @@ pub mod roles;
 pub mod sessions;
 pub mod settings;
 pub mod teams;
+pub mod telemetry;
 pub mod tokens;
 pub mod usage;
 pub mod users;

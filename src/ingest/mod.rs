@@ -25,6 +25,7 @@ pub use crate::db::history::RunCommand;
 use crate::metering::{Anomaly, AnomalyKind, HourOutput, MeterConfig, meter_hour};
 use crate::prom::{PromClient, PromError, RetryPolicy};
 use crate::shutdown::Stop;
+use crate::telemetry::ingest as telemetry;
 pub use store::{Fence, StoreError};
 use store::{HourOutcome, MeteredHour, RunStart, store_batch};
 use window::HOUR_MS;
@@ -237,7 +238,9 @@ pub async fn read_batch(
     let end = start + hours.len() as i64 * HOUR_MS;
     let started = Instant::now();
     let ksm_margin = fetch::ksm_margin_ms(&opts.meter);
-    let read = fetch::fetch(source, &opts.fetch, ksm_margin, start, end, opts.retry).await?;
+    let read = fetch::fetch(source, &opts.fetch, ksm_margin, start, end, opts.retry);
+    let read = telemetry::reading(&opts.cluster, read).await?;
+    telemetry::chunk_read(&opts.cluster, source.kind(), read.samples_read, started.elapsed());
     Ok((read, started.elapsed()))
 }
 
@@ -291,12 +294,14 @@ impl<'a> ClusterIngest<'a> {
         stop: &Stop,
     ) -> Result<Vec<DateTime<Utc>>, IngestError> {
         let cluster = self.summary.cluster.clone();
+        let timing = telemetry::Batch::since(&cluster, Instant::now() - read_time);
         self.summary.timings.read_s += read_time.as_secs_f64();
         let hours_ms: Vec<i64> = hours.iter().map(DateTime::timestamp_millis).collect();
         let started = Instant::now();
         let batch = meter_batch(hours, data.into_hours(&hours_ms), &self.meter).await;
         self.summary.timings.meter_s += started.elapsed().as_secs_f64();
         if stop.is_requested() {
+            timing.cancelled();
             return Ok(Vec::new());
         }
         let run = RunStart { source: self.source, mode: self.mode, from: self.span.0, to: self.span.1 };
@@ -314,14 +319,17 @@ impl<'a> ClusterIngest<'a> {
                         "kept the stored hour: this read holds less (source past its retention, restarted without \
                          its data, or the wrong URL?)");
                     self.summary.kept.push(k);
+                    telemetry::hour_kept(&cluster);
                 }
                 HourOutcome::Replaced { changed } => {
                     self.summary.hours_changed += u64::from(changed);
                     self.summary.add(&h.out, h.samples);
+                    telemetry::hour_stored(&cluster, &h.out);
                 }
             }
             tracing::debug!(%cluster, hour = %h.hour, rows = h.out.rows.len(), "stored hour");
         }
+        timing.succeeded();
         Ok(hours.to_vec())
     }
 

@@ -91,16 +91,7 @@ const BATCH_RETRY: RetryPolicy =
 /// A short fixed name for what failed, for the health page and the metrics.
 pub fn error_kind(e: &IngestError) -> &'static str {
     match e {
-        IngestError::Prometheus(p) => match p {
-            PromError::Unreachable { .. } => "unreachable",
-            PromError::Timeout { .. } => "timeout",
-            PromError::Status { .. } => "http_status",
-            PromError::Query { .. } => "query_rejected",
-            PromError::Malformed(_) => "bad_answer",
-            PromError::BadUrl(_) => "bad_url",
-            PromError::RemoteRead { .. } => "remote_read",
-            PromError::VmExport { .. } => "vm_export",
-        },
+        IngestError::Prometheus(p) => crate::telemetry::ingest::error_kind(p),
         IngestError::Database(_) => "database",
         IngestError::LeaseLost(_) => "lease_lost",
         IngestError::Range(_) | IngestError::ClusterName(_) => "config",

@@ -1,7 +1,8 @@
 //! Shared harness for the integration tests (`mod common;` in a `tests/*.rs` file).
 //!
 //! - [`TestPrometheus`]: a real Prometheus (2.42 from Debian, as `scripts/test.sh` installs it) serving an
-//!   OpenMetrics file backfilled with `promtool`, on a free loopback port, killed on drop.
+//!   OpenMetrics file backfilled with `promtool` (or scraping the targets of a config, [`TestPrometheus::scraping`]),
+//!   on a free loopback port, killed on drop.
 //! - [`TestVictoria`]: a real VictoriaMetrics (Debian's `victoria-metrics`) holding the same backfill, copied
 //!   into it with `vmctl`; [`truth`]: stored rows against the simulator's truth, shared by the truth tests.
 //! - [`TestDb`]: a fresh, uniquely named PostgreSQL database next to `DATABASE_URL`, dropped on drop.
@@ -81,10 +82,22 @@ impl TestPrometheus {
         Self::serve(dir)
     }
 
-    /// Starts Prometheus (retention 100y) on `dir/tsdb` and waits until it is ready.
+    /// Starts Prometheus (retention 100y) on the backfilled blocks in `dir/tsdb` and waits until it is ready.
     fn serve(dir: tempfile::TempDir) -> Result<Self> {
-        let config = dir.path().join("prometheus.yml");
-        fs::write(&config, "# cardhour test harness: serves backfilled blocks only\nscrape_configs: []\n")?;
+        Self::launch(dir, "# cardhour test harness: serves backfilled blocks only\nscrape_configs: []\n")
+    }
+
+    /// A Prometheus on an empty TSDB running `config` (prometheus.yml text: e.g. scrape jobs of loopback targets),
+    /// ready.
+    pub fn scraping(config: &str) -> Result<Self> {
+        let dir = tempfile::Builder::new().prefix("cardhour-prom-").tempdir()?;
+        fs::create_dir_all(dir.path().join("tsdb"))?;
+        Self::launch(dir, config)
+    }
+
+    /// Starts Prometheus on `dir/tsdb` with `config` as `dir/prometheus.yml`, on a free port.
+    fn launch(dir: tempfile::TempDir, config_text: &str) -> Result<Self> {
+        fs::write(dir.path().join("prometheus.yml"), config_text)?;
 
         // A port picked free can be taken by a parallel test before Prometheus binds it: retry on a new one.
         let mut attempts = 0;
