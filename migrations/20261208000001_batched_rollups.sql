@@ -54,9 +54,11 @@ STABLE LANGUAGE sql AS $$
 $$;
 
 -- One cluster's UTC day for the given pods (p_namespaces[i], p_pods[i]). Team and model come from the pod's last
--- hour; the sums run over its hours in order.
+-- hour; the sums run over its hours in order. The planner takes the unnested pods for ten rows whatever their
+-- number, and would probe the day's rows once per pod (the hourly key is (cluster, hour, namespace, pod, …), so
+-- a probe reads the whole day): quadratic in the pods of a busy day. Without nested loops it hashes them.
 CREATE FUNCTION refresh_pod_daily_pods(p_cluster text, p_day date, p_namespaces text[], p_pods text[])
-RETURNS void VOLATILE LANGUAGE sql AS $$
+RETURNS void VOLATILE LANGUAGE sql SET enable_nestloop = off AS $$
     DELETE FROM usage_pod_daily d
     USING unnest(p_namespaces, p_pods) AS t (namespace, pod)
     WHERE d.cluster = p_cluster AND d.day = p_day AND d.namespace = t.namespace AND d.pod = t.pod;

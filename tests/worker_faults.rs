@@ -221,11 +221,14 @@ fn sigterm(child: &Child) {
     let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
 }
 
-/// Waits until `f` holds (polled every 100 ms), at most `limit`.
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+/// Waits until `f` holds (polled every 100 ms), at most `limit`; then fails showing the workers' logs.
+fn wait_for(what: &str, limit: Duration, logs: &[PathBuf], mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while !f() {
-        assert!(Instant::now() < deadline, "waited {limit:?} for {what}");
+        if Instant::now() >= deadline {
+            let text: Vec<String> = logs.iter().map(|l| fs::read_to_string(l).unwrap_or_default()).collect();
+            panic!("waited {limit:?} for {what}; the workers' logs:\n{}", text.join("\n---\n"));
+        }
         sleep(Duration::from_millis(100));
     }
 }
@@ -288,10 +291,10 @@ fn prometheus_down_and_postgres_restarted_are_ridden_out() {
     let stored = || try_psql(&url, "SELECT count(*) FROM ingested_hours").and_then(|s| s.parse::<i64>().ok());
 
     // Prometheus down for a while: reads fail, hours go back to the queue, health says so
-    wait_for("the first hours", Duration::from_secs(60), || stored().is_some_and(|n| n >= 6));
+    wait_for("the first hours", Duration::from_secs(90), &logs, || stored().is_some_and(|n| n >= 6));
     prom.stop();
     let down_at = stored().unwrap();
-    wait_for("a failure recorded", Duration::from_secs(30), || {
+    wait_for("a failure recorded", Duration::from_secs(30), &logs, || {
         worker_health(&url).values().any(|w| w["failures_in_row"].as_i64().unwrap_or(0) >= 2)
     });
     let during = worker_health(&url);
@@ -323,13 +326,13 @@ fn prometheus_down_and_postgres_restarted_are_ridden_out() {
     prom.start().unwrap();
 
     // then PostgreSQL restarted mid-backfill: the pools reconnect, the batch in flight is retried
-    wait_for("progress after Prometheus came back", Duration::from_secs(90), || {
+    wait_for("progress after Prometheus came back", Duration::from_secs(90), &logs, || {
         stored().is_some_and(|n| n >= down_at + 12)
     });
     pg.stop().unwrap();
     sleep(Duration::from_secs(3));
     pg.restart().unwrap();
-    wait_for("every hour stored", Duration::from_secs(180), || {
+    wait_for("every hour stored", Duration::from_secs(180), &logs, || {
         stored() == Some(total) && try_psql(&url, "SELECT count(*) FROM ingest_queue").as_deref() == Some("0")
     });
     // recovered, in the metrics too: no failure in a row, a recovery time, ingest up in the worker that read last

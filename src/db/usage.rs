@@ -261,6 +261,13 @@ pub async fn replace_hours(conn: &mut PgConnection, cluster: &str, batch: &[Hour
     Ok(())
 }
 
+/// Analyzes the ingest's tables (and partitions) that changed by more than a fifth, and at least `min_rows` rows,
+/// since their statistics were taken; returns their names. Between batches of a large backfill, so the planner
+/// does not plan on the statistics of a table that was empty when autovacuum last looked.
+pub async fn analyze_stale(pool: &PgPool, min_rows: i64) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT analyze_stale_ingest_tables($1) AS "table!""#, min_rows).fetch_all(pool).await
+}
+
 /// Registers the teams the hour's team labels make (SPEC §4: the first label seen names the team; a team that
 /// exists keeps its name) and notes every label with its team, so that labels making one team can be reported.
 async fn register_label_teams(

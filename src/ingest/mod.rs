@@ -223,7 +223,7 @@ pub async fn backfill_until(
             break;
         }
     }
-    let mut summary = ingest.finish();
+    let mut summary = ingest.finish().await;
     summary.stopped = summary.hours + (summary.kept.len() as u64) < hours.len() as u64;
     Ok(summary)
 }
@@ -255,7 +255,12 @@ pub struct ClusterIngest<'a> {
     run_id: Option<i64>,
     decode_before: Duration,
     summary: IngestSummary,
+    /// Usage rows stored since the statistics were last checked.
+    rows_unchecked: u64,
 }
+
+/// Rows a backfill stores between two looks at the tables' statistics (and the least change that is analyzed).
+const ANALYZE_EVERY_ROWS: u64 = 20_000;
 
 impl<'a> ClusterIngest<'a> {
     /// Starts an ingest of `opts.cluster` registered as a run of `mode` over `span` (with its first stored batch:
@@ -280,7 +285,8 @@ impl<'a> ClusterIngest<'a> {
             source_reason: source.describe(),
             ..IngestSummary::default()
         };
-        Ok(Self { pool, source, mode, span, meter, run_id: None, decode_before: source.decode_time(), summary })
+        let decode_before = source.decode_time();
+        Ok(Self { pool, source, mode, span, meter, run_id: None, decode_before, summary, rows_unchecked: 0 })
     }
 
     /// Meters a batch read by [`read_batch`] and stores it in one transaction (under `fence` for a worker's
@@ -330,7 +336,25 @@ impl<'a> ClusterIngest<'a> {
             tracing::debug!(%cluster, hour = %h.hour, rows = h.out.rows.len(), "stored hour");
         }
         timing.succeeded();
+        self.rows_unchecked += batch.iter().map(|h| h.out.rows.len() as u64).sum::<u64>();
+        if self.rows_unchecked >= ANALYZE_EVERY_ROWS {
+            self.refresh_statistics().await;
+        }
         Ok(hours.to_vec())
+    }
+
+    /// Analyzes the tables this ingest changed a lot (a failure is logged: statistics are an optimisation).
+    async fn refresh_statistics(&mut self) {
+        self.rows_unchecked = 0;
+        let started = Instant::now();
+        match db::usage::analyze_stale(self.pool, ANALYZE_EVERY_ROWS as i64).await {
+            Ok(tables) if !tables.is_empty() => {
+                tracing::info!(?tables, took = ?started.elapsed(), "refreshed the statistics of tables the backfill grew")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "could not refresh the tables' statistics"),
+        }
+        self.summary.timings.write_s += started.elapsed().as_secs_f64();
     }
 
     /// What the ingest did so far.
@@ -338,8 +362,11 @@ impl<'a> ClusterIngest<'a> {
         &self.summary
     }
 
-    /// The summary, with the time spent decoding answers.
-    pub fn finish(mut self) -> IngestSummary {
+    /// The summary, with the time spent decoding answers; the statistics of what the ingest grew are refreshed.
+    pub async fn finish(mut self) -> IngestSummary {
+        if self.rows_unchecked > 0 {
+            self.refresh_statistics().await;
+        }
         self.summary.timings.decode_s = self.source.decode_time().saturating_sub(self.decode_before).as_secs_f64();
         self.summary
     }

@@ -118,7 +118,8 @@ impl Batches {
 
 /// Runs until `shutdown` resolves or, with `once`, until nothing due is left for it. A shutdown while a batch is
 /// read gives its hours back; one while it is stored lets the transaction finish. `after_cycle` is called with the
-/// span stored since the worker was last idle (the budget checks hang here); what it does cannot fail the ingest.
+/// span planned or stored since the worker was last idle (the budget checks hang here), once per cycle; what it
+/// does cannot fail the ingest.
 pub async fn run_worker(
     pool: &PgPool,
     clusters: &[WorkerCluster],
@@ -143,7 +144,8 @@ pub async fn run_worker(
     let mut ingests: HashMap<String, ClusterIngest<'_>> = HashMap::new();
     let mut next_plan = Utc::now();
     let mut planned_span = false;
-    let mut stored_span: Option<(DateTime<Utc>, DateTime<Utc>)> = None;
+    // what this cycle stored or planned: its budgets are checked once the worker is idle
+    let mut stored_span: Option<Span> = None;
     let mut db_failures = 0u32;
     loop {
         if stop.is_requested() {
@@ -153,7 +155,10 @@ pub async fn run_worker(
         let plan_due = if opts.span.is_some() { !planned_span } else { now >= next_plan };
         if plan_due {
             match plan_all(pool, clusters, opts, now).await {
-                Ok(()) => {
+                Ok(planned) => {
+                    // the budgets of the cycle's months are checked once it is idle, even when another worker
+                    // stored its hours (or they were stored already): undelivered alerts go out every cycle
+                    stored_span = union(stored_span, planned);
                     planned_span = true;
                     next_plan = now + until_next_hour(now, opts.lateness);
                     db_failures = 0;
@@ -259,7 +264,7 @@ pub async fn run_worker(
         let (from, to) = (claim.hours[0], claim.hours[claim.hours.len() - 1] + chrono::Duration::hours(1));
         match result {
             Ok(true) => {
-                stored_span = Some(stored_span.map_or((from, to), |(a, b)| (a.min(from), b.max(to))));
+                stored_span = union(stored_span, Some((from, to)));
                 if let Err(e) = db::queue::record_success(pool, &claim.cluster, batch.now).await {
                     tracing::warn!(error = %e, cluster = %claim.cluster, "could not record the success");
                 }
@@ -318,20 +323,33 @@ async fn wait(d: Duration, shutdown: &mut std::pin::Pin<&mut impl Future<Output 
     }
 }
 
-/// Queues every cluster's due hours (and registers the cluster the queue refers to).
+type Span = (DateTime<Utc>, DateTime<Utc>);
+
+/// The smallest span covering both.
+fn union(a: Option<Span>, b: Option<Span>) -> Option<Span> {
+    match (a, b) {
+        (Some((f1, t1)), Some((f2, t2))) => Some((f1.min(f2), t1.max(t2))),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Queues every cluster's due hours (and registers the cluster the queue refers to); returns the span the cycle
+/// covers.
 async fn plan_all(
     pool: &PgPool,
     clusters: &[WorkerCluster],
     opts: &WorkerOptions,
     now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
+) -> Result<Option<Span>, sqlx::Error> {
     let lateness = chrono::Duration::from_std(opts.lateness).unwrap_or_default();
+    let mut planned = None;
     for c in clusters {
         let name = &c.ingest.cluster;
         let mut tx = pool.begin().await?;
         db::clusters::upsert(&mut tx, name, c.source.base_url()).await?;
         let watermark = db::watermark::get(&mut tx, name).await?;
         if let Some((from, to, reprocess_from)) = opts.cycle(now, watermark) {
+            planned = union(planned, Some((from, to)));
             let queued = db::queue::plan(&mut tx, name, from, to, reprocess_from, to + lateness, opts.lateness).await?;
             if queued > 0 {
                 tracing::info!(cluster = %name, %from, %to, queued, "queued hours");
@@ -339,7 +357,7 @@ async fn plan_all(
         }
         tx.commit().await?;
     }
-    Ok(())
+    Ok(planned)
 }
 
 /// Reads, meters and stores a claim under its fence. `Ok(false)`: stopped before anything was stored.
