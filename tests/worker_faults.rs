@@ -66,8 +66,7 @@ fn worker(db_url: &str, config: &Path, sim: &Simulation, log: &Path, once: bool)
 
 fn worker_with(db_url: &str, config: &Path, sim: &Simulation, log: &Path, once: bool, extra: &[&str]) -> Child {
     let mut cmd = Command::new(cardhour_bin());
-    cmd.args(extra);
-    cmd.args(["worker", "--config"]).arg(config);
+    cmd.args(["worker", "--config"]).arg(config).args(extra);
     cmd.args(["--from", &sim.start_arg(), "--to", &sim.end_arg(), "--lease", "1s", "--max-backoff", "2s"]);
     if once {
         cmd.arg("--once");
