@@ -225,6 +225,20 @@ pub(super) async fn health_cmd(a: HealthArgs) -> anyhow::Result<()> {
             let what = if g.bridged { "bridged" } else { "not billed" };
             println!("    {} {what}: {} pods, {} hours", g.span, g.pods, g.hours);
         }
+        if let Some(w) = &c.worker {
+            let batch = w.batch_hours.map_or_else(String::new, |b| format!(", batch {b} h"));
+            println!("  workers: {} hours queued, {} held {:?}{batch}", w.queued_hours, w.leased_hours, w.workers);
+            if w.failures_in_row > 0 || w.failing_hours > 0 {
+                let retry = w.next_retry_at.map_or_else(String::new, |r| format!(", next try {}", r.to_rfc3339()));
+                println!("    {} failures in a row, {} hours failing{retry}", w.failures_in_row, w.failing_hours);
+            }
+            if let (Some(kind), Some(at)) = (&w.last_error_kind, w.last_error_at) {
+                println!("    last error {} ({kind}): {}", at.to_rfc3339(), w.last_error.as_deref().unwrap_or(""));
+            }
+            if let Some(r) = w.recovered_at {
+                println!("    recovered {}", r.to_rfc3339());
+            }
+        }
     }
     for m in &health.merged_team_labels {
         println!("team labels {} make one team: {}", m.labels.join(", "), m.team_id);
