@@ -44,10 +44,17 @@ cargo fmt --all -- --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 
-step "cargo test --all-targets"
 log_file="$(mktemp)"
 trap 'rm -f "$log_file"' EXIT
-if cargo test --all-targets "$@" 2>&1 | tee "$log_file"; then status=0; else status=1; fi
+# cargo-nextest runs the test binaries side by side (.config/nextest.toml); plain cargo test runs them one after
+# the other, which the suite's waits on real servers make minutes longer.
+if cargo nextest --version >/dev/null 2>&1; then
+    step "cargo nextest run --all-targets"
+    if cargo nextest run --all-targets "$@" 2>&1 | tee "$log_file"; then status=0; else status=1; fi
+else
+    step "cargo test --all-targets (cargo-nextest not installed)"
+    if cargo test --all-targets "$@" 2>&1 | tee "$log_file"; then status=0; else status=1; fi
+fi
 
 # Doc tests only when some doc comment has a Rust code block (building for them costs minutes on 2 cores).
 if [[ $status -eq 0 && -f src/lib.rs ]] && grep -rqE '^[[:space:]]*//[/!][[:space:]]*```([[:space:]]*$|rust)' src; then
@@ -66,6 +73,9 @@ fi
 # well be an empty one.
 passed=$(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log_file" | awk '{s += $4} END {print s + 0}')
 failed=$(grep -oE 'test result: .*' "$log_file" | grep -oE '[0-9]+ failed' | awk '{s += $1} END {print s + 0}')
+# nextest's summary line: "Summary [ 387.1s] 436 tests run: 436 passed (1 slow), 3 skipped"
+passed=$((passed + $(grep -oE 'tests run: [0-9]+ passed' "$log_file" | awk '{s += $3} END {print s + 0}')))
+failed=$((failed + $(grep -oE 'tests run: .*' "$log_file" | grep -oE '[0-9]+ failed' | awk '{s += $1} END {print s + 0}')))
 ((status == 0)) || die "cargo test failed"
 step "all checks passed"
 echo "tests: $passed passed, $failed failed"
