@@ -259,6 +259,42 @@ mod tests {
     }
 
     #[test]
+    fn the_environment_overrides_the_file() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "clusters.toml",
+                "[defaults]\nbatch_hours = 6\n[clusters.gpu_a]\nprometheus = \"http://old:9090\"\n",
+            )?;
+            jail.set_env("CARDHOUR_CLUSTERS__GPU_A__PROMETHEUS", "http://new:9090");
+            jail.set_env("CARDHOUR_DEFAULTS__BATCH_HOURS", "24");
+            jail.set_env("CARDHOUR_CLUSTERS__GPU_A__MATCH", r#"cluster="a""#);
+            let all = from_file(Path::new("clusters.toml"), &flags(&[])).map_err(|e| e.to_string())?;
+            assert_eq!(all[0].prometheus, "http://new:9090");
+            assert_eq!(all[0].ingest.chunk_hours, 24);
+            assert_eq!(all[0].ingest.fetch.matchers.as_deref(), Some(r#"cluster="a""#));
+            // a typo in an override is as clear as one in the file
+            jail.set_env("CARDHOUR_CLUSTERS__GPU_A__PROMETEUS", "http://x:9090");
+            let err = from_file(Path::new("clusters.toml"), &flags(&[])).unwrap_err().to_string();
+            assert!(err.contains("prometeus"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn the_example_file_reads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/clusters.example.toml");
+        let all = from_file(&path, &flags(&[])).unwrap();
+        let names: Vec<&str> = all.iter().map(|c| c.ingest.cluster.as_str()).collect();
+        assert_eq!(names, ["gpu-a", "gpu-b", "infer-bj", "infer-sh"]);
+        let bj = &all[2];
+        assert_eq!(bj.ingest.fetch.matchers.as_deref(), Some(r#"cluster="infer-bj""#));
+        assert_eq!(bj.source, SourceRequest::Only(super::super::SourceKind::VmExport));
+        assert_eq!(bj.ingest.meter.hami_policy, HamiPolicy::Max);
+        assert_eq!(all[0].ingest.meter.scrape_interval_ms, Some(30_000));
+        assert!(all.iter().all(|c| c.ingest.chunk_hours == 6 && c.timeout == Duration::from_secs(60)));
+    }
+
+    #[test]
     fn the_flags_make_one_cluster() {
         let one =
             from_flags(&flags(&["--cluster", "prod", "--prometheus", "http://p:9090", "--source", "query"])).unwrap();
