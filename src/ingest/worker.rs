@@ -195,6 +195,9 @@ pub async fn run_worker(
             }
         };
         let Some(claim) = claim else {
+            // a cycle ends: the next stores its batches under a run of its own (what `ingest undo` puts back),
+            // and no summary grows for the life of the process
+            ingests.clear();
             if let Some((from, to)) = stored_span.take() {
                 tokio::select! {
                     () = after_cycle(from, to) => {}
