@@ -178,16 +178,23 @@ pub async fn replace_hours(conn: &mut PgConnection, cluster: &str, batch: &[Hour
         "INSERT INTO gpu_usage_hourly (cluster, hour, namespace, pod, container, resource, gpu_model, kind, mig_profile,
              node, units, fraction, gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source,
              peak_fb_used_mib, label_team, memory_share, bridged_gpu_seconds, team)
+         WITH u AS MATERIALIZED (
+             SELECT * FROM UNNEST($2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                 $8::text[], $9::text[], $10::text[], $11::float8[], $12::float8[], $13::float8[], $14::float8[],
+                 $15::float8[], $16::text[], $17::float8[], $18::text[], $19::float8[], $20::float8[])
+                 AS u (hour, namespace, pod, container, resource, gpu_model, kind, mig_profile, node, units, fraction,
+                       gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source, peak_fb_used_mib,
+                       label_team, memory_share, bridged_gpu_seconds)),
+         -- team_of once per namespace, hour and label (hundreds in a batch), not once per row (thousands); both
+         -- materialized, or the planner evaluates team_of after the join, once per row again
+         t AS MATERIALIZED (
+             SELECT d.namespace, d.hour, d.label_team, team_of($1, d.namespace, d.hour, d.label_team) AS team
+             FROM (SELECT DISTINCT namespace, hour, label_team FROM u) d)
          SELECT $1, u.hour, u.namespace, u.pod, u.container, u.resource, u.gpu_model, u.kind, u.mig_profile, u.node,
              u.units, u.fraction, u.gpu_seconds, u.effective_gpu_seconds, u.unmetered_gpu_seconds, u.util_source,
-             u.peak_fb_used_mib, u.label_team, u.memory_share, u.bridged_gpu_seconds,
-             team_of($1, u.namespace, u.hour, u.label_team)
-         FROM UNNEST($2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-             $9::text[], $10::text[], $11::float8[], $12::float8[], $13::float8[], $14::float8[], $15::float8[],
-             $16::text[], $17::float8[], $18::text[], $19::float8[], $20::float8[])
-             AS u (hour, namespace, pod, container, resource, gpu_model, kind, mig_profile, node, units, fraction,
-                   gpu_seconds, effective_gpu_seconds, unmetered_gpu_seconds, util_source, peak_fb_used_mib,
-                   label_team, memory_share, bridged_gpu_seconds)",
+             u.peak_fb_used_mib, u.label_team, u.memory_share, u.bridged_gpu_seconds, t.team
+         FROM u JOIN t ON t.namespace = u.namespace AND t.hour = u.hour
+             AND t.label_team IS NOT DISTINCT FROM u.label_team",
         cluster,
         &rows().map(|(h, _)| h).collect::<Vec<_>>(),
         &text(|x| x.key.namespace.clone()),
@@ -278,8 +285,9 @@ async fn register_label_teams(
     sqlx::query!(
         "INSERT INTO teams (id, name)
          SELECT DISTINCT ON (id) id, left(label, 200)
-         FROM (SELECT DISTINCT label_team AS label, team_id_of_label(label_team) AS id FROM gpu_usage_hourly
-               WHERE cluster = $1 AND hour = ANY($2)) l
+         FROM (SELECT label, team_id_of_label(label) AS id
+               FROM (SELECT DISTINCT label_team AS label FROM gpu_usage_hourly
+                     WHERE cluster = $1 AND hour = ANY($2)) d) l
          WHERE id IS NOT NULL ORDER BY id, label COLLATE \"C\"
          ON CONFLICT (id) DO NOTHING",
         cluster,
@@ -289,9 +297,12 @@ async fn register_label_teams(
     .await?;
     sqlx::query!(
         "INSERT INTO team_labels (label, team_id, first_hour, last_hour)
-         SELECT label_team, team_id_of_label(label_team), min(hour), max(hour)
-         FROM gpu_usage_hourly WHERE cluster = $1 AND hour = ANY($2) AND team_id_of_label(label_team) IS NOT NULL
-         GROUP BY label_team
+         SELECT label, team_id, first_hour, last_hour
+         FROM (SELECT label, team_id_of_label(label) AS team_id, first_hour, last_hour
+               FROM (SELECT label_team AS label, min(hour) AS first_hour, max(hour) AS last_hour
+                     FROM gpu_usage_hourly WHERE cluster = $1 AND hour = ANY($2) AND label_team IS NOT NULL
+                     GROUP BY label_team) g) l
+         WHERE team_id IS NOT NULL
          ON CONFLICT (label) DO UPDATE SET first_hour = least(team_labels.first_hour, EXCLUDED.first_hour),
              last_hour = greatest(team_labels.last_hour, EXCLUDED.last_hour)
          WHERE team_labels.first_hour > EXCLUDED.first_hour OR team_labels.last_hour < EXCLUDED.last_hour",

@@ -55,12 +55,32 @@ pub const TRAILING_HOURS: i64 = 23;
 /// Labels that name a DCGM series' node and device, in the order they are tried.
 const HOST_LABELS: [&str; 4] = ["Hostname", "hostname", "kubernetes_node", "node"];
 
+/// The DCGM devices seen in each hour of the trailing day before the next window, carried from one window to the
+/// next by an ingest that reads consecutive windows: a window that follows the last one needs no query of its
+/// trailing day (which would make Prometheus read up to 23 hours of DCGM samples again for every window).
+#[derive(Debug, Default)]
+pub struct SeenHistory {
+    hours: BTreeMap<i64, BTreeSet<SeenDevice>>,
+    /// `[from, to)` in ms: the hours whose devices are all known (an hour absent from `hours` saw none).
+    known: Option<(i64, i64)>,
+}
+
+impl SeenHistory {
+    /// Whether the trailing day of a window starting at `start_ms` is known without a query.
+    pub fn reaches(&self, start_ms: i64) -> bool {
+        self.known.is_some_and(|(from, to)| to == start_ms && from <= start_ms - TRAILING_HOURS * HOUR_MS)
+    }
+}
+
 /// The normalised series of `[start_ms, end_ms)` (utilization with its margin).
 #[derive(Debug, Default)]
 pub struct Fetched {
     input: HourInput,
     /// DCGM devices seen in each hour (its start in ms) of the trailing day before the window.
     seen_before: BTreeMap<i64, BTreeSet<SeenDevice>>,
+    /// The trailing day's devices were read with the window ([`Fetched::absorb_seen`]); without them, the hours
+    /// before the window come from a [`SeenHistory`] that reaches the window.
+    trailing_read: bool,
     /// (metric, timestamp) of every NaN/±Inf sample dropped.
     non_finite: Vec<(String, i64)>,
     pub samples_read: u64,
@@ -109,13 +129,14 @@ fn seen_device(s: &RawSeries) -> Option<SeenDevice> {
 }
 
 /// Reads `[start_ms, end_ms)` from `source`: the nine selectors, concurrently, each retried per `policy`, KSM's
-/// with `ksm_margin_ms` either side.
+/// with `ksm_margin_ms` either side; with `trailing`, also the devices seen in each hour of the day before (a
+/// window that follows the last one of its ingest takes them from its [`SeenHistory`] instead).
 pub async fn fetch(
     source: &SampleSource,
     spec: &FetchSpec,
     ksm_margin_ms: i64,
-    start_ms: i64,
-    end_ms: i64,
+    (start_ms, end_ms): (i64, i64),
+    trailing: bool,
     policy: RetryPolicy,
 ) -> Result<Fetched, PromError> {
     let q = |(selector, margin): (String, i64)| async move {
@@ -132,7 +153,12 @@ pub async fn fetch(
             async move { answer.await.map(|series| (i, series)) }
         })
         .collect();
-    let seen = Fetched::trailing_seen(source, spec, start_ms, policy);
+    let seen = async {
+        match trailing {
+            true => Fetched::trailing_seen(source, spec, start_ms, policy).await.map(Some),
+            false => Ok(None),
+        }
+    };
     let mut out = Fetched { ksm_margin_ms, ..Fetched::default() };
     let ((), seen) = futures_util::future::try_join(
         async {
@@ -144,7 +170,9 @@ pub async fn fetch(
         seen,
     )
     .await?;
-    out.absorb_seen(seen);
+    if let Some(seen) = seen {
+        out.absorb_seen(seen);
+    }
     Ok(out)
 }
 
@@ -313,8 +341,14 @@ impl Fetched {
         .await
     }
 
+    /// Whether the trailing day's devices were read with this window.
+    pub fn has_trailing(&self) -> bool {
+        self.trailing_read
+    }
+
     /// Takes the answer of the trailing day's device query (one sample per hour the device was seen in).
     pub fn absorb_seen(&mut self, answer: Vec<RawSeries>) {
+        self.trailing_read = true;
         for s in answer {
             let Some(device) = seen_device(&s) else { continue };
             for p in &s.samples {
@@ -328,11 +362,25 @@ impl Fetched {
     /// edge go to both hours; of a KSM series read with a margin, an hour keeps the nearest sample on either side
     /// within it (its edges).
     pub fn into_hours(self, hours_ms: &[i64]) -> Vec<(HourInput, BTreeMap<String, u64>)> {
+        self.into_hours_carrying(hours_ms, &mut SeenHistory::default())
+    }
+
+    /// [`Fetched::into_hours`] of consecutive `hours_ms` (ascending), with `history`: the trailing day comes from
+    /// it where this window did not read its own, and it is left holding the day before the next window.
+    pub fn into_hours_carrying(
+        self,
+        hours_ms: &[i64],
+        history: &mut SeenHistory,
+    ) -> Vec<(HourInput, BTreeMap<String, u64>)> {
         let mut out: Vec<(HourInput, BTreeMap<String, u64>)> = hours_ms
             .iter()
             .map(|&h| (HourInput { start_ms: h, end_ms: h + HOUR_MS, ..HourInput::default() }, BTreeMap::new()))
             .collect();
-        let Fetched { input, non_finite, mut seen_before, ksm_margin_ms: margin, .. } = self;
+        let Fetched { input, non_finite, mut seen_before, ksm_margin_ms: margin, trailing_read, .. } = self;
+        let (Some(&first), Some(&last)) = (hours_ms.first(), hours_ms.last()) else { return out };
+        if !trailing_read && history.reaches(first) {
+            seen_before = std::mem::take(&mut history.hours);
+        }
         // the devices of each hour of the window, then each hour's trailing day before it
         for d in &input.devices {
             let Some(host) = d.host.as_deref() else { continue };
@@ -349,6 +397,13 @@ impl Fetched {
                 seen_before.range(h - TRAILING_HOURS * HOUR_MS..h).flat_map(|(_, s)| s.iter()).collect();
             i.trailing_devices = trailing.into_iter().cloned().collect();
         }
+        // what the next window's trailing day needs, known only if this window's own was
+        let end = last + HOUR_MS;
+        let from = end - TRAILING_HOURS * HOUR_MS;
+        *history = match trailing_read || history.reaches(first) {
+            true => SeenHistory { hours: seen_before.split_off(&from), known: Some((from, end)) },
+            false => SeenHistory::default(),
+        };
         let ksm = |h: i64| (h, h + HOUR_MS);
         let util = |h: i64| (h - UTIL_MARGIN_MS, h + HOUR_MS + UTIL_MARGIN_MS);
         split_ksm(input.requests, &mut out, margin, |r| (&mut r.samples, &mut r.edges), |i, r| i.requests.push(r));
@@ -444,6 +499,84 @@ mod tests {
         assert_eq!(spec.selector("x", r#"unit="integer""#), r#"x{unit="integer",cluster="a"}"#);
         let plain = FetchSpec { matchers: None, team_label: "label_team".into() };
         assert_eq!(plain.selector("up", ""), "up{}");
+    }
+
+    /// A DCGM series of `uuid` on host `n1` with a sample every 10 minutes in `[from_h, to_h)` hours.
+    fn dcgm(uuid: &str, from_h: i64, to_h: i64) -> RawSeries {
+        let labels = [("__name__", "DCGM_FI_DEV_GPU_UTIL"), ("Hostname", "n1"), ("UUID", uuid)];
+        RawSeries {
+            labels: labels.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            samples: (from_h * 6..to_h * 6).map(|i| Sample { t_ms: i * 600_000, v: 50.0 }).collect(),
+            non_finite: Vec::new(),
+        }
+    }
+
+    /// The read of hours `[from_h, to_h)`: the series' samples within it (and its margin).
+    fn window(series: &[RawSeries], from_h: i64, to_h: i64, trailing: Option<i64>) -> Fetched {
+        let spec = FetchSpec { matchers: None, team_label: "label_team".into() };
+        let mut f = Fetched::default();
+        let part = |s: &RawSeries, lo: i64, hi: i64| RawSeries {
+            samples: s.samples.iter().filter(|p| p.t_ms >= lo && p.t_ms < hi).copied().collect(),
+            ..s.clone()
+        };
+        let (lo, hi) = (from_h * HOUR_MS - UTIL_MARGIN_MS, to_h * HOUR_MS + UTIL_MARGIN_MS);
+        f.absorb(&spec, 4, series.iter().map(|s| part(s, lo, hi)).collect());
+        if let Some(days_before) = trailing {
+            // what the trailing query answers: one sample, at the hour's last millisecond, per hour a device was seen
+            let answer = series
+                .iter()
+                .map(|s| {
+                    let mut hours: Vec<i64> = s.samples.iter().map(|p| p.t_ms / HOUR_MS).collect();
+                    hours.dedup();
+                    let samples = hours
+                        .into_iter()
+                        .filter(|h| *h >= from_h - days_before && *h < from_h)
+                        .map(|h| Sample { t_ms: (h + 1) * HOUR_MS - 1, v: 1.0 })
+                        .collect();
+                    RawSeries { samples, ..s.clone() }
+                })
+                .collect();
+            f.absorb_seen(answer);
+        }
+        f
+    }
+
+    fn trailing(hours: &[(HourInput, BTreeMap<String, u64>)]) -> Vec<(i64, Vec<String>)> {
+        hours
+            .iter()
+            .map(|(i, _)| (i.start_ms / HOUR_MS, i.trailing_devices.iter().map(|d| d.uuid.clone()).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn carried_trailing_days_equal_the_queried_ones() {
+        // a device seen for 30 hours from hour 20, one seen only in hour 22, one from hour 50 on
+        let series = [dcgm("GPU-a", 20, 50), dcgm("GPU-b", 22, 23), dcgm("GPU-c", 50, 80)];
+        let hours = |from: i64, to: i64| (from..to).map(|h| h * HOUR_MS).collect::<Vec<_>>();
+        // every 6-hour window of [24 h, 96 h) reading its own trailing day
+        let queried: Vec<_> = (4..16)
+            .flat_map(|w| {
+                trailing(&window(&series, w * 6, w * 6 + 6, Some(TRAILING_HOURS)).into_hours(&hours(w * 6, w * 6 + 6)))
+            })
+            .collect();
+        assert!(queried.iter().any(|(h, d)| *h == 46 && d == &["GPU-a"]), "{queried:?}");
+        assert!(queried.iter().any(|(h, d)| *h == 55 && d == &["GPU-a", "GPU-c"]), "{queried:?}");
+        assert!(queried.iter().any(|(h, d)| *h == 30 && d.len() == 2), "{queried:?}");
+        // only the first reads it; the others carry it
+        let mut history = SeenHistory::default();
+        let mut carried = Vec::new();
+        for w in 4..16 {
+            let first = w == 4;
+            assert_eq!(history.reaches(w * 6 * HOUR_MS), !first);
+            let f = window(&series, w * 6, w * 6 + 6, first.then_some(TRAILING_HOURS));
+            carried.extend(trailing(&f.into_hours_carrying(&hours(w * 6, w * 6 + 6), &mut history)));
+        }
+        assert_eq!(carried, queried);
+        // a window that does not follow the last one is not reached: its trailing day must be read
+        assert!(!history.reaches(100 * HOUR_MS));
+        let f = window(&series, 100, 106, None);
+        let _ = f.into_hours_carrying(&hours(100, 106), &mut history);
+        assert!(!history.reaches(106 * HOUR_MS), "a window without its trailing day leaves nothing to carry");
     }
 
     #[test]

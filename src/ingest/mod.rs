@@ -16,7 +16,7 @@ use futures_util::{StreamExt, stream};
 use serde::Serialize;
 use sqlx::PgPool;
 
-pub use fetch::{FetchSpec, Fetched, UTIL_MARGIN_MS, ksm_margin_ms, selectors};
+pub use fetch::{FetchSpec, Fetched, SeenHistory, UTIL_MARGIN_MS, ksm_margin_ms, selectors};
 pub use source::{SampleSource, SourceKind, SourceRequest};
 pub use worker::{WorkerCluster, WorkerOptions, run_worker};
 
@@ -199,8 +199,12 @@ pub async fn backfill_until(
     let hours = window::hours(from, to)?;
     let mut ingest = ClusterIngest::new(pool, source, opts, mode, (from, to)).await?;
     // Reading the next batch overlaps with metering and storing this one.
-    let mut fetched = stream::iter(window::chunks(&hours, opts.chunk_hours))
-        .map(|chunk| async move { (chunk[0], read_batch(source, opts, &chunk).await.map(|(f, t)| (chunk, f, t))) })
+    // Only the first batch reads its trailing day's devices: each later one follows the last and takes them from
+    // what the ingest carries.
+    let mut fetched = stream::iter(window::chunks(&hours, opts.chunk_hours).into_iter().enumerate())
+        .map(|(i, chunk)| async move {
+            (chunk[0], read_batch(source, opts, &chunk, i == 0).await.map(|(f, t)| (chunk, f, t)))
+        })
         .buffered(2);
     loop {
         let next = tokio::select! {
@@ -228,17 +232,20 @@ pub async fn backfill_until(
     Ok(summary)
 }
 
-/// Reads the raw samples of some consecutive hours (one window), retried per the options; with the time it took.
+/// Reads the raw samples of some consecutive hours (one window), retried per the options, with the devices of its
+/// trailing day if `trailing` (else [`ClusterIngest::store`] takes them from the windows before, or reads them);
+/// with the time it took.
 pub async fn read_batch(
     source: &SampleSource,
     opts: &IngestOptions,
     hours: &[DateTime<Utc>],
+    trailing: bool,
 ) -> Result<(Fetched, Duration), PromError> {
     let start = hours[0].timestamp_millis();
     let end = start + hours.len() as i64 * HOUR_MS;
     let started = Instant::now();
     let ksm_margin = fetch::ksm_margin_ms(&opts.meter);
-    let read = fetch::fetch(source, &opts.fetch, ksm_margin, start, end, opts.retry);
+    let read = fetch::fetch(source, &opts.fetch, ksm_margin, (start, end), trailing, opts.retry);
     let read = telemetry::reading(&opts.cluster, read).await?;
     telemetry::chunk_read(&opts.cluster, source.kind(), read.samples_read, started.elapsed());
     Ok((read, started.elapsed()))
@@ -257,6 +264,10 @@ pub struct ClusterIngest<'a> {
     summary: IngestSummary,
     /// Usage rows stored since the statistics were last checked.
     rows_unchecked: u64,
+    /// The devices of the last stored window's trailing day and hours, for the next window.
+    seen: SeenHistory,
+    fetch: fetch::FetchSpec,
+    retry: RetryPolicy,
 }
 
 /// Rows a backfill stores between two looks at the tables' statistics (and the least change that is analyzed).
@@ -286,7 +297,26 @@ impl<'a> ClusterIngest<'a> {
             ..IngestSummary::default()
         };
         let decode_before = source.decode_time();
-        Ok(Self { pool, source, mode, span, meter, run_id: None, decode_before, summary, rows_unchecked: 0 })
+        Ok(Self {
+            pool,
+            source,
+            mode,
+            span,
+            meter,
+            run_id: None,
+            decode_before,
+            summary,
+            rows_unchecked: 0,
+            seen: SeenHistory::default(),
+            fetch: opts.fetch.clone(),
+            retry: opts.retry,
+        })
+    }
+
+    /// Whether a window starting at `hour` must read its trailing day's devices (it does not follow the last
+    /// window this ingest stored).
+    pub fn needs_trailing(&self, hour: DateTime<Utc>) -> bool {
+        !self.seen.reaches(hour.timestamp_millis())
     }
 
     /// Meters a batch read by [`read_batch`] and stores it in one transaction (under `fence` for a worker's
@@ -303,8 +333,16 @@ impl<'a> ClusterIngest<'a> {
         let timing = telemetry::Batch::since(&cluster, Instant::now() - read_time);
         self.summary.timings.read_s += read_time.as_secs_f64();
         let hours_ms: Vec<i64> = hours.iter().map(DateTime::timestamp_millis).collect();
+        let mut data = data;
+        if !data.has_trailing() && !self.seen.reaches(hours_ms[0]) {
+            // read without it, expecting to follow a window that was not stored: read it now
+            let started = Instant::now();
+            let seen = Fetched::trailing_seen(self.source, &self.fetch, hours_ms[0], self.retry).await?;
+            data.absorb_seen(seen);
+            self.summary.timings.read_s += started.elapsed().as_secs_f64();
+        }
         let started = Instant::now();
-        let batch = meter_batch(hours, data.into_hours(&hours_ms), &self.meter).await;
+        let batch = meter_batch(hours, data.into_hours_carrying(&hours_ms, &mut self.seen), &self.meter).await;
         self.summary.timings.meter_s += started.elapsed().as_secs_f64();
         if stop.is_requested() {
             timing.cancelled();

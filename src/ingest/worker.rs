@@ -376,7 +376,7 @@ async fn process(
     let (data, read_time) = tokio::select! {
         biased;
         () = stop.requested() => return Ok(false),
-        read = read_batch(source, &read_opts, &claim.hours) => read?,
+        read = read_batch(source, &read_opts, &claim.hours, ingest.needs_trailing(claim.hours[0])) => read?,
     };
     let fence = Fence { claim, worker: &wopts.name };
     let stored = ingest.store(&claim.hours, data, read_time, Some(fence), stop).await?;
