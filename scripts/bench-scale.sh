@@ -11,7 +11,8 @@
 #    A later run reuses the backfilled TSDBs when sizes, seeds and end are unchanged (SCALE_FRESH=1 re-simulates).
 # 3. For each worker count of SCALE_WORKERS (default "1 2 4"): a fresh database (cardhour_scale_w<N>), then N
 #    `cardhour worker --config clusters.toml --from … --to … --once` started together, each under /usr/bin/time -v,
-#    until all exit. Recorded: wall time; per worker user+sys CPU, max RSS and the hours it stored (its log's
+#    until all exit. Recorded: wall time (to the last `stored` line of the logs, and to the last exit: with --once
+#    a worker that finds only leased hours left polls every 30 s); per worker user+sys CPU, max RSS and the hours it stored (its log's
 #    `stored` lines); the CPU of every Prometheus and of PostgreSQL's backends of that database (sampled from
 #    /proc every 0.2 s); usage rows, ingested hours, database size; the md5 of the stored tables (usage, capacity,
 #    rollups, anomalies: the digest of tests/worker_faults.rs), which must equal the 1-worker run's; each
@@ -316,10 +317,11 @@ run_workers() {
     rec "${name}_prometheus_cpu_s" "$(python3 -c "print(f'{$(prom_cpu_sum "${proms[@]}") - $cpu0:.2f}')")"
     rec "${name}_postgres_cpu_s" "$(cut -d' ' -f1 "$OUT/$name.pgcpu") (backends: $(cut -d' ' -f2 "$OUT/$name.pgcpu"))"
     # per worker: CPU, max RSS, the hours its log says it stored
-    python3 - "$OUT" "$name" "$n" "$expected" <<'PY' >"$OUT/$name.workers.tsv"
+    python3 - "$OUT" "$name" "$n" "$expected" "$t0" <<'PY' >"$OUT/$name.workers.tsv"
 import re, sys
 from datetime import datetime, timedelta
-out, name, n, expected = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+out, name, n, expected, t0 = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]) / 1e9
+last = 0.0
 def tv(path, key):
     for line in open(path):
         k, _, v = line.strip().partition(": ")
@@ -338,6 +340,7 @@ for i in range(1, n + 1):
         f = dict(re.findall(r"\b(cluster|from|to)=(\S+)", line))
         if len(f) < 3:
             continue
+        last = max(last, datetime.fromisoformat(line.split()[0].replace("Z", "+00:00")).timestamp())
         a = datetime.fromisoformat(f["from"].replace("Z", "+00:00"))
         b = datetime.fromisoformat(f["to"].replace("Z", "+00:00"))
         while a < b:
@@ -350,6 +353,7 @@ for i in range(1, n + 1):
     print(f"worker{i}\t{cpu:.2f} s CPU (user {user:.2f} + sys {sys_:.2f}), max RSS {rss:.1f} MiB, "
           f"{hours} cluster-hours stored, {per} ms CPU per cluster-hour")
 twice = sum(1 for v in seen.values() if v > 1)
+print(f"last_stored_s\t{last - t0:.3f}")
 print(f"workers_cpu_s\t{tot_cpu:.2f}")
 print(f"cpu_ms_per_cluster_hour\t{tot_cpu / expected * 1000:.1f}")
 print(f"log_hours\t{len(seen)} distinct cluster-hours stored of {expected} expected, {twice} stored more than once, "
@@ -445,7 +449,7 @@ if "base" in res:
     print(f"| base: Prometheus peak RSS (MiB), each | {', '.join(res.get('base_prometheus_peak_rss_mib', []))} |")
     for n in workers:
         p = f"w{n}"
-        print(f"| **{n} worker(s)**: wall (s) | {g(p + '_wall_s')} (load {g(p + '_load_before')} → {g(p + '_load_after')}) |")
+        print(f"| **{n} worker(s)**: wall to the last hour stored / to the last exit (s) | {g(p + '_last_stored_s')} / {g(p + '_wall_s')} (load {g(p + '_load_before')} → {g(p + '_load_after')}) |")
         for i in range(1, int(n) + 1):
             print(f"| {n} worker(s): worker {i} | {g(f'{p}_worker{i}')} |")
         print(f"| {n} worker(s): workers' CPU (s) / per cluster-hour (ms) | {g(p + '_workers_cpu_s')} / {g(p + '_cpu_ms_per_cluster_hour')} |")
@@ -466,13 +470,13 @@ if "growth" in res:
         cpu = num(g(p + "_workers_cpu_s"))
         prom = num(g(p + "_prometheus_cpu_s"))
         pg = num(g(p + "_postgres_cpu_s"))
-        wall = num(g(p + "_wall_s"))
+        wall = num(g(p + "_last_stored_s"))
         rss = num(g(p + "_max_rss_mib"))
         rows = int(g(p + "_usage_rows"))
         db = num(g(p + "_db_size_mib"))
         pts.append((G, cpu / ghours, prom / ghours, pg / ghours, wall / ghours, rss, rows / ghours, db / ghours,
                     num(g(p + "_prometheus_peak_rss_mib"))))
-        print(f"| **{G} GPUs**: wall (s) | {g(p + '_wall_s')} (load {g(p + '_load_before')} → {g(p + '_load_after')}) |")
+        print(f"| **{G} GPUs**: wall to the last hour stored / to the exit (s) | {g(p + '_last_stored_s')} / {g(p + '_wall_s')} (load {g(p + '_load_before')} → {g(p + '_load_after')}) |")
         print(f"| {G} GPUs: worker | {g(p + '_worker1')} |")
         print(f"| {G} GPUs: Prometheus CPU (s) / PostgreSQL backends' CPU (s) | {g(p + '_prometheus_cpu_s')} / {g(p + '_postgres_cpu_s')} |")
         print(f"| {G} GPUs: stored | {g(p + '_ingested_hours')}; database {g(p + '_db_size_mib')} MiB |")
