@@ -166,7 +166,8 @@ ensure_postgres
 ADMIN_URL="$(_url_with_db "$DATABASE_URL" postgres)"
 # fresh_db NAME: drop, create and migrate database NAME; prints its URL.
 fresh_db() {
-    psql "$ADMIN_URL" -XqAt -v ON_ERROR_STOP=1 -c "drop database if exists \"$1\" with (force)" >/dev/null
+    PGOPTIONS="-c client_min_messages=warning" psql "$ADMIN_URL" -XqAt -v ON_ERROR_STOP=1 \
+        -c "drop database if exists \"$1\" with (force)" >/dev/null
     psql "$ADMIN_URL" -XqAt -v ON_ERROR_STOP=1 -c "create database \"$1\"" >/dev/null
     DATABASE_URL="$(_url_with_db "$DATABASE_URL" "$1")" "$BIN" migrate >/dev/null
     _url_with_db "$DATABASE_URL" "$1"
