@@ -5,6 +5,10 @@
 #
 #   bash scripts/bench-portal.sh            # seeds .cardhour/bench-api's database once (shared with bench-api.sh)
 #   BENCH_SECONDS=20 bash scripts/bench-portal.sh
+#
+# Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS (8), BENCH_WARMUP (0 s of wrk before each measured run),
+# BENCH_DB (cardhour_bench_api), BENCH_PAGES (an extended regex: only the pages whose name matches),
+# BENCH_PORT (18081). Each row also gives the server's CPU seconds over the measured run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/lib.sh
@@ -16,7 +20,7 @@ export SQLX_OFFLINE=true
 cargo build --release --quiet
 bin=target/release/cardhour
 
-db=cardhour_bench_api
+db=${BENCH_DB:-cardhour_bench_api}
 admin_url="$(_url_with_db "$DATABASE_URL" postgres)"
 url="$(_url_with_db "$DATABASE_URL" "$db")"
 port=${BENCH_PORT:-18081}
@@ -68,13 +72,21 @@ cat >"$lua" <<'LUA'
 wrk.headers["Cookie"] = "cardhour_session=" .. os.getenv("SESSION")
 wrk.headers["Accept-Language"] = "zh-CN"
 LUA
+# the server's user + system CPU seconds so far (/proc/PID/stat fields 14 and 15, in clock ticks)
+server_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$server/stat"; }
 # run NAME SESSION PATH [CONNECTIONS]
 run() {
-    local name="$1" session="$2" path="$3" connections="${4:-8}"
+    local name="$1" session="$2" path="$3" connections="${4:-${BENCH_CONNECTIONS:-8}}"
+    [[ -z "${BENCH_PAGES:-}" ]] || grep -qE "$BENCH_PAGES" <<<"$name" || return 0
     local status
     status=$(curl -sS -o /dev/null -w '%{http_code}' -H "Cookie: cardhour_session=$session" "$base$path")
     [[ "$status" == 200 ]] || die "$path answers $status, not 200"
-    local out
+    if [[ "${BENCH_WARMUP:-0}" -gt 0 ]]; then
+        SESSION="$session" wrk -t"$((connections < 2 ? 1 : 2))" -c"$connections" -d"${BENCH_WARMUP}s" -s "$lua" \
+            "$base$path" >/dev/null
+    fi
+    local out cpu0 cpu1
+    cpu0=$(server_cpu)
     out=$(SESSION="$session" wrk -t"$((connections < 2 ? 1 : 2))" -c"$connections" -d"${duration}s" --latency \
         -s "$lua" "$base$path")
     local rps p50 p90 p99 non2xx
@@ -82,16 +94,19 @@ run() {
     p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
     p90=$(awk '$1 == "90%" {print $2}' <<<"$out")
     p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
+    cpu1=$(server_cpu)
     non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
     [[ -z "$non2xx" ]] || die "$path: $non2xx answers were not 2xx under load"
-    printf '| %s | %s | %s | %s | %s |\n' "$name" "$p50" "$p90" "$p99" "$rps"
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$name" "$p50" "$p90" "$p99" "$rps" \
+        "$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { printf "%.1f", b - a }')"
 }
 rows=$(psql "$url" -XqAt -c "select count(*) from gpu_usage_hourly")
 echo
-echo "stored: $rows pod-hours of usage (a year, 2,000 GPUs); wrk -t2 -c8 -d${duration}s on $(nproc) cores, signed in"
+echo "stored: $rows pod-hours of usage (2,000 GPUs); wrk -t2 -c${BENCH_CONNECTIONS:-8} -d${duration}s" \
+    "(after ${BENCH_WARMUP:-0} s of warm-up) on $(nproc) cores, signed in; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| page | p50 | p90 | p99 | requests/s |"
-echo "|---|---|---|---|---|"
+echo "| page | p50 | p90 | p99 | requests/s | server CPU s |"
+echo "|---|---|---|---|---|---|"
 run "finance home, the month at a glance, \`/?month=2026-10\`" "$finance" "/?month=2026-10"
 run "finance home, the current month, \`/\`" "$finance" "/"
 run "team lead home (own team, 12-month trend, idle and low-efficiency pods), \`/?month=2026-10\`" "$lead" "/?month=2026-10"
@@ -105,5 +120,6 @@ run "utilization report with heatmap, \`/reports/utilization?month=2026-10\`" "$
 run "efficiency tiers, \`/reports/tiers?month=2026-10\`" "$finance" "/reports/tiers?month=2026-10"
 rm -f "$lua"
 echo
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "cold first requests: finance home of 2026-10 ${cold_finance_home}s; team lead home of 2026-08 (its 12 months'"
 echo "bills computed, none before) ${cold_lead_home}s"

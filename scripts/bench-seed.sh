@@ -15,6 +15,8 @@ if [[ -n "${BENCH_RESEED:-}" || "$(seeded)" -lt 4 ]]; then
     psql "$url" -Xq -v ON_ERROR_STOP=1 <<'SQL'
 SET client_min_messages = warning;
 INSERT INTO clusters (name, prometheus_url) VALUES ('bench', 'http://127.0.0.1:9');
+-- the months' partitions, as the ingest makes them before it writes (else the rows would sit in DEFAULT)
+SELECT ensure_month_partitions('2025-11-30T16:00:00Z', '2026-11-30T15:00:00Z');
 INSERT INTO teams (id, name, owner)
 SELECT 'team' || lpad(t::text, 2, '0'), '算法团队' || t, 'owner' || t FROM generate_series(0, 99) t;
 -- a year in Shanghai months: 2025-12 .. 2026-11

@@ -1,13 +1,52 @@
-//! `migrate`, `token`, `mappings`: the schema and the service role, API tokens, CMDB imports of namespace → team
-//! mappings.
+//! `migrate`, `retention`, `token`, `mappings`: the schema and the service role, dropping old raw rows, API
+//! tokens, CMDB imports of namespace → team mappings.
 
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 
-use super::{MappingsCommand, MigrateArgs, SummaryFormat, TokenCommand, cli_actor, resolve_time, services_on};
+use super::{
+    MappingsCommand, MigrateArgs, RetentionArgs, SummaryFormat, TokenCommand, cli_actor, resolve_time, services_on,
+};
 use crate::db;
 use crate::usecase;
 use crate::validate;
+
+pub(super) async fn retention_cmd(a: RetentionArgs) -> anyhow::Result<()> {
+    let pool = a.db.connect(1).await.context("cannot connect to the database")?;
+    let mut tx = pool.begin().await?;
+    let now = a.now.unwrap_or_else(Utc::now);
+    let steps = db::retention::apply(&mut tx, i32::from(a.keep_months), now, !a.dry_run)
+        .await
+        .context("retention failed (nothing was dropped)")?;
+    tx.commit().await?;
+    let verb = |action: &str| match (action, a.dry_run) {
+        ("drop", true) => "would drop",
+        ("drop", false) => "dropped",
+        (_, true) => "would delete",
+        (_, false) => "deleted",
+    };
+    for s in &steps {
+        match s.action.as_str() {
+            "nothing" => println!("nothing to drop: {}", s.relation),
+            "horizon" => println!(
+                "raw hourly rows {} from {} on (months closed and more than {} before the current one dropped)",
+                if a.dry_run { "would be kept" } else { "are kept" },
+                s.relation,
+                a.keep_months
+            ),
+            "drop" => println!("{} {} rows of {} ({} bytes before)", verb("drop"), s.rows, s.relation, s.bytes),
+            "keep" => println!(
+                "{} {} rows of {} (time-sliced, or on a node-hour with an anomaly: a closed month's bill is computed \
+                 from them again for the restatements of the next open month)",
+                if a.dry_run { "would keep" } else { "kept" },
+                s.rows,
+                s.relation
+            ),
+            _ => println!("{} {} rows of {}", verb(&s.action), s.rows, s.relation),
+        }
+    }
+    Ok(())
+}
 
 pub(super) async fn migrate_cmd(a: MigrateArgs) -> anyhow::Result<()> {
     let pool = db::connect(&a.db.database_url, 2).await.context("cannot connect to the database")?;

@@ -74,6 +74,10 @@ pub enum Command {
     /// Close an ended month: its statements become immutable. A month that is not complete is refused with what
     /// stands in the way, unless `--override REASON` is given (audited and printed on the statements).
     Close(CloseArgs),
+    /// Drop the raw hourly rows (per container, and the kept replaced rows of ingest runs) of months that are
+    /// closed and more than --keep-months before the current one; rollups and closed statements are kept. Run as
+    /// the role that owns the tables.
+    Retention(RetentionArgs),
     /// Serve the REST API (and Swagger UI).
     Serve(ServeArgs),
     /// Issue, list or revoke API tokens.
@@ -199,6 +203,22 @@ pub struct ReadinessArgs {
     /// Print the readiness as JSON (as `GET /api/v1/bills/{month}/readiness` answers).
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RetentionArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Keep the raw rows of this many months before the current billing month (0 to 1200); older ones go once
+    /// closed.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1200))]
+    pub keep_months: u16,
+    /// Print what would be dropped and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The current instant (RFC 3339; tests pin it). Default: now.
+    #[arg(long, hide = true)]
+    pub now: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -534,6 +554,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Export(a) => bills::export_cmd(a).await?,
         Command::Readiness(a) => bills::readiness_cmd(a).await?,
         Command::Close(a) => bills::close_cmd(a).await?,
+        Command::Retention(a) => admin::retention_cmd(a).await?,
         Command::Budgets(a) => bills::budgets_cmd(a).await?,
         Command::Serve(a) => serve::serve_cmd(a).await?,
         Command::Token(t) => admin::token_cmd(t).await?,

@@ -15,6 +15,7 @@ pub mod rates;
 pub mod readiness;
 pub mod replica_policy;
 pub mod reports;
+pub mod retention;
 pub mod roles;
 pub mod sessions;
 pub mod settings;

@@ -141,6 +141,18 @@ pub async fn rebuild_hour_rollups(
     Ok(())
 }
 
+/// Makes the monthly partitions (migrations/20261210000100_month_partitions.sql) of the months some hours fall in,
+/// in a transaction of its own: call it before the batch's transaction (making a partition locks its table's
+/// DEFAULT partition until commit). A no-op but for a catalog lookup when they exist; a row of a month without its
+/// partition lands in the DEFAULT one, not an error. Refuses hours before the retention horizon.
+pub async fn ensure_month_partitions(pool: &PgPool, hours: &[DateTime<Utc>]) -> Result<(), sqlx::Error> {
+    let (Some(from), Some(to)) = (hours.iter().min(), hours.iter().max()) else {
+        return Ok(());
+    };
+    sqlx::query!("SELECT ensure_month_partitions($1, $2)", from, to).fetch_one(pool).await?;
+    Ok(())
+}
+
 /// One metered hour of a batch.
 #[derive(Debug, Clone, Copy)]
 pub struct HourRows<'a> {
@@ -166,6 +178,10 @@ pub async fn replace_hours(conn: &mut PgConnection, cluster: &str, batch: &[Hour
         return Ok(());
     }
     let hours: Vec<DateTime<Utc>> = batch.iter().map(|b| b.hour).collect();
+    // raw rows dropped by `cardhour retention` cannot come back (their months' rollups are kept as they are)
+    sqlx::query!(r#"SELECT raw_retention_check(min(h)) AS "ok?" FROM unnest($1::timestamptz[]) h"#, &hours)
+        .fetch_one(&mut *conn)
+        .await?;
     let mut touched = Touched { pods: delete_hours(conn, cluster, &hours).await?, hours };
     for b in batch {
         touched.pods.extend(b.out.rows.iter().map(|r| (b.hour, r.key.namespace.clone(), r.key.pod.clone())));

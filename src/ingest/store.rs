@@ -93,6 +93,8 @@ pub async fn store_batch(
 ) -> Result<StoredBatch, StoreError> {
     let hours: Vec<DateTime<Utc>> = batch.iter().map(|h| h.hour).collect();
     debug_assert!(!hours.is_empty() && hours.windows(2).all(|w| w[0] < w[1]));
+    // the months' partitions, in a short transaction of their own (never inside the batch's: see the function)
+    db::usage::ensure_month_partitions(pool, &hours).await?;
     let mut tx = pool.begin().await?;
     let run_id = match run_id {
         Some(id) => id,

@@ -1,0 +1,44 @@
+//! Retention of raw hourly rows (`cardhour retention`): the partitions of closed, old months dropped, rollups and
+//! closed statements kept (migrations/20261210000100_month_partitions.sql, `apply_raw_retention`).
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+
+/// One thing retention drops or deletes (or would): a whole partition, or the rows of a table before the horizon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// `horizon` (relation: the first instant whose raw rows are kept), `drop`, `delete`, or `nothing` (relation:
+    /// why).
+    pub action: String,
+    pub relation: String,
+    pub rows: i64,
+    pub bytes: i64,
+}
+
+/// Drops (`apply`) or lists the raw hourly rows of the billing months that are closed and more than `keep_months`
+/// before the month of `now`, in the caller's transaction. Run as the tables' owner (it drops partitions).
+pub async fn apply(
+    conn: &mut PgConnection,
+    keep_months: i32,
+    now: DateTime<Utc>,
+    apply: bool,
+) -> Result<Vec<Step>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT action AS "action!", relation AS "relation!", row_count AS "rows!", bytes AS "bytes!"
+           FROM apply_raw_retention($1, $2, $3)"#,
+        keep_months,
+        now,
+        apply
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Step { action: r.action, relation: r.relation, rows: r.rows, bytes: r.bytes })
+        .collect())
+}
+
+/// Where raw hourly rows start once retention dropped some (None: nothing dropped yet).
+pub async fn kept_from(conn: &mut PgConnection) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    sqlx::query_scalar!("SELECT kept_from FROM raw_retention").fetch_optional(conn).await
+}
