@@ -38,14 +38,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
-case "${1:-}" in
-"") ;;
--h | --help)
-    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
-    exit 0
-    ;;
-*) die "unknown argument: $1 (try --help)" ;;
-esac
+bench_args "$@"
 
 GPUS="${BENCH_GPUS:-256}"
 DAYS="${BENCH_DAYS:-7}"
@@ -82,7 +75,6 @@ iso() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
 now_ns() { date +%s%N; }
 # secs_since NS: seconds (3 decimals) since the nanosecond timestamp NS.
 secs_since() { python3 -c 'import sys,time; print(f"{(time.time_ns()-int(sys.argv[1]))/1e9:.3f}")' "$1"; }
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
 mkdir -p "$BENCH" "$OUT"
 : >"$RES"
@@ -113,19 +105,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# free_port FROM: the first loopback port from FROM on that nothing listens on.
-free_port() {
-    local p="$1"
-    while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
-    printf '%s' "$p"
-}
 
 # prom_cpu DIR: user+system CPU seconds used so far by the prometheus started on DIR.
-prom_cpu() {
-    local pid
-    pid="$(<"$1/prometheus.pid")"
-    awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz }' "/proc/$pid/stat"
-}
+prom_cpu() { cpu_of "$(<"$1/prometheus.pid")"; }
 prom_rss_mib() {
     local pid
     pid="$(<"$1/prometheus.pid")"

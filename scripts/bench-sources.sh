@@ -34,14 +34,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
-case "${1:-}" in
-"") ;;
--h | --help)
-    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
-    exit 0
-    ;;
-*) die "unknown argument: $1 (try --help)" ;;
-esac
+bench_args "$@"
 
 SETS="${BENCH_SETS:-dense sparse}"
 ROUNDS="${BENCH_ROUNDS:-5}"
@@ -72,14 +65,6 @@ else
 fi
 ((END_TS % 3600 == 0 && END_TS <= $(date -u +%s) - 4 * 3600)) || die "BENCH_END must be a whole hour at least 4 h ago"
 iso() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
-free_port() {
-    local p="$1"
-    while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
-    printf '%s' "$p"
-}
-# cpu_of PID: user+system CPU seconds the process used so far.
-cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz }' "/proc/$1/stat"; }
 
 VM_PIDS=()
 PROM_DIRS=()

@@ -33,6 +33,32 @@ die() {
     exit 1
 }
 
+# bench_args "$@": a benchmark script's arguments, of which there are none but --help, which prints the script's
+# header comment (called from the script itself, whose file is the caller's).
+bench_args() {
+    case "${1:-}" in
+    "") ;;
+    -h | --help)
+        awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[1]}"
+        exit 0
+        ;;
+    *) die "unknown argument: $1 (try --help)" ;;
+    esac
+}
+
+# The 1-, 5- and 15-minute load averages.
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# free_port FROM: the first loopback port from FROM on that nothing listens on.
+free_port() {
+    local p="$1"
+    while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
+    printf '%s' "$p"
+}
+
+# cpu_of PID: user+system CPU seconds the process used so far.
+cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz }' "/proc/$1/stat"; }
+
 # _have CMD...: all of them are on PATH.
 _have() {
     local c

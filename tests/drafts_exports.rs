@@ -13,7 +13,7 @@ use std::io::Cursor;
 use std::process::Command;
 
 use calamine::{Data, Reader, Xlsx};
-use cardhour::metering::{CapacityRow, ContainerKey, HourOutput, OfferedSource, UsageRow, UtilSource};
+use cardhour::metering::{ContainerKey, HourOutput, UsageRow, UtilSource};
 use chrono::{DateTime, Duration, Utc};
 use common::api::TestApi;
 use common::{TestDb, run_cardhour, run_cardhour_ok};
@@ -55,16 +55,7 @@ async fn store(pool: &PgPool, from: &str, hours: i64, rows: &[UsageRow]) {
         let out = HourOutput {
             interval_ms: Some(60_000),
             rows: rows.to_vec(),
-            capacity: [("node-a", A100), ("node-h", H100)]
-                .map(|(node, model)| CapacityRow {
-                    node: node.into(),
-                    gpu_model: model.into(),
-                    cards: 8.0,
-                    card_seconds: 8.0 * 3600.0,
-                    offered_card_seconds: 8.0 * 3600.0,
-                    offered_source: OfferedSource::Allocatable,
-                })
-                .to_vec(),
+            capacity: vec![common::api::full_node("node-a", A100), common::api::full_node("node-h", H100)],
             ..HourOutput::default()
         };
         let hour = from + Duration::hours(h);

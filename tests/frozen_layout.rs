@@ -467,7 +467,7 @@ async fn a_month_closed_now_is_layout_3_and_its_csv_reconciles_alone(pool: PgPoo
     }
     // the CLI writes the same bytes
     let out = tempfile::NamedTempFile::new().unwrap();
-    let url = db_url(&pool).await;
+    let url = common::db_url(&pool).await;
     run_cardhour_ok(["export", "--month", OCTOBER, "--out", out.path().to_str().unwrap()], &[("DATABASE_URL", &url)]);
     assert!(std::fs::read(out.path()).unwrap() == bytes, "cardhour export writes what the API serves");
 
@@ -487,15 +487,6 @@ async fn a_month_closed_now_is_layout_3_and_its_csv_reconciles_alone(pool: PgPoo
     for s in ["nlp-idle-pod", "148.50", "160.000", "分配率", "2,666.00"] {
         assert!(!lead_pdf.contains(s), "{s:?} in the team lead's PDF:\n{lead_pdf}");
     }
-}
-
-/// The URL of a `sqlx::test` database (for the CLI).
-async fn db_url(pool: &PgPool) -> String {
-    let name: String = sqlx::query_scalar("SELECT current_database()").fetch_one(pool).await.unwrap();
-    let base = std::env::var("DATABASE_URL").unwrap_or_else(|_| common::DEFAULT_DATABASE_URL.into());
-    let mut url = url::Url::parse(&base).unwrap();
-    url.set_path(&format!("/{name}"));
-    url.to_string()
 }
 
 /// Every representation of October for (finance, team lead): path, token.

@@ -28,15 +28,6 @@ async fn partitions_of(pool: &PgPool, table: &str, key: &str) -> Vec<(String, St
         .unwrap()
 }
 
-/// The URL of a `sqlx::test` database (for the CLI).
-async fn db_url(pool: &PgPool) -> String {
-    let name: String = sqlx::query_scalar("SELECT current_database()").fetch_one(pool).await.unwrap();
-    let base = std::env::var("DATABASE_URL").unwrap_or_else(|_| common::DEFAULT_DATABASE_URL.into());
-    let mut url = url::Url::parse(&base).unwrap();
-    url.set_path(&format!("/{name}"));
-    url.to_string()
-}
-
 /// Rows written by the ingest land in their UTC month's partition (the hourly tables) or their day's month (the
 /// daily rollups), never in a DEFAULT partition; a month's query plans only its month's partitions.
 #[sqlx::test]
@@ -211,7 +202,7 @@ async fn the_conversion_keeps_every_row(pool: PgPool) {
 async fn retention_drops_closed_months_raw_rows_only(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     months::seed_four_months(&api).await;
-    let url = db_url(&pool).await;
+    let url = common::db_url(&pool).await;
     let env = [("DATABASE_URL", url.as_str())];
     let mut closed = Vec::new();
     for m in ["2026-09", "2026-10"] {

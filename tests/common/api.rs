@@ -110,6 +110,18 @@ pub const SEED_FROM: &str = "2026-10-05T00:00:00Z";
 pub const SEED_TO: &str = "2026-10-05T07:00:00Z";
 pub const SEED_MODEL: &str = "NVIDIA A100-SXM4-80GB";
 
+/// An 8-card node of `model` for a whole hour, every card offered (its allocatable).
+pub fn full_node(node: &str, model: &str) -> CapacityRow {
+    CapacityRow {
+        node: node.into(),
+        gpu_model: model.into(),
+        cards: 8.0,
+        card_seconds: 8.0 * 3600.0,
+        offered_card_seconds: 8.0 * 3600.0,
+        offered_source: OfferedSource::Allocatable,
+    }
+}
+
 /// One container of [`SEED_MODEL`] holding `cards` for an hour at 1 % utilization with 8 GiB in use.
 pub fn row(namespace: &str, pod: &str, team: &str, cards: f64) -> UsageRow {
     UsageRow {
@@ -141,16 +153,7 @@ pub async fn seed(api: &TestApi) {
                 row("vision-train", "vision-idle-pod", "vision", 1.0),
                 row("nlp-prod", "nlp-idle-pod", "nlp", 3.0),
             ],
-            capacity: ["node-a", "node-b"]
-                .map(|n| CapacityRow {
-                    node: n.into(),
-                    gpu_model: SEED_MODEL.into(),
-                    cards: 8.0,
-                    card_seconds: 8.0 * 3600.0,
-                    offered_card_seconds: 8.0 * 3600.0,
-                    offered_source: OfferedSource::Allocatable,
-                })
-                .to_vec(),
+            capacity: vec![full_node("node-a", SEED_MODEL), full_node("node-b", SEED_MODEL)],
             ..HourOutput::default()
         };
         let hour = SEED_FROM.parse::<chrono::DateTime<chrono::Utc>>().unwrap() + chrono::Duration::hours(h);
@@ -159,12 +162,9 @@ pub async fn seed(api: &TestApi) {
         cardhour::db::usage::replace_hour(&mut tx, "c1", hour, &out).await.unwrap();
         tx.commit().await.unwrap();
     }
+    super::months::rates_and_mappings(api).await;
     let fin = Some(api.finance.as_str());
-    let rate = json!({"gpu_model": "A100-80GB", "effective_from": "2026-09-01", "rate": "12.5"});
-    assert_eq!(api.call(Method::POST, "/api/v1/rates", fin, Some(rate)).await.0, 201);
-    for (ns, team) in [("vision-train", "vision"), ("nlp-prod", "nlp")] {
-        let m = json!({"namespace": ns, "team_id": team, "valid_from": "2026-09-01"});
-        assert_eq!(api.call(Method::POST, "/api/v1/mappings", fin, Some(m)).await.0, 201);
+    for team in ["vision", "nlp"] {
         let b = json!({"amount": "5000"});
         assert_eq!(api.call(Method::PUT, &format!("/api/v1/budgets/{SEED_MONTH}/{team}"), fin, Some(b)).await.0, 200);
     }

@@ -49,6 +49,15 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// The default database URL of `scripts/lib.sh` (used when `DATABASE_URL` is unset).
 pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/cardhour";
 
+/// The URL of a `sqlx::test` database (for the CLI run against it).
+pub async fn db_url(pool: &sqlx::PgPool) -> String {
+    let name: String = sqlx::query_scalar("SELECT current_database()").fetch_one(pool).await.unwrap();
+    let base = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.into());
+    let mut url = url::Url::parse(&base).unwrap();
+    url.set_path(&format!("/{name}"));
+    url.to_string()
+}
+
 /// `$PROMTOOL` / `$PROMETHEUS` (and `$VICTORIA_METRICS` / `$VMCTL`) override the binaries found on PATH.
 pub fn tool(env_var: &str, default: &str) -> PathBuf {
     std::env::var_os(env_var).map_or_else(|| PathBuf::from(default), PathBuf::from)

@@ -7,8 +7,8 @@ use reqwest::Method;
 use serde_json::json;
 use sqlx::PgPool;
 
-use super::api::{TestApi, row};
-use cardhour::metering::{CapacityRow, HourOutput, OfferedSource};
+use super::api::{TestApi, full_node, row};
+use cardhour::metering::HourOutput;
 
 pub const MODEL: &str = super::api::SEED_MODEL;
 
@@ -40,16 +40,7 @@ pub async fn store_with(
     let out = HourOutput {
         interval_ms: Some(60_000),
         rows,
-        capacity: ["node-a", "node-b"]
-            .map(|n| CapacityRow {
-                node: n.into(),
-                gpu_model: MODEL.into(),
-                cards: 8.0,
-                card_seconds: 8.0 * 3600.0,
-                offered_card_seconds: 8.0 * 3600.0,
-                offered_source: OfferedSource::Allocatable,
-            })
-            .to_vec(),
+        capacity: vec![full_node("node-a", MODEL), full_node("node-b", MODEL)],
         ..HourOutput::default()
     };
     let hours: Vec<DateTime<Utc>> = (0..hours).map(|h| from + Duration::hours(h)).collect();
