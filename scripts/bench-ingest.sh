@@ -87,12 +87,7 @@ rec() {
 # Load sampler: 1-min load average and the number of rustc processes (other developers' builds) every 5 s.
 LOADLOG="$OUT/load.tsv"
 : >"$LOADLOG"
-(
-    while :; do
-        printf '%s\t%s\t%s\n' "$(date +%s)" "$(cut -d' ' -f1 /proc/loadavg)" "$(pgrep -c -x rustc || true)"
-        sleep 5
-    done
-) >>"$LOADLOG" 2>/dev/null &
+sample_load "$LOADLOG" &
 SAMPLER_PID=$!
 
 cleanup() {

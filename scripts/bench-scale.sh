@@ -38,14 +38,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
-case "${1:-}" in
-"") ;;
--h | --help)
-    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
-    exit 0
-    ;;
-*) die "unknown argument: $1 (try --help)" ;;
-esac
+bench_args "$@"
 
 NCLUSTERS="${SCALE_CLUSTERS:-10}"
 GPUS="${SCALE_GPUS:-64}"
@@ -74,7 +67,6 @@ T_SCRIPT=$SECONDS
 iso() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
 now_ns() { date +%s%N; }
 secs_since() { python3 -c 'import sys,time; print(f"{(time.time_ns()-int(sys.argv[1]))/1e9:.3f}")' "$1"; }
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 rec() {
     printf '%s\t%s\n' "$1" "$2" >>"$RES"
     printf '    %-40s %s\n' "$1" "$2" >&2
@@ -84,12 +76,7 @@ val() { awk -F'\t' -v k="$1" '$1 == k { v = $2 } END { print v }' "$RES"; }
 # Load sampler: 1-min load average and the number of rustc processes (other developers' builds) every 5 s.
 LOADLOG="$OUT/load.tsv"
 : >"$LOADLOG"
-(
-    while :; do
-        printf '%s\t%s\t%s\n' "$(date +%s)" "$(cut -d' ' -f1 /proc/loadavg)" "$(pgrep -c -x rustc || true)"
-        sleep 5
-    done
-) >>"$LOADLOG" 2>/dev/null &
+sample_load "$LOADLOG" &
 SAMPLER_PID=$!
 
 PROM_DIRS=()
@@ -110,15 +97,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-    local p="$1"
-    while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
-    printf '%s' "$p"
-}
 # prom_cpu DIR: user+system CPU seconds of the prometheus started on DIR so far; prom_rss_mib DIR: its peak RSS.
-prom_cpu() {
-    awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz }' "/proc/$(<"$1/prometheus.pid")/stat"
-}
+prom_cpu() { cpu_of "$(<"$1/prometheus.pid")"; }
 prom_rss_mib() { awk '/^VmHWM:/ { printf "%.0f", $2 / 1024 }' "/proc/$(<"$1/prometheus.pid")/status"; }
 prom_cpu_sum() {
     local d s=0

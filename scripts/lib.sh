@@ -56,6 +56,15 @@ free_port() {
     printf '%s' "$p"
 }
 
+# sample_load FILE: every 5 s, appends the time, the 1-min load average and the number of rustc processes (other
+# developers' builds) to FILE, until killed (run it in the background).
+sample_load() {
+    while :; do
+        printf '%s\t%s\t%s\n' "$(date +%s)" "$(cut -d' ' -f1 /proc/loadavg)" "$(pgrep -c -x rustc || true)"
+        sleep 5
+    done >>"$1" 2>/dev/null
+}
+
 # cpu_of PID: user+system CPU seconds the process used so far.
 cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz }' "/proc/$1/stat"; }
 
