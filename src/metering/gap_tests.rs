@@ -288,6 +288,10 @@ proptest! {
         pods in prop::collection::vec((1u32..=4, 0i64..180, 1i64..180, 0.0f64..=1.0), 1..5),
         bridge in prop::sample::select(vec![0u64, 5, 15, 30]),
     ) {
+        // an hour with no two consecutive scrapes cannot tell its outages from a slower scrape interval (it bridges
+        // none, as under a configured interval shorter than the samples' spacing): only whole spans can
+        let present = |m: i64| !gaps.iter().any(|(a, b)| *a <= m && m < *b);
+        prop_assume!((0..3).all(|h| (h * 60..h * 60 + 59).any(|m| present(m) && present(m + 1))));
         let mut s = Span::default();
         for (i, (q, a, len, u)) in pods.iter().enumerate() {
             let pod = format!("p{i}");
@@ -370,4 +374,24 @@ proptest! {
         let gpu: f64 = out.rows.iter().map(|r| r.gpu_seconds).sum();
         prop_assert!((gpu - counted - expect).abs() < 1e-6, "gpu {gpu} vs {counted} + {expect}");
     }
+}
+
+/// The case the property above found: the last hour is mostly two outages (34 and 23 minutes), with three
+/// scrapes in it; the second outage is bridged there as in the whole span, though the hour's median spacing is the
+/// outage's.
+#[test]
+fn an_hour_mostly_in_outages_still_bridges_the_short_one() {
+    let gaps = [(120, 154), (155, 178)];
+    let mut s = Span::default();
+    s.pod("p0", |_| 1.0, (0, 180), (0, 180), &gaps);
+    s.util("p0", 0.5, (0, 180));
+    s.node(8.0, (0, 180), &gaps);
+    let margin = cfg(30).ksm_gap_bridge_ms() + 5 * DT;
+    let last = meter_hour(&s.input(2 * HOUR, 3 * HOUR, margin), &cfg(30));
+    // 154, 178 and 179 scraped (3 min), 155..178 bridged (23 min), 120..154 (34 min) not (the pod shares the
+    // node's one DCGM card: a time-sliced fraction of it)
+    let row = &last.rows[0];
+    close(row.gpu_seconds, row.units * row.fraction * 26.0 * 60.0);
+    close(row.bridged_gpu_seconds, row.units * row.fraction * 23.0 * 60.0);
+    close(last.capacity[0].card_seconds, last.capacity[0].cards * 26.0 * 60.0);
 }

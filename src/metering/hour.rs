@@ -11,7 +11,7 @@ use super::memory::{hami_memory_share, unit_memory_share};
 use super::node::{CardsSource, ModelSource, NodeSettings, Nodes, Sharing};
 use super::output::{Anomaly, AnomalyKind, HourOutput, UsageRow, UtilSource};
 use super::resource::{HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices};
-use super::sample::{Sample, infer_interval_ms, match_at};
+use super::sample::{Sample, infer_interval_ms, match_at, min_spacing_ms};
 
 /// The longest kube-state-metrics gap that may be bridged: a restart or an upgrade takes seconds to minutes; an
 /// outage longer than this is not billed by assumption, and no hour can then lie wholly inside a bridged gap.
@@ -70,8 +70,18 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
         half: interval_ms / 2,
         bridge_ms: cfg.ksm_gap_bridge_ms(),
         // a gap is an exception to the scrape grid: under a configured interval shorter than the samples' own
-        // spacing every pair of samples would look like one, so none is bridged or reported (as before bridging)
-        gaps: spacing.is_none_or(|s| 2 * s < 3 * interval_ms),
+        // spacing every pair of samples would look like one, so none is bridged or reported (as before bridging).
+        // The shortest spacing tells, not the median: an hour that an outage took most of has few samples, and
+        // their median spacing is the outage's (one pair of scrapes an interval apart confirms the interval).
+        gaps: min_spacing_ms(
+            input
+                .running
+                .iter()
+                .map(|s| s.samples.as_slice())
+                .chain(input.requests.iter().map(|s| s.samples.as_slice()))
+                .chain(input.capacity.iter().map(|s| s.samples.as_slice())),
+        )
+        .is_none_or(|s| 2 * s < 3 * interval_ms),
     };
     let silent = Silence::of(input, &grid);
     let nodes = Nodes::new(input, cfg);

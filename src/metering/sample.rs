@@ -33,6 +33,12 @@ pub fn infer_interval_ms<'a>(series: impl IntoIterator<Item = &'a [Sample]>) -> 
     Some(*gaps.select_nth_unstable(mid).1)
 }
 
+/// The shortest spacing of consecutive samples over all given series: one pair of scrapes a scrape interval apart
+/// is enough to show that interval, however much of the window an outage took.
+pub fn min_spacing_ms<'a>(series: impl IntoIterator<Item = &'a [Sample]>) -> Option<i64> {
+    series.into_iter().flat_map(|s| s.windows(2).map(|w| w[1].t_ms - w[0].t_ms)).filter(|d| *d > 0).min()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
