@@ -378,7 +378,8 @@ impl Fetched {
             .collect();
         let Fetched { input, non_finite, mut seen_before, ksm_margin_ms: margin, trailing_read, .. } = self;
         let (Some(&first), Some(&last)) = (hours_ms.first(), hours_ms.last()) else { return out };
-        if !trailing_read && history.reaches(first) {
+        let carried = !trailing_read && history.reaches(first);
+        if carried {
             seen_before = std::mem::take(&mut history.hours);
         }
         // the devices of each hour of the window, then each hour's trailing day before it
@@ -400,7 +401,7 @@ impl Fetched {
         // what the next window's trailing day needs, known only if this window's own was
         let end = last + HOUR_MS;
         let from = end - TRAILING_HOURS * HOUR_MS;
-        *history = match trailing_read || history.reaches(first) {
+        *history = match trailing_read || carried {
             true => SeenHistory { hours: seen_before.split_off(&from), known: Some((from, end)) },
             false => SeenHistory::default(),
         };

@@ -334,7 +334,7 @@ impl<'a> ClusterIngest<'a> {
         self.summary.timings.read_s += read_time.as_secs_f64();
         let hours_ms: Vec<i64> = hours.iter().map(DateTime::timestamp_millis).collect();
         let mut data = data;
-        if !data.has_trailing() && !self.seen.reaches(hours_ms[0]) {
+        if !data.has_trailing() && self.needs_trailing(hours[0]) {
             // read without it, expecting to follow a window that was not stored: read it now
             let started = Instant::now();
             let seen = Fetched::trailing_seen(self.source, &self.fetch, hours_ms[0], self.retry).await?;

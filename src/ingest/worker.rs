@@ -218,8 +218,9 @@ pub async fn run_worker(
                 return Ok(());
             }
             // a backfill's hours left are held by other workers (or wait for their retry): look again soon, so
-            // the last worker out does not sleep through the end
-            let mut until = if opts.span.is_some() { Utc::now() + BACKFILL_POLL } else { next_plan };
+            // the last worker out does not sleep through the end; a finished one only waits for new hours
+            let poll = if left > 0 { BACKFILL_POLL } else { IDLE_POLL };
+            let mut until = if opts.span.is_some() { Utc::now() + poll } else { next_plan };
             if let Some(due) = next_due {
                 until = until.min(due);
             }
@@ -313,6 +314,7 @@ fn retried(e: &IngestError) -> bool {
 /// Database failures a `--once` worker rides out (a restart) before it gives up.
 const DB_ATTEMPTS_ONCE: u32 = 10;
 const BACKFILL_POLL: chrono::Duration = chrono::Duration::seconds(1);
+const IDLE_POLL: chrono::Duration = chrono::Duration::seconds(30);
 const IDLE_POLL_STD: Duration = Duration::from_secs(30);
 
 fn backoff(failures: u32, max: Duration) -> Duration {
