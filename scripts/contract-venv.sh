@@ -20,17 +20,7 @@ if [[ -x "$venv/bin/python" && "$(cat "$venv/.requirements.sha256" 2>/dev/null)"
     exit 0
 fi
 
-# python >= 3.12: pyenv's, newest 3.12 first (the version the pins were verified with), then the system's
-_py_ok() { "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; }
-python=""
-for candidate in "$HOME"/.pyenv/versions/3.12*/bin/python3 "$HOME"/.pyenv/versions/3.13*/bin/python3 \
-    "$(command -v python3 || true)"; do
-    if [[ -n "$candidate" && -x "$candidate" ]] && _py_ok "$candidate"; then
-        python="$candidate"
-        break
-    fi
-done
-[[ -n "$python" ]] || die "no Python >= 3.12 (looked in ~/.pyenv/versions/3.12*, 3.13* and python3): install one"
+python="$(find_python)"
 
 log "making the contract venv at $venv with $python"
 rm -rf "$venv"

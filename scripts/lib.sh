@@ -76,6 +76,21 @@ _have() {
     done
 }
 
+# find_python: prints a Python >= 3.12: pyenv's, newest 3.12 first (the version the tools' pins were verified with),
+# then 3.13, then the system's `python3` when it is new enough; fails when there is none.
+find_python() {
+    local candidate
+    for candidate in "$HOME"/.pyenv/versions/3.12*/bin/python3 "$HOME"/.pyenv/versions/3.13*/bin/python3 \
+        "$(command -v python3 || true)"; do
+        if [[ -n "$candidate" && -x "$candidate" ]] &&
+            "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then
+            printf '%s' "$candidate"
+            return 0
+        fi
+    done
+    die "no Python >= 3.12 (looked in ~/.pyenv/versions/3.12*, 3.13* and python3): install one"
+}
+
 # Prefix a command with sudo when not root (and sudo exists).
 _as_root() {
     if [[ "$(id -u)" -eq 0 ]]; then

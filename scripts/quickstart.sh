@@ -5,7 +5,8 @@
 #   bash scripts/quickstart.sh --stop   # stop the simulated cluster's Prometheus
 #
 # 1. PostgreSQL (installed and started if needed; DATABASE_URL, default postgres://postgres@127.0.0.1:5432/cardhour),
-#    `cargo build --release`, `cardhour migrate`.
+#    the fonts PDF statements are set in (fonts-noto-cjk, with fonts-dejavu-core and fonts-symbola for symbols and
+#    emoji, as scripts/test.sh installs them), `cargo build --release`, `cardhour migrate`.
 # 2. Without CARDHOUR_PROMETHEUS_URL: simulates a cluster (64 GPUs, 7 days at a 120 s scrape interval, ending on the
 #    whole hour at least 4 h ago) into .cardhour/sim/{metrics.om,truth.json}, backfills it into .cardhour/sim/prom and
 #    serves it with Prometheus on 127.0.0.1:9390 (kept running, and reused by the next run if it holds the same
@@ -50,6 +51,10 @@ iso() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
 
 _have cargo || die "cargo not found: install Rust 1.85 or newer (rustup)"
 ensure_postgres
+# PDF statements are set in Noto Sans CJK with DejaVu Sans and Symbola as fallbacks: without them a statement PDF
+# cannot be made (the health answer says so; a font installed later is picked up without a restart)
+log "fonts for PDF statements"
+ensure_apt_packages fonts-noto-cjk fonts-dejavu-core fonts-symbola
 
 log "cargo build --release"
 cargo build --release
@@ -117,6 +122,7 @@ for _ in $(seq 1 50); do
     sleep 0.2
 done
 curl -fsS "$base/readyz" >/dev/null || die "cardhour serve is not ready on $base: $(tail -5 "$SERVE_DIR/log")"
+grep -q "PDF exports will fail" "$SERVE_DIR/log" && warn "$(grep -m1 "PDF exports will fail" "$SERVE_DIR/log")"
 
 # rates: one per GPU model of the ingested usage that has none yet, from the first day of the first month (an
 # admin token for these calls only, revoked at once)

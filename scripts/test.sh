@@ -34,7 +34,14 @@ ensure_apt_packages chromium chromium-driver
 step "contract tools (openapi-spec-validator, openapi-python-client, schemathesis; scripts/contract-venv.sh)"
 bash scripts/contract-venv.sh >/dev/null
 
+# tests/deploy_kubernetes.rs: kubernetes-validate (PyPI) and the CRDs' validators (npm), installed from the registries
+step "Kubernetes manifest validators (kubernetes-validate, the CRDs' schemas; scripts/kube-tools.sh)"
+bash scripts/kube-tools.sh >/dev/null
+
 export SQLX_OFFLINE=true
+# CI builds once from a clean clone: incremental caches would only add gigabytes to a disk it shares (a CI run
+# failed with "No space left on device" while linking the test binaries).
+if [[ "${CI:-}" == true ]]; then export CARGO_INCREMENTAL=0; fi
 # Every CARDHOUR_* setting of the caller's shell stays out of the tests.
 while IFS= read -r var; do unset "$var"; done < <(compgen -e | grep '^CARDHOUR_' | grep -vE '^CARDHOUR_ROOT$' || true)
 

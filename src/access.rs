@@ -83,6 +83,9 @@ pub enum Credential {
     User(i64),
     /// A user named by the authenticating proxy's headers (SSO mode): not a stored user.
     Proxy,
+    /// The command line: whoever runs `cardhour` with the database's credentials (its name is the audit's actor
+    /// as given).
+    Operator,
 }
 
 /// An authenticated caller (only the capability extractors hand one to a handler).
@@ -107,6 +110,92 @@ impl Principal {
             Credential::Token(id) => format!("token:{id}:{}", self.name),
             Credential::User(_) => format!("user:{}", self.name),
             Credential::Proxy => format!("sso:{}", self.name),
+            Credential::Operator => self.name.clone(),
         }
+    }
+
+    /// The operator of the command line, audited as `actor`: it holds the database's credentials, so it may do
+    /// what an admin may.
+    pub fn operator(actor: impl Into<String>) -> Self {
+        Principal { credential: Credential::Operator, name: actor.into(), role: Role::Admin, teams: Vec::new() }
+    }
+}
+
+/// A caller who may change things (finance, admin): every write use case takes one, so a write that skipped the
+/// permission check does not compile. Only [`Writer::of`] makes one, from a principal whose role writes.
+///
+/// ```rust,compile_fail
+/// # async fn f(s: &cardhour::usecase::Services, input: &cardhour::usecase::teams::TeamInput) {
+/// // an actor's name is no permission: a write use case wants a `Writer`
+/// cardhour::usecase::teams::put_team(s, "user:eve", "vision", input).await;
+/// # }
+/// ```
+///
+/// ```rust,compile_fail
+/// # use cardhour::access::{Principal, Writer};
+/// // nor made by hand: its constructor is private
+/// let w = Writer(Principal::operator("eve"));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Writer(Principal);
+
+impl Writer {
+    /// The writer `p` is, when its role writes.
+    pub fn of(p: &Principal) -> Option<Self> {
+        p.role.writes().then(|| Writer(p.clone()))
+    }
+
+    pub fn principal(&self) -> &Principal {
+        &self.0
+    }
+
+    /// The name written in the audit log.
+    pub fn actor(&self) -> String {
+        self.0.actor()
+    }
+}
+
+/// An administrator: the users and tokens use cases take one. Only [`Administrator::of`] makes one, from an admin.
+#[derive(Debug, Clone)]
+pub struct Administrator(Principal);
+
+impl Administrator {
+    /// The administrator `p` is, when it is an admin.
+    pub fn of(p: &Principal) -> Option<Self> {
+        (p.role == Role::Admin).then(|| Administrator(p.clone()))
+    }
+
+    pub fn principal(&self) -> &Principal {
+        &self.0
+    }
+
+    /// The name written in the audit log.
+    pub fn actor(&self) -> String {
+        self.0.actor()
+    }
+
+    /// An admin writes too.
+    pub fn writer(&self) -> Writer {
+        Writer(self.0.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn principal(role: Role) -> Principal {
+        Principal { credential: Credential::User(1), name: "u".into(), role, teams: Vec::new() }
+    }
+
+    #[test]
+    fn only_writing_roles_make_a_writer_and_only_admins_an_administrator() {
+        let writes = |r| Writer::of(&principal(r)).is_some();
+        let admins = |r| Administrator::of(&principal(r)).is_some();
+        assert_eq!([Role::Admin, Role::Finance, Role::TeamLead, Role::Viewer].map(writes), [true, true, false, false]);
+        assert_eq!([Role::Admin, Role::Finance, Role::TeamLead, Role::Viewer].map(admins), [true, false, false, false]);
+        assert_eq!(Writer::of(&principal(Role::Finance)).unwrap().actor(), "user:u");
+        let cli = Principal::operator("cli:root");
+        assert_eq!(Administrator::of(&cli).unwrap().writer().actor(), "cli:root");
     }
 }

@@ -78,12 +78,71 @@ pub async fn check_after_change(pool: &PgPool, tz: chrono_tz::Tz, since: Option<
     }
     let since = since.map_or(oldest.first_day(), |d| d.max(oldest.first_day()));
     let from = crate::billing::month::start_of_day(tz, since).min(now - chrono::Duration::milliseconds(1));
-    match check_after_ingest(pool, tz, from, now, None).await {
-        Ok(run) => run,
-        Err(e) => {
-            tracing::error!(error = %e, "budget check after a change failed; the next check records the crossings");
-            AlertRun::default()
+    let last = Month::containing(now - chrono::Duration::milliseconds(1), tz);
+    let mut month = Month::containing(from, tz).min(last);
+    let mut run = AlertRun::default();
+    loop {
+        match coalesced::check(pool, month, tz).await {
+            Ok(r) => {
+                run.raised += r.raised;
+                run.delivered += r.delivered;
+                run.failed += r.failed;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, %month, "budget check after a change failed; the next check records the crossings");
+            }
         }
+        if month >= last {
+            return run;
+        }
+        month = month.next();
+    }
+}
+
+/// The checks after changes, one database and month at a time per process: a change waits for a check that
+/// started after its commit — the one running when it came sees the database as it was before, so the next one
+/// — and the changes that came meanwhile share that next check. A burst of 20 budget writes costs two checks, not
+/// 20 in a row, and a change waiting for its check holds no database connection.
+mod coalesced {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, LazyLock, Mutex};
+
+    use sqlx::PgPool;
+
+    use super::{AlertRun, LedgerError, Month};
+
+    #[derive(Default)]
+    struct Flight {
+        /// Changes that asked for a check so far (each after its commit).
+        requested: AtomicU64,
+        /// How many of them the last completed check covered; held by the check running.
+        covered: tokio::sync::Mutex<u64>,
+    }
+
+    static FLIGHTS: LazyLock<Mutex<HashMap<String, Arc<Flight>>>> = LazyLock::new(Default::default);
+
+    /// The flight of `month` of the database `pool` connects to (a process may serve several, e.g. tests).
+    fn flight(pool: &PgPool, month: Month) -> Arc<Flight> {
+        let o = pool.connect_options();
+        let key = format!("{}:{}/{}/{month}", o.get_host(), o.get_port(), o.get_database().unwrap_or(""));
+        FLIGHTS.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_default().clone()
+    }
+
+    /// Checks `month` for a change committed before this call, unless a check that started after the call
+    /// completes meanwhile (then it has seen the change: nothing is left to do).
+    pub(super) async fn check(pool: &PgPool, month: Month, tz: chrono_tz::Tz) -> Result<AlertRun, LedgerError> {
+        let flight = flight(pool, month);
+        let mine = flight.requested.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut covered = flight.covered.lock().await;
+        if *covered >= mine {
+            return Ok(AlertRun::default());
+        }
+        // every change that asked so far has committed: this check sees them all
+        let upto = flight.requested.load(Ordering::SeqCst);
+        let run = super::check_budgets(pool, month, tz, chrono::Utc::now(), None).await?;
+        *covered = upto;
+        Ok(run)
     }
 }
 
@@ -102,9 +161,10 @@ pub async fn check_budgets(
     at: DateTime<Utc>,
     webhook: Option<&str>,
 ) -> Result<AlertRun, LedgerError> {
-    // held until the end of this call; a crash rolls the transaction back and frees it
-    let mut turn = pool.begin().await?;
-    db::budgets::take_alert_turn(&mut turn).await?;
+    // held until the end of this call; a crash rolls the transaction back and frees it. While another check holds
+    // it, the connection goes back to the pool between tries: a waiting check must not hold one the check running
+    // (or anything else the service does) needs.
+    let turn = db::turns::begin_holding(pool, "cardhour:budget-alerts").await?;
     let run = check_budgets_locked(pool, month, tz, at, webhook).await;
     turn.rollback().await?;
     run

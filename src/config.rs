@@ -7,6 +7,7 @@ use clap::Args;
 
 use crate::ingest::SourceRequest;
 use crate::metering::{HamiPolicy, MAX_KSM_GAP_BRIDGE};
+use crate::prom::auth::{Header, Secret};
 
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArgs {
@@ -145,6 +146,43 @@ pub struct SourceArgs {
     /// nothing; at most 30m.
     #[arg(long, env = "CARDHOUR_KSM_GAP_BRIDGE", default_value = "15m", value_parser = parse_bridge)]
     pub ksm_gap_bridge: Duration,
+    #[command(flatten)]
+    pub auth: SourceAuthArgs,
+}
+
+/// How a cluster's Prometheus is told who asks (with --config, the default of clusters that set none). Secrets
+/// belong in files or the environment, not on a command line others can read; `Debug` redacts them.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SourceAuthArgs {
+    /// A file holding the bearer token sent as `Authorization: Bearer …`, read at every request (a mounted
+    /// Kubernetes service-account token rotates).
+    #[arg(long = "prometheus-bearer-token-file", value_name = "FILE", env = "CARDHOUR_PROMETHEUS_BEARER_TOKEN_FILE")]
+    pub bearer_token_file: Option<std::path::PathBuf>,
+    /// The bearer token itself (prefer the file or the environment variable).
+    #[arg(long = "prometheus-bearer-token", value_name = "TOKEN", env = "CARDHOUR_PROMETHEUS_BEARER_TOKEN", hide_env_values = true, value_parser = Secret::parse)]
+    pub bearer_token: Option<Secret>,
+    /// The basic-auth user name (its password by --prometheus-password-file or CARDHOUR_PROMETHEUS_PASSWORD).
+    #[arg(long = "prometheus-username", value_name = "USER", env = "CARDHOUR_PROMETHEUS_USERNAME")]
+    pub username: Option<String>,
+    /// A file holding the basic-auth password, read at every request.
+    #[arg(long = "prometheus-password-file", value_name = "FILE", env = "CARDHOUR_PROMETHEUS_PASSWORD_FILE")]
+    pub password_file: Option<std::path::PathBuf>,
+    /// The basic-auth password itself (prefer the file or the environment variable).
+    #[arg(long = "prometheus-password", value_name = "PASSWORD", env = "CARDHOUR_PROMETHEUS_PASSWORD", hide_env_values = true, value_parser = Secret::parse)]
+    pub password: Option<Secret>,
+    /// The CA certificate (PEM) that signed the server's certificate, trusted instead of the system's roots.
+    #[arg(long = "prometheus-ca-file", value_name = "FILE", env = "CARDHOUR_PROMETHEUS_CA_FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// A client certificate (PEM) for servers that require one (mTLS), with --prometheus-key-file.
+    #[arg(long = "prometheus-cert-file", value_name = "FILE", env = "CARDHOUR_PROMETHEUS_CERT_FILE")]
+    pub cert_file: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long = "prometheus-key-file", value_name = "FILE", env = "CARDHOUR_PROMETHEUS_KEY_FILE")]
+    pub key_file: Option<std::path::PathBuf>,
+    /// A header sent with every request, `Name: value`, e.g. 'X-Scope-OrgID: team-a' for a Mimir or Cortex
+    /// tenant; repeat the flag (in the environment, one header per line).
+    #[arg(long = "prometheus-header", value_name = "NAME: VALUE", env = "CARDHOUR_PROMETHEUS_HEADERS", value_delimiter = '\n', hide_env_values = true, value_parser = Header::parse)]
+    pub headers: Vec<Header>,
 }
 
 fn parse_source(s: &str) -> Result<SourceRequest, String> {

@@ -1,8 +1,10 @@
-//! Whether a month may be closed (SPEC §6 "Closing needs a complete month"): every hour of every cluster stored
-//! since its first stored hour, no window whose read failed and was not read again, each watermark past the
-//! month's end, no unknown or unpriced GPU model, no node whose cards could not be counted, no hour kept over a
-//! smaller read. What stands in the way is listed, so a close can refuse with it — or record it beside the reason
-//! of an explicit override.
+//! Whether a month may be closed (SPEC §6 "Closing needs a complete month"): every hour of the month stored for
+//! every cluster — the hours before a cluster's first ingest too: they have no data, and a month no data covers is
+//! not complete (issue 33: October without any data said ready) —, no window whose read failed and was not read
+//! again, each watermark past the month's end, no unknown or unpriced GPU model, no node whose cards could not be
+//! counted, no hour kept over a smaller read. What stands in the way is listed, so a close can refuse with it — or
+//! record it beside the reason of an explicit override. Beside it, each cluster's coverage of the month (hours
+//! with data / hours of the month).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -14,6 +16,7 @@ use sqlx::PgPool;
 
 use crate::billing::{Month, MonthBills};
 use crate::db;
+use crate::glossary::{self, Lang};
 
 /// Anomaly kinds that mean a node's cards were not counted but assumed (a unit taken as a card, a configured
 /// replica count): its lines rest on a guess until configuration settles it.
@@ -27,6 +30,11 @@ pub enum Blocker {
     NotEnded { month_end: DateTime<Utc> },
     /// Hours of the month a cluster has not stored, though it was read before them.
     MissingHours { cluster: String, hours: i64, spans: Vec<HourSpan> },
+    /// Hours of the month before a cluster's first ingest (all of them when its first ingest is after the month,
+    /// or there is none): no data covers them.
+    UncoveredHours { cluster: String, hours: i64, spans: Vec<HourSpan> },
+    /// No cluster is registered: nothing covers the month.
+    NoCluster,
     /// A read that failed and whose hours have not all been stored since.
     FailedWindow {
         cluster: String,
@@ -90,6 +98,79 @@ impl Blocker {
         out
     }
 
+    /// The blocker in `lang`, in the glossary's words ([`crate::glossary`], `blocker.*`), its instants written by
+    /// `ts` (the billing time zone, named): what the pages and a layout-4 statement print. The English of
+    /// [`Blocker::describe`] stays the API's and layout 3's.
+    pub fn words(&self, lang: Lang, ts: &dyn Fn(&DateTime<Utc>) -> String) -> String {
+        let spans = |spans: &[HourSpan]| {
+            spans
+                .iter()
+                .map(|s| format!("{} – {}", ts(&s.from), ts(&s.to)))
+                .collect::<Vec<_>>()
+                .join(lang.pick("，", ", "))
+        };
+        let p = |key: &str, values: &[(&str, String)]| glossary::phrase(lang, key, values);
+        match self {
+            Self::NotEnded { month_end } => p("blocker.not_ended", &[("month_end", ts(month_end))]),
+            Self::MissingHours { cluster, hours, spans: s } => p(
+                "blocker.missing_hours",
+                &[("cluster", cluster.clone()), ("hours", hours.to_string()), ("spans", spans(s))],
+            ),
+            Self::UncoveredHours { cluster, hours, spans: s } => p(
+                "blocker.uncovered_hours",
+                &[("cluster", cluster.clone()), ("hours", hours.to_string()), ("spans", spans(s))],
+            ),
+            Self::NoCluster => p("blocker.no_cluster", &[]),
+            Self::FailedWindow { cluster, from, to, error, failed_at, hours_not_read_since } => p(
+                "blocker.failed_window",
+                &[
+                    ("cluster", cluster.clone()),
+                    ("from", ts(from)),
+                    ("to", ts(to)),
+                    ("failed_at", ts(failed_at)),
+                    ("error", error.clone()),
+                    ("hours", hours_not_read_since.to_string()),
+                ],
+            ),
+            Self::WatermarkBeforeMonthEnd { cluster, watermark: Some(w), month_end } => p(
+                "blocker.watermark",
+                &[("cluster", cluster.clone()), ("watermark", ts(w)), ("month_end", ts(month_end))],
+            ),
+            Self::WatermarkBeforeMonthEnd { cluster, watermark: None, month_end } => {
+                p("blocker.no_watermark", &[("cluster", cluster.clone()), ("month_end", ts(month_end))])
+            }
+            Self::UnknownGpuModel { gpu_model, usage_card_hours, capacity_card_hours, .. } => {
+                let values = [
+                    ("model", gpu_model.clone()),
+                    ("usage", crate::export::present::card_hours(*usage_card_hours)),
+                    ("capacity", crate::export::present::card_hours(*capacity_card_hours)),
+                ];
+                p(if gpu_model == "unknown" { "blocker.unknown_gpu_model" } else { "blocker.unpriced_model" }, &values)
+            }
+            Self::UnverifiedNode { cluster, node, anomaly, hours } => p(
+                "blocker.unverified_node",
+                &[
+                    ("cluster", cluster.clone()),
+                    ("node", node.clone()),
+                    ("anomaly", glossary::anomaly(lang, anomaly)),
+                    ("hours", hours.to_string()),
+                ],
+            ),
+            Self::KeptHour { cluster, hour, run_id, stored_rows, stored_samples, read_rows, read_samples } => p(
+                "blocker.kept_hour",
+                &[
+                    ("cluster", cluster.clone()),
+                    ("hour", ts(hour)),
+                    ("run", run_id.to_string()),
+                    ("stored_rows", stored_rows.to_string()),
+                    ("stored_samples", stored_samples.map_or_else(|| "?".to_string(), |s| s.to_string())),
+                    ("read_rows", read_rows.to_string()),
+                    ("read_samples", read_samples.to_string()),
+                ],
+            ),
+        }
+    }
+
     fn write(&self, f: &mut dyn fmt::Write, ts: &dyn Fn(&DateTime<Utc>) -> String) -> fmt::Result {
         match self {
             Self::NotEnded { month_end } => write!(f, "the month has not ended (it ends {})", ts(month_end)),
@@ -97,6 +178,15 @@ impl Blocker {
                 let spans: Vec<String> = spans.iter().map(|s| format!("{} – {}", ts(&s.from), ts(&s.to))).collect();
                 write!(f, "cluster {cluster}: {hours} hour(s) not ingested: {}", spans.join(", "))
             }
+            Self::UncoveredHours { cluster, hours, spans } => {
+                let spans: Vec<String> = spans.iter().map(|s| format!("{} – {}", ts(&s.from), ts(&s.to))).collect();
+                write!(
+                    f,
+                    "cluster {cluster}: {hours} hour(s) before its first ingest have no data: {}",
+                    spans.join(", ")
+                )
+            }
+            Self::NoCluster => write!(f, "no cluster is registered: no data covers the month"),
             Self::FailedWindow { cluster, from, to, error, failed_at, hours_not_read_since } => write!(
                 f,
                 "cluster {cluster}: the read of {} – {} failed at {} ({error}); \
@@ -145,6 +235,80 @@ pub struct Readiness {
     pub ready: bool,
     pub blockers: Vec<Blocker>,
     pub checked_at: DateTime<Utc>,
+    /// Each registered cluster's coverage of the month.
+    #[serde(default)]
+    pub coverage: Vec<ClusterCoverage>,
+}
+
+/// How much of a month one cluster's stored data covers: hours with data / hours of the month.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ClusterCoverage {
+    pub cluster: String,
+    /// Hours of the month with data stored.
+    pub hours_covered: i64,
+    /// Hours of the month in the billing time zone (743, 744 or 745 across a DST change).
+    pub hours_of_month: i64,
+    /// Hours of the month elapsed at the time of the answer (all of them once it has ended).
+    pub hours_elapsed: i64,
+    /// `hours_covered / hours_of_month` (0–1).
+    pub share: f64,
+    /// The first and last hour of the month with data; none when no hour has.
+    pub first_hour: Option<DateTime<Utc>>,
+    pub last_hour: Option<DateTime<Utc>>,
+    /// The cluster's first stored hour ever; the month's hours before it are uncovered.
+    pub first_ingest: Option<DateTime<Utc>>,
+}
+
+/// Each cluster's coverage of `[from, to)` at `now`, from its stored hours in the month.
+pub fn coverage(
+    rows: &[db::readiness::CoverageCount],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Vec<ClusterCoverage> {
+    let start = crate::ingest::window::floor_hour(from);
+    let hours_of_month = whole_hours(start, to);
+    let hours_elapsed =
+        whole_hours(start, to.min(crate::ingest::window::floor_hour(now) + Duration::hours(1)).max(start));
+    rows.iter()
+        .map(|r| ClusterCoverage {
+            cluster: r.cluster.clone(),
+            hours_covered: r.hours,
+            hours_of_month,
+            hours_elapsed,
+            share: if hours_of_month > 0 { r.hours as f64 / hours_of_month as f64 } else { 0.0 },
+            first_hour: r.first_hour,
+            last_hour: r.last_hour,
+            first_ingest: r.first_ingest,
+        })
+        .collect()
+}
+
+/// The whole hours meeting `[from, to)` for `from` on the hour (a zone whose offset is not whole hours starts its
+/// month within an hour: that hour counts).
+fn whole_hours(from: DateTime<Utc>, to: DateTime<Utc>) -> i64 {
+    let secs = (to - from).num_seconds().max(0);
+    (secs + 3599) / 3600
+}
+
+/// The hours of `[from, to)` before a cluster's first ingest (every hour when it has none, or its first is at or
+/// after `to`), as one span; `None` when its first ingest is at or before the month's first hour.
+pub fn uncovered_span(
+    first_ingest: Option<DateTime<Utc>>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Option<(i64, HourSpan)> {
+    let start = crate::ingest::window::floor_hour(from);
+    let end = first_ingest.map_or(to, |f| f.min(to));
+    (end > start).then(|| {
+        (
+            whole_hours(start, end),
+            HourSpan {
+                from: start,
+                to: crate::ingest::window::floor_hour(end - Duration::microseconds(1)) + Duration::hours(1),
+            },
+        )
+    })
 }
 
 /// Joins sorted hours into runs of consecutive hours.
@@ -211,6 +375,15 @@ pub async fn readiness(
     if to > now {
         blockers.push(Blocker::NotEnded { month_end: to });
     }
+    let counts = db::readiness::coverage_counts(pool, from, to).await?;
+    if counts.is_empty() {
+        blockers.push(Blocker::NoCluster);
+    }
+    for c in &counts {
+        if let Some((hours, span)) = uncovered_span(c.first_ingest, from, to) {
+            blockers.push(Blocker::UncoveredHours { cluster: c.cluster.clone(), hours, spans: vec![span] });
+        }
+    }
     let missing = db::readiness::missing_hours(pool, from, to).await?;
     let mut by_cluster: BTreeMap<String, Vec<DateTime<Utc>>> = BTreeMap::new();
     for m in missing {
@@ -261,7 +434,8 @@ pub async fn readiness(
             read_samples: k.read_samples,
         });
     }
-    Ok(Readiness { month, from, to, ready: blockers.is_empty(), blockers, checked_at: now })
+    let coverage = coverage(&counts, from, to, now);
+    Ok(Readiness { month, from, to, ready: blockers.is_empty(), blockers, checked_at: now, coverage })
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, Utc};
 use crate::billing::{BillMode, Month, PolicyChoice, UnallocatedPolicy};
 
 pub mod decimal;
+pub mod form;
 
 /// The first and last day any stored date may be: data outside them is a typo, and Postgres refuses some of it.
 pub const FIRST_DATE: NaiveDate = NaiveDate::from_ymd_opt(2000, 1, 1).expect("valid date");
@@ -37,6 +38,10 @@ const FORBIDDEN_CLASS: &str =
 pub fn text_pattern() -> String {
     format!("^[^{FORBIDDEN_CLASS}]*[^{FORBIDDEN_CLASS}\\s][^{FORBIDDEN_CLASS}]*$")
 }
+/// Optional text: blank (not set) or [`text_pattern`]'s text: no forbidden character anywhere.
+pub fn optional_text_pattern() -> String {
+    format!("^[^{FORBIDDEN_CLASS}]*$")
+}
 /// A namespace ([`namespace`]): no forbidden character and no whitespace.
 pub fn namespace_pattern() -> String {
     format!("^[^{FORBIDDEN_CLASS}\\s]+$")
@@ -63,9 +68,10 @@ pub const INSTANT_PATTERN: &str = concat!(
 static INSTANT_RE: std::sync::LazyLock<regex::Regex> =
     std::sync::LazyLock::new(|| regex::Regex::new(INSTANT_PATTERN).expect("a valid pattern"));
 pub use decimal::{DECIMAL_PATTERN, DecimalRange};
-/// A team's budget for a month, yuan; and the shares of it that raise an alert.
-pub const BUDGET_AMOUNT: DecimalRange = DecimalRange::above(0, 10_000_000_000);
-pub const BUDGET_THRESHOLD: DecimalRange = DecimalRange::above(0, 10);
+/// A team's budget for a month, yuan to the fen (at most 2 decimals: more are refused, never rounded away); and
+/// the shares of it that raise an alert.
+pub const BUDGET_AMOUNT: DecimalRange = DecimalRange::above(0, 10_000_000_000).with_decimals(2);
+pub const BUDGET_THRESHOLD: DecimalRange = DecimalRange::above(0, 10).with_decimals(4);
 /// The bill modes, unallocated policies and idle rules the API reads.
 pub const BILL_MODES: [&str; 2] = ["showback", "chargeback"];
 pub const UNALLOCATED_POLICIES: [&str; 2] = ["kept_by_platform", "spread_proportionally"];
@@ -173,6 +179,14 @@ pub fn cluster(field: &str, s: &str) -> Result<String, Invalid> {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
     if ok { Ok(s.to_string()) } else { Err(Invalid::new(field, "use A-Z, a-z, 0-9, `.`, `_`, `-` (at most 63)")) }
 }
+
+/// A node's name as kube-state-metrics writes it: free text ([`text`]) of at most [`NODE_NAME_MAX`] characters;
+/// stored trimmed.
+pub fn node_name(field: &str, s: &str) -> Result<String, Invalid> {
+    text(field, s, NODE_NAME_MAX)
+}
+/// The longest node name (a Kubernetes object name: a DNS subdomain).
+pub const NODE_NAME_MAX: usize = 253;
 
 /// A team id: `[a-z0-9][a-z0-9_.-]{0,62}` (the `teams` table's rule).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

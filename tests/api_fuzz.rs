@@ -1,6 +1,7 @@
 //! schemathesis (pinned in scripts/contract-requirements.txt) with every check against a test server over a real
-//! database with a month of data: every operation of the committed document, a fixed seed, a few dozen examples
-//! each. `schemathesis.toml` states what JSON Schema cannot (cross-field rules), each with its reason.
+//! database with a month of data: every operation of the committed document, a fixed seed, 50 examples each.
+//! `schemathesis.toml` states what JSON Schema cannot (cross-field rules), each with its reason.
+//! `SCHEMATHESIS_SEEDS=1,2,3` runs several seeds one after the other (default: seed 1).
 //!
 //! A step of `scripts/test.sh` after the other tests (it takes half a minute or more):
 //! `cargo test --test api_fuzz -- --ignored --nocapture`.
@@ -16,7 +17,14 @@ use sqlx::PgPool;
 async fn schemathesis_finds_nothing(pool: PgPool) {
     let api = TestApi::start(pool).await;
     seed(&api).await;
-    let (base, token) = (api.base.clone(), api.admin.clone());
+    let seeds = std::env::var("SCHEMATHESIS_SEEDS").unwrap_or_else(|_| "1".into());
+    for seed in seeds.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        run_seed(&api, seed).await;
+    }
+}
+
+async fn run_seed(api: &TestApi, seed: &str) {
+    let (base, token, seed) = (api.base.clone(), api.admin.clone(), seed.to_string());
     let started = std::time::Instant::now();
     let out = tokio::task::spawn_blocking(move || {
         let doc = contract::committed_document();
@@ -36,9 +44,9 @@ async fn schemathesis_finds_nothing(pool: PgPool) {
                 "--checks",
                 "all",
                 "--seed",
-                "1",
+                &seed,
                 "--max-examples",
-                "30",
+                "50",
             ],
             &[],
         )

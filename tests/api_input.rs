@@ -268,16 +268,27 @@ async fn long_ranges_are_capped(pool: PgPool) {
 #[sqlx::test]
 async fn a_read_past_the_timeout_is_a_json_503_and_a_write_answers_its_outcome(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
-    // the same application with no time at all: any read that waits for the database is cancelled
+    // the same application with a short request timeout, and a read that must wait: another transaction holds the
+    // rates table, so the read cannot finish before the timeout however fast the machine (a zero timeout was not
+    // enough: a read whose every round trip happened to be answered at once finished inside its first poll)
     let state = cardhour::state::AppState::new(pool.clone(), chrono_tz::Asia::Shanghai);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = cardhour::server::app_with_timeout(state, std::time::Duration::ZERO);
+    let app = cardhour::server::app_with_timeout(state, std::time::Duration::from_millis(300));
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE rate_versions IN ACCESS EXCLUSIVE MODE").execute(&mut *holder).await.unwrap();
+    let started = std::time::Instant::now();
     let resp = api.client.get(format!("{base}/api/v1/rates")).bearer_auth(&api.finance).send().await.unwrap();
+    let waited = started.elapsed();
     let status = resp.status().as_u16();
     let body: Value = resp.json().await.unwrap();
+    holder.rollback().await.unwrap();
     assert_eq!((status, body["code"].as_str()), (503, Some("timeout")), "{body}");
+    assert!(
+        waited < std::time::Duration::from_secs(5),
+        "answered when the timeout ran out, not when the lock went: {waited:?}"
+    );
     // a write is never cut mid-commit (a 503 for what was applied): it answers what it did, and did it once
     let before = write_counts(&pool).await;
     let resp = api

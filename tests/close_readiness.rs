@@ -150,7 +150,12 @@ async fn an_incomplete_month_closes_only_by_an_override_with_a_reason() {
     assert_eq!(audit, format!("month.close_override|{reason}"));
     let text = pdftotext(&bytes(&api, "/api/v1/exports/2026-10/statements.pdf", &api.finance).await);
     assert!(text.contains(reason), "the reason is on the statement: {text}");
-    assert!(text.contains(MISSING), "and what stood in the way: {text}");
+    // what stood in the way, in the statement's words and the billing time zone (layout 4): 03:00Z is 11:00 in
+    // Shanghai
+    assert!(
+        text.contains("集群 c1：1 小时未采集（2026-10-15 11:00 (Asia/Shanghai)"),
+        "and what stood in the way: {text}"
+    );
     // the reason is frozen with the month: read back after the close
     let (_, month) = api.call(Method::GET, "/api/v1/bills/2026-10", fin, None).await;
     assert_eq!(month["close_override"]["reason"], reason);

@@ -290,19 +290,21 @@ async fn an_unknown_team_is_not_a_team_without_lines() {
     }
     let csv = get(&api, &fin, "/api/v1/exports/2026-10/bills.csv?team=ops").await;
     let text = String::from_utf8(csv).unwrap();
-    assert_eq!(text.lines().count(), 1, "the header only: {text}");
+    // the header and the total row (layout 4): nothing carried
+    assert_eq!(text.lines().count(), 2, "the header and the total row only: {text}");
     assert!(text.starts_with("\u{feff}month,status,line_type"));
+    assert!(text.lines().nth(1).unwrap().contains(",total,") && text.contains(",0.00,"), "{text}");
     let ops = get_json(&api, &fin, "/api/v1/bills/2026-10/teams/ops").await;
     assert_eq!((ops["lines"].as_array().unwrap().len(), money(&ops["total"])), (0, dec!(0)));
     let book = Book::read(&get(&api, &fin, "/api/v1/exports/2026-10/bills.xlsx?team=ops").await);
-    assert_eq!(book.names, [cardhour::export::xlsx::SUMMARY_SHEET]);
+    assert_eq!(book.names, [summary_sheet()]);
     assert_eq!(send(&api, &fin, "/api/v1/exports/2026-10/statements.pdf?team=ops").await.status, 200);
 
     let cli = run_cardhour(["export", "--month", "2026-10", "--team", "visoin"], &db.env());
     assert!(!cli.status.success());
     assert!(String::from_utf8_lossy(&cli.stderr).contains("unknown team visoin"), "{cli:?}");
     let out = run_cardhour_ok(["export", "--month", "2026-10", "--team", "ops"], &db.env());
-    assert_eq!(out.lines().count(), 1, "{out}");
+    assert_eq!(out.lines().count(), 2, "the header and the total row: {out}");
 }
 
 /// A workbook read back with calamine.
@@ -347,22 +349,50 @@ impl Book {
             .collect()
     }
 
+    /// The summary's teams table, by team id (its total row, the glossary's 合计, left out).
     fn teams_table(&self) -> BTreeMap<String, BTreeMap<String, String>> {
-        self.table(cardhour::export::xlsx::SUMMARY_SHEET, "team").into_iter().map(|r| (r["team"].clone(), r)).collect()
+        self.table(summary_sheet(), "team")
+            .into_iter()
+            .filter(|r| r["team"] != "合计")
+            .map(|r| (r["team"].clone(), r))
+            .collect()
     }
 
-    /// The reconciliation figures of the summary: English label → amount.
+    /// The reconciliation figures of the summary (layout 4: the glossary's zh label in the first column, the amount in
+    /// the third): field name → amount.
     fn figures(&self) -> BTreeMap<String, Decimal> {
-        self.sheets[cardhour::export::xlsx::SUMMARY_SHEET]
+        let code = |label: &str| -> Option<&'static str> {
+            let zh = |key: &str| cardhour::glossary::term(cardhour::glossary::Lang::Zh, key);
+            match label {
+                "分配金额合计" => Some("allocated"),
+                "团队承担合计" => Some("teams_total"),
+                l => [
+                    "capacity_cost",
+                    "unallocated",
+                    "not_offered",
+                    "platform_kept",
+                    "over_recovery",
+                    "capacity_shortfall",
+                ]
+                .into_iter()
+                .find(|c| zh(&format!("term.{c}")) == l),
+            }
+        };
+        self.sheets[summary_sheet()]
             .iter()
-            .filter_map(|r| match (&r[1], r.get(2)) {
+            .filter_map(|r| match (&r[0], r.get(2)) {
                 (Data::String(label), Some(Data::Float(v))) => {
-                    Some((label.clone(), Decimal::try_from(*v).unwrap().round_dp(2)))
+                    Some((code(label)?.to_string(), Decimal::try_from(*v).unwrap().round_dp(2)))
                 }
                 _ => None,
             })
             .collect()
     }
+}
+
+/// The summary sheet of a layout-4 workbook in zh-CN (the default).
+fn summary_sheet() -> &'static str {
+    cardhour::export::xlsx::summary_sheet(cardhour::glossary::Lang::Zh)
 }
 
 /// A cell as the JSON writes the field: money with 2 decimals, card-hours 3 (JSON has up to 6: compared rounded),
@@ -405,7 +435,7 @@ async fn the_workbook_is_the_statement_and_reconciles() {
     let fin = api.finance.clone();
 
     let check = |book: &Book, month: &Value, teams: &BTreeMap<String, Value>| {
-        assert_eq!(book.names[0], cardhour::export::xlsx::SUMMARY_SHEET);
+        assert_eq!(book.names[0], summary_sheet());
         let expected: Vec<&String> = teams.keys().collect();
         assert!(!expected.is_empty());
         assert_eq!(book.names[1..].iter().collect::<Vec<_>>(), expected, "a sheet per team");
@@ -418,28 +448,32 @@ async fn the_workbook_is_the_statement_and_reconciles() {
                 .map(|l| {
                     BTreeMap::from([
                         ("month".into(), "2026-10".into()),
-                        ("line_type".into(), "usage".into()),
+                        ("line_type".into(), "用量".into()),
                         ("original_month".into(), String::new()),
                         ("namespace".into(), l["namespace"].as_str().unwrap().into()),
                         ("gpu_model".into(), l["gpu_model"].as_str().unwrap().into()),
-                        ("kind".into(), l["kind"].as_str().unwrap().into()),
+                        // layout 4: codes in the glossary's words (整卡 for `whole`), yes/no as 是/否
+                        (
+                            "kind".into(),
+                            cardhour::glossary::kind(cardhour::glossary::Lang::Zh, l["kind"].as_str().unwrap()),
+                        ),
                         ("card_hours".into(), dp(&l["card_hours"], 3)),
                         ("effective_card_hours".into(), dp(&l["effective_card_hours"], 3)),
                         ("unmetered_card_hours".into(), dp(&l["unmetered_card_hours"], 3)),
                         ("rate".into(), dp(&l["rate"], 4)),
                         ("amount".into(), dp(&l["amount"], 2)),
-                        ("unpriced".into(), l["unpriced"].to_string()),
+                        ("unpriced".into(), if l["unpriced"] == true { "是" } else { "否" }.into()),
                     ])
                 })
                 .collect();
             assert!(!want.is_empty());
-            let usage: Vec<_> = lines.iter().filter(|r| r["line_type"] == "usage").cloned().collect();
+            let usage: Vec<_> = lines.iter().filter(|r| r["line_type"] == "用量").cloned().collect();
             assert_eq!(usage, want, "{team}'s sheet is its statement's lines");
-            let share = lines.iter().find(|r| r["line_type"] == "unallocated_share").map(|r| r["amount"].clone());
+            let share = lines.iter().find(|r| r["line_type"] == "未分配分摊").map(|r| r["amount"].clone());
             let json_share = dp(&st["unallocated_share"], 2);
             assert_eq!(share.unwrap_or_else(|| "0.00".into()), json_share, "{team}");
             let total = book.sheets[team.as_str()].iter().find_map(|r| match (&r[1], &r[10]) {
-                (Data::String(s), Data::Float(v)) if s.contains("total") => Some(format!("{v:.2}")),
+                (Data::String(s), Data::Float(v)) if s == "合计" => Some(format!("{v:.2}")),
                 _ => None,
             });
             assert_eq!(total, Some(dp(&st["total"], 2)), "{team}");
@@ -470,7 +504,7 @@ async fn the_workbook_is_the_statement_and_reconciles() {
         let book = Book::read(&a.body);
         check(&book, &month, &teams);
         // the month cell is a date cell shown as the month
-        let facts = &book.sheets[cardhour::export::xlsx::SUMMARY_SHEET];
+        let facts = &book.sheets[summary_sheet()];
         assert!(matches!(&facts[1][1], Data::DateTime(_)), "{:?}", facts[1][1]);
         assert_eq!(cell("month", &facts[1][1]), "2026-10");
         // reconciliation, to the fen, against the JSON and by hand
@@ -485,7 +519,7 @@ async fn the_workbook_is_the_statement_and_reconciles() {
         assert_eq!(f["teams_total"] + f["platform_kept"], f["capacity_cost"]);
         assert_eq!(f["capacity_cost"], money(&month["capacity_cost"]));
         assert_eq!(f["platform_kept"], money(&month["platform_kept"]));
-        let capacity = book.table(cardhour::export::xlsx::SUMMARY_SHEET, "gpu_model");
+        let capacity = book.table(summary_sheet(), "gpu_model");
         let amounts: Vec<(String, String)> =
             capacity.iter().map(|r| (r["gpu_model"].clone(), r["amount"].clone())).collect();
         assert_eq!(

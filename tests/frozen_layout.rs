@@ -399,10 +399,11 @@ fn reconcile(rows: &[BTreeMap<String, String>]) -> (Decimal, Decimal, Decimal, D
     (capacity, unallocated, not_offered, kept)
 }
 
-/// A month closed now: a version-2 snapshot of the current layout (3) with the extras frozen; its CSV writes months so a
-/// spreadsheet keeps them text and ends with the cluster rows, which reconcile with the teams' to the fen.
+/// A month closed now: a version-2 snapshot of the current layout (4) with the extras (and the time zone) frozen;
+/// its CSV writes months so a spreadsheet keeps them text, card-hours with 6 decimals, and ends with the cluster rows,
+/// which reconcile with the teams' to the fen, then the total row.
 #[sqlx::test]
-async fn a_month_closed_now_is_layout_3_and_its_csv_reconciles_alone(pool: PgPool) {
+async fn a_month_closed_now_is_layout_4_and_its_csv_reconciles_alone(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     two_months(&api).await;
     close_october(&api).await;
@@ -412,10 +413,11 @@ async fn a_month_closed_now_is_layout_3_and_its_csv_reconciles_alone(pool: PgPoo
         .fetch_one(&pool)
         .await
         .unwrap();
-    assert_eq!((stored["version"].as_u64(), stored["layout"].as_u64()), (Some(2), Some(3)));
+    assert_eq!((stored["version"].as_u64(), stored["layout"].as_u64()), (Some(2), Some(4)));
     let st = cardhour::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
-    assert_eq!(st.layout, Layout::V3);
+    assert_eq!(st.layout, Layout::V4);
     let frozen = st.frozen.clone().expect("layout 2 on freezes the extras");
+    assert_eq!(frozen.time_zone.as_deref(), Some("Asia/Shanghai"), "layout 4 freezes the zone its times print in");
     let idle: Vec<(&str, &str, String)> =
         frozen.idle.iter().map(|p| (p.team.as_str(), p.pod.as_str(), p.idle_spend.to_string())).collect();
     assert_eq!(idle, [("nlp", "nlp-idle-pod", "148.50".into()), ("vision", "vision-idle-pod", "49.50".into())]);
@@ -446,14 +448,25 @@ async fn a_month_closed_now_is_layout_3_and_its_csv_reconciles_alone(pool: PgPoo
     assert_eq!(
         capacity,
         [
-            row("A100-80GB", "80", "12.5000", "1000.00"),
-            row("H100-80GB", "56", "20.0000", "1120.00"),
-            row("H100-80GB", "24", "22.7500", "546.00")
+            row("A100-80GB", "80.000000", "12.5000", "1000.00"),
+            row("H100-80GB", "56.000000", "20.0000", "1120.00"),
+            row("H100-80GB", "24.000000", "22.7500", "546.00")
         ]
     );
     assert!(rows.iter().filter(|r| r["team"].is_empty()).all(|r| r["owner"].is_empty() && r["namespace"].is_empty()));
     assert_eq!(amounts(&rows, "usage").into_iter().sum::<Decimal>(), dec!(1319.50));
     assert_eq!(reconcile(&rows), (dec!(2666.00), dec!(1346.50), dec!(0), dec!(1346.50)));
+    // the total row: Σ team totals (1,160.50 + 159.00) and card-hours (64 + 13), last
+    let total = rows.last().unwrap();
+    assert_eq!((total["line_type"].as_str(), total["amount"].as_str()), ("total", "1319.50"));
+    assert_eq!(total["card_hours"], "77.000000");
+    // one number format per column kind: card-hours 6 decimals, rates 4, amounts 2
+    for r in &rows {
+        for (col, dp) in [("card_hours", 6), ("effective_card_hours", 6), ("rate", 4), ("amount", 2)] {
+            let v = &r[col];
+            assert!(v.is_empty() || v.split_once('.').is_some_and(|(_, f)| f.len() == dp), "{col} {v:?} in {r:?}");
+        }
+    }
     // September, spread over the teams: the shares carry the unallocated part, the platform keeps nothing
     let sept = csv_rows(&get(&api, &fin, "/api/v1/exports/2026-09/bills.csv").await);
     assert_eq!(amounts(&sept, "unallocated_share"), [dec!(445.00), dec!(222.50)]);
@@ -463,7 +476,9 @@ async fn a_month_closed_now_is_layout_3_and_its_csv_reconciles_alone(pool: PgPoo
         [(&lead, "/api/v1/exports/2026-10/bills.csv"), (&fin, "/api/v1/exports/2026-10/bills.csv?team=nlp")]
     {
         let rows = csv_rows(&get(&api, token, path).await);
-        assert!(!rows.is_empty() && rows.iter().all(|r| !r["team"].is_empty() && r["month"] == "=\"2026-10\""));
+        let (total, lines) = rows.split_last().unwrap();
+        assert_eq!(total["line_type"], "total");
+        assert!(!lines.is_empty() && lines.iter().all(|r| !r["team"].is_empty() && r["month"] == "=\"2026-10\""));
     }
     // the CLI writes the same bytes
     let out = tempfile::NamedTempFile::new().unwrap();
@@ -473,10 +488,10 @@ async fn a_month_closed_now_is_layout_3_and_its_csv_reconciles_alone(pool: PgPoo
 
     // the JSON views say their layout; the PDF prints the frozen idle pods and utilization
     let month: Value = serde_json::from_slice(&get(&api, &fin, "/api/v1/bills/2026-10").await).unwrap();
-    assert_eq!((month["layout"].as_u64(), month["platform_kept"].as_str()), (Some(3), Some("1346.50")));
+    assert_eq!((month["layout"].as_u64(), month["platform_kept"].as_str()), (Some(4), Some("1346.50")));
     let team: Value = serde_json::from_slice(&get(&api, &lead, "/api/v1/bills/2026-10/teams/vision").await).unwrap();
     // 87.50 + 136.50, restated −65.00
-    assert_eq!((team["layout"].as_u64(), team["total"].as_str()), (Some(3), Some("159.00")));
+    assert_eq!((team["layout"].as_u64(), team["total"].as_str()), (Some(4), Some("159.00")));
     let pdf = pdftotext(&get(&api, &fin, "/api/v1/exports/2026-10/statements.pdf").await);
     for s in ["nlp-idle-pod", "¥148.50", "vision-idle-pod", "¥49.50", "160.000", "77.000", "¥2,666.00", "¥1,346.50"]
     {
@@ -663,5 +678,86 @@ async fn capacity_not_offered_has_its_row_and_reconciles(pool: PgPool) {
     let pdf = pdftotext(&get(&api, &fin, "/api/v1/exports/2026-10/statements.pdf?lang=en").await);
     for s in ["Not offered (kept by the platform)", "¥182.00", "Not offered card-hours", "8.000", "¥1,628.50"] {
         assert!(pdf.contains(s), "{s:?} missing from the PDF:\n{pdf}");
+    }
+}
+
+/// The representations of a layout-3 month compared with its golden files: those of layout 2 (the PDF in zh-CN, its
+/// default), the English PDF, and the workbooks byte for byte.
+fn representations3(api: &TestApi) -> Vec<(&'static str, String, &'static str, bool)> {
+    let (fin, lead) = (api.finance.clone(), api.lead.clone());
+    let mut reps = representations(api);
+    reps.extend([
+        ("statements-en.txt", fin.clone(), "/api/v1/exports/2026-10/statements.pdf?lang=en", true),
+        ("statements-lead-en.txt", lead.clone(), "/api/v1/exports/2026-10/statements.pdf?lang=en", true),
+        ("bills.xlsx", fin.clone(), "/api/v1/exports/2026-10/bills.xlsx", false),
+        ("bills-nlp.xlsx", fin, "/api/v1/exports/2026-10/bills.xlsx?team=nlp", false),
+        ("bills-lead.xlsx", lead, "/api/v1/exports/2026-10/bills.xlsx", false),
+    ]);
+    reps
+}
+
+/// Writes `tests/fixtures/layout3/` from the code of the last release of layout 3 (run once, by hand, on that
+/// code: `cargo test --test frozen_layout write_layout3_fixture -- --ignored`). Never rerun on a later layout:
+/// the files are what layout 3 served.
+#[sqlx::test]
+#[ignore = "writes the layout-3 golden fixture; run by hand on the code of layout 3 only"]
+async fn write_layout3_fixture(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    two_months(&api).await;
+    close_october(&api).await;
+    let dir = fixtures_of(3);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (snapshot, closed_at, closed_by): (String, String, String) = sqlx::query_as(
+        "SELECT snapshot::text, to_json(closed_at)#>>'{}', closed_by FROM closed_months WHERE month = '2026-10'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    std::fs::write(dir.join("snapshot.json"), format!("{snapshot}\n")).unwrap();
+    let closed = json!({"closed_at": closed_at, "closed_by": closed_by});
+    std::fs::write(dir.join("closed.json"), format!("{}\n", serde_json::to_string_pretty(&closed).unwrap())).unwrap();
+    for (file, token, path, pdf) in representations3(&api) {
+        std::fs::write(dir.join(file), rendered(&api, &token, path, pdf).await).unwrap();
+    }
+}
+
+/// Layout 3 after layout 4 exists: October as the last release of layout 3 closed it (`tests/fixtures/layout3/`,
+/// written by `write_layout3_fixture` on that code) is served as it was then — JSON, CSV and the workbooks byte for
+/// byte, the PDF's text (zh-CN and en) line for line — by the API and by the CLI: its times stay UTC, its words
+/// those of layout 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout3_month_renders_as_its_release_did() {
+    let db = TestDb::migrated().unwrap();
+    let pool = PgPool::connect(&db.url).await.unwrap();
+    let api = TestApi::start(pool.clone()).await;
+    seed_rates(&api).await;
+    seed_september(&pool, 3.0).await;
+    seed_october(&pool).await;
+    let text = insert_october_of(&pool, 3).await;
+
+    let st = cardhour::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
+    assert_eq!((st.layout, st.frozen.is_some()), (Layout::V3, true), "the fixture is a layout-3 month");
+    assert_eq!(st.content_hash.map(|h| format!("\"{h}\"")), Some(sha256(text.as_bytes())));
+    let reps = representations3(&api);
+    assert_eq!(reps.len(), 14);
+    for (file, token, path, pdf) in reps {
+        let got = rendered(&api, &token, path, pdf).await;
+        let want = golden_of(3, file);
+        assert!(
+            got == want,
+            "{path} differs from layout3/{file}:\n--- now\n{}\n--- then\n{}",
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want)
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (format, file, golden_file) in
+        [("csv", "o.csv", "bills.csv"), ("pdf", "o.pdf", "statements.txt"), ("xlsx", "o.xlsx", "bills.xlsx")]
+    {
+        let out = dir.path().join(file);
+        run_cardhour_ok(["export", "--month", OCTOBER, "--format", format, "--out", out.to_str().unwrap()], &db.env());
+        let bytes = std::fs::read(&out).unwrap();
+        let got = if format == "pdf" { pdftotext(&bytes).into_bytes() } else { bytes };
+        assert!(got == golden_of(3, golden_file), "cardhour export --format {format} differs from {golden_file}");
     }
 }

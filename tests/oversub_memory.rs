@@ -231,16 +231,18 @@ async fn the_workbook_shows_the_replica_policy_like_the_csv() {
     store(&pool, &out, "2026-10-05T00:00:00Z", 4).await;
 
     // by fraction: the (default) setting is shown, the whole-card column empty, no over-recovery
+    // (layout 4: the workbook in the glossary's words, zh-CN by default)
+    let summary_sheet = cardhour::export::xlsx::summary_sheet(cardhour::glossary::Lang::Zh);
     let book = sheets(&xlsx(&api, "").await);
-    let summary = &book[cardhour::export::xlsx::SUMMARY_SHEET];
-    assert_eq!(beside(summary, "副本计费 replicas"), Some(&Data::String("fraction".into())));
+    let summary = &book[summary_sheet];
+    assert_eq!(beside(summary, "时间片副本"), Some(&Data::String("按份额计费".into())));
     assert_eq!(beside(summary, "超额回收（副本按整卡计费）"), None);
     let team = &book["vision"];
     let header: Vec<String> = team[1].iter().map(|c| c.to_string()).collect();
     let col = |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("{name} in {header:?}"));
     let (whole, unverified, amount) = (col("whole_card_hours"), col("unverified_node"), col("amount"));
     assert_eq!(team[0][whole], Data::String("整卡计费副本卡时".into()));
-    assert_eq!((&team[2][whole], &team[2][unverified]), (&Data::Empty, &Data::Bool(false)));
+    assert_eq!((&team[2][whole], &team[2][unverified]), (&Data::Empty, &Data::String("否".into())));
     assert_eq!(team[2][amount], Data::Float(25.0));
 
     // as whole cards from October: the setting, the replica-hours billed and the platform over-recovery
@@ -249,9 +251,10 @@ async fn the_workbook_shows_the_replica_policy_like_the_csv() {
         &[("DATABASE_URL", db.url.as_str())],
     );
     let book = sheets(&xlsx(&api, "").await);
-    let summary = &book[cardhour::export::xlsx::SUMMARY_SHEET];
-    assert_eq!(beside(summary, "副本计费 replicas"), Some(&Data::String("c1:whole_card@2026-10-01".into())));
-    let over = summary.iter().find(|r| r[1] == Data::String("over_recovery".into())).expect("over_recovery row");
+    let summary = &book[summary_sheet];
+    assert_eq!(beside(summary, "时间片副本"), Some(&Data::String("c1 自 2026-10-01 每个副本按整卡计费".into())));
+    let over =
+        summary.iter().find(|r| r[0] == Data::String("超额回收（副本按整卡计费）".into())).expect("over_recovery row");
     assert_eq!(over[2], Data::Float(75.0));
     let team = &book["vision"];
     assert_eq!((&team[2][whole], &team[2][amount]), (&Data::Float(8.0), &Data::Float(100.0)));

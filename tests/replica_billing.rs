@@ -229,7 +229,8 @@ async fn fraction_and_whole_card_side_by_side_with_the_policy_on_the_statement()
         ts.iter()
             .map(|r| (r["team"].as_str(), r["amount"].as_str(), r["whole_card_hours"].as_str()))
             .collect::<Vec<_>>(),
-        [("nlp", "100.00", "8"), ("vision", "50.00", "4")]
+        // layout 4: card-hours with 6 decimals in every card-hour column
+        [("nlp", "100.00", "8.000000"), ("vision", "50.00", "4.000000")]
     );
     let over: Vec<_> = csv.iter().filter(|r| r["line_type"] == "over_recovery").map(|r| r["amount"].as_str()).collect();
     assert_eq!(over, ["112.50"]);
@@ -242,7 +243,8 @@ async fn fraction_and_whole_card_side_by_side_with_the_policy_on_the_statement()
 
     // the PDF: the policy in words, the over-recovery line, the marks
     let text = pdftotext(&get(&api, "/api/v1/exports/2026-10/statements.pdf?lang=en").await);
-    assert!(text.contains("time-sliced replicas: c1 from 2026-10-01 each billed as a whole card"), "{text}");
+    // layout 4: the glossary's words for the replica policy
+    assert!(text.contains("time-sliced replicas: c1 from 2026-10-01 each replica billed as a whole card"), "{text}");
     assert!(text.contains("Over-recovery (replicas billed as whole cards)") && text.contains("¥112.50"), "{text}");
     assert!(text.contains("(whole card)") && text.contains("Unverified node"), "{text}");
 

@@ -170,8 +170,9 @@ pub struct MonthView {
     pub capacity: Option<Vec<CapacityView>>,
     pub capacity_cost: Option<Money>,
     pub allocated: Option<Money>,
-    /// capacity_cost − not_offered − allocated: offered capacity no team used (negative when time-slicing
-    /// oversells). What the policy spreads.
+    /// capacity_cost − not_offered − allocated: offered capacity no team used, never negative (usage above the
+    /// counted capacity is `capacity_shortfall`; a month closed before it existed shows what it froze). What the
+    /// policy spreads.
     pub unallocated: Option<Money>,
     /// What no team carries: not_offered, plus unallocated unless it is spread.
     pub platform_kept: Option<Money>,
@@ -185,6 +186,12 @@ pub struct MonthView {
     /// a team lead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub over_recovery: Option<Money>,
+    /// What the teams' usage cost above the counted capacity (usage on capacity never counted, or the rounding of
+    /// many lines): its own figure, so `unallocated` is never negative and a spread never credits the teams their
+    /// bills away. Teams carry their usage: Σ totals + platform_kept = capacity_cost + over_recovery +
+    /// capacity_shortfall. Absent when there is none, and for a team lead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_shortfall: Option<Money>,
     /// A month closed although it was not complete: the reason, who closed it, and (global readers only) what
     /// stood in the way.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -272,6 +279,7 @@ fn month_view(st: &Statement, scope: &Scope) -> MonthView {
         platform_kept: global.then_some(b.platform_kept),
         not_offered: layout2(st, b.not_offered.filter(|_| global)),
         over_recovery: b.over_recovery.filter(|_| global),
+        capacity_shortfall: b.capacity_shortfall.filter(|_| global),
         close_override: st.close_override.as_ref().map(|o| override_view(o, global)),
     }
 }
@@ -481,7 +489,7 @@ fn close_policy(input: &CloseInput) -> Result<BillPolicy, ApiError> {
     responses((status = 201, description = "The month is closed; its statement as frozen and the hash the database stored", body = ClosedView), ReaderErrors, WriterErrors))]
 async fn close_month(
     State(s): State<AppState>,
-    Finance(p): Finance,
+    Finance(writer): Finance,
     Path(month): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<ClosedView>), ApiError> {
@@ -494,12 +502,15 @@ async fn close_month(
     };
     let policy = close_policy(&input)?;
     let override_reason = input.override_.map(|o| o.reason);
-    let st = closing::close(&s.cases, month, policy, override_reason, &p.actor()).await?;
+    let st = closing::close(&s.cases, month, policy, override_reason, &writer).await?;
     let snapshot_hash = st
         .content_hash
         .clone()
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("month {month} closed without a content hash")))?;
-    Ok((StatusCode::CREATED, Json(ClosedView { statement: month_view(&st, &p.scope()), snapshot_hash })))
+    Ok((
+        StatusCode::CREATED,
+        Json(ClosedView { statement: month_view(&st, &writer.principal().scope()), snapshot_hash }),
+    ))
 }
 
 /// What stands in the way of closing a month (global readers): hours not ingested, failed windows, watermarks
@@ -532,6 +543,19 @@ pub struct ExportQuery {
     /// Open month: the draft with every time-sliced replica billed so, `fraction` or `whole_card` (default: the
     /// dated settings). Closed month: any value is a 409.
     pub replicas: Option<String>,
+    /// Layout 4 on. CSV: the header and the words (status, line types, kinds, policy, yes/no) in `zh` or `en`
+    /// (default: the field names and codes, for programs). Workbook: its language, `zh` (default) or `en`. A month
+    /// closed under an earlier layout is written as it was, whatever this says.
+    pub lang: Option<String>,
+}
+
+/// `?lang=`: exactly `zh` or `en`, else a 422 naming `lang`.
+fn parse_lang(lang: Option<&str>) -> Result<Option<crate::export::Lang>, ApiError> {
+    lang.map(|l| {
+        crate::export::Lang::from_code(l)
+            .ok_or_else(|| ApiError::invalid("lang", format!("`{}`: use zh or en", l.escape_debug())))
+    })
+    .transpose()
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -605,8 +629,9 @@ async fn export_csv(
     ApiQuery(q): ApiQuery<ExportQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let words = parse_lang(q.lang.as_deref())?;
     let sel = export_selection(&s, &scope, &month, &q).await?;
-    let body = exports::csv(&sel)?;
+    let body = exports::csv(&sel, words)?;
     Ok(attachment(&headers, &sel.statement, "text/csv; charset=utf-8", q.team.as_deref(), "csv", body))
 }
 
@@ -627,17 +652,14 @@ async fn export_pdf(
     ApiQuery(q): ApiQuery<PdfQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let lang = match q.lang.as_deref() {
-        None => crate::export::Lang::default(),
-        Some(l) => crate::export::Lang::from_code(l)
-            .ok_or_else(|| ApiError::invalid("lang", format!("`{}`: use zh or en", l.escape_debug())))?,
-    };
+    let lang = parse_lang(q.lang.as_deref())?.unwrap_or_default();
     let scope = reader.scope();
     let export = ExportQuery {
         team: q.team.clone(),
         mode: q.mode.clone(),
         unallocated: q.unallocated.clone(),
         replicas: q.replicas.clone(),
+        lang: None,
     };
     let sel = export_selection(&s, &scope, &month, &export).await?;
     let body = exports::pdf(&s.cases, &sel, reader.name.clone(), lang).await?;
@@ -664,8 +686,9 @@ async fn export_xlsx(
     ApiQuery(q): ApiQuery<ExportQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let lang = parse_lang(q.lang.as_deref())?.unwrap_or_default();
     let sel = export_selection(&s, &scope, &month, &q).await?;
-    let body = exports::xlsx(&sel)?;
+    let body = exports::xlsx(&s.cases, &sel, lang)?;
     Ok(attachment(&headers, &sel.statement, XLSX, q.team.as_deref(), "xlsx", body))
 }
 

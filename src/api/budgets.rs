@@ -28,7 +28,7 @@ fn parse_month(s: &str) -> Result<Month, ApiError> {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetInput {
-    /// Yuan for the month.
+    /// Yuan for the month, to the fen: more than 0, at most 2 decimals (a third is refused, never rounded away).
     #[schema(value_type = String)]
     #[serde(deserialize_with = "validate::decimal::decimal")]
     pub amount: Decimal,
@@ -45,13 +45,13 @@ pub struct BudgetInput {
     responses((status = 200, description = "The budget as stored", body = Budget), ReaderErrors, WriterErrors))]
 async fn put_budget(
     State(s): State<AppState>,
-    Finance(p): Finance,
+    Finance(writer): Finance,
     Path((month, team)): Path<(String, String)>,
     ApiJson(input): ApiJson<BudgetInput>,
 ) -> Result<Json<Budget>, ApiError> {
     let month = parse_month(&month)?;
     let team = TeamId::parse("team", &team)?.into_string();
-    Ok(Json(budgets::set_budget(&s.cases, &p.actor(), month, &team, input.amount, input.thresholds).await?))
+    Ok(Json(budgets::set_budget(&s.cases, &writer, month, &team, input.amount, input.thresholds).await?))
 }
 
 /// The month's budgets with spend, forecast and alerts (a team lead: its own teams).

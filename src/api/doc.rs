@@ -177,7 +177,12 @@ fn rule(name: &str) -> Option<Value> {
             json!({"pattern": validate::namespace_pattern(), "minLength": 1, "maxLength": validate::NAMESPACE_MAX})
         }
         "model" => text(validate::MODEL_NAME_MAX),
+        // a node's model where blank leaves it unset
+        "optional_model" => {
+            json!({"pattern": validate::optional_text_pattern(), "maxLength": validate::MODEL_NAME_MAX})
+        }
         "name" => text(validate::NAME_MAX),
+        "node" => text(validate::NODE_NAME_MAX),
         "reason" => text(crate::ledger::OVERRIDE_REASON_MAX),
         "top" => json!({"minimum": 1, "maximum": validate::TOP_MAX}),
         "limit" => json!({"minimum": 1, "maximum": validate::PAGE_MAX, "default": validate::PAGE_DEFAULT}),
@@ -202,6 +207,7 @@ fn parameter_rule(path: &str, name: &str) -> Option<&'static str> {
         "team" => "team",
         "id" if path.starts_with("/api/v1/teams/") => "team",
         "cluster" => "cluster",
+        "node" => "node",
         "model" | "model_name" => "model",
         "top" => "top",
         "limit" => "limit",
@@ -227,6 +233,7 @@ fn property_rule(schema: &str, property: &str) -> Option<&'static str> {
         ("MappingInput", "cluster") => "cluster",
         ("MappingInput", "valid_from") | ("RateInput", "effective_from") => "date",
         ("RateInput", "gpu_model") | ("AliasInput", "pricing_model") => "model",
+        ("NodeSettingsView", "gpu_model") => "optional_model",
         ("TeamInput", "name" | "owner") => "name",
         ("OverrideInput", "reason") => "reason",
         ("CloseInput", "mode") => "mode",

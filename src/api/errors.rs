@@ -110,10 +110,25 @@ fn code_of(status: StatusCode) -> &'static str {
         StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
         StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
         StatusCode::UNPROCESSABLE_ENTITY => "invalid_input",
+        StatusCode::URI_TOO_LONG => "uri_too_long",
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "headers_too_large",
         StatusCode::REQUEST_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT => "timeout",
         s if s.is_server_error() => "internal",
         _ => "error",
     }
+}
+
+/// The JSON error body of `status` with `message` (naming `field`), for answers made outside the application.
+pub fn error_body(status: StatusCode, field: Option<&str>, message: &str) -> Vec<u8> {
+    let body = ErrorBody {
+        status: status.as_u16(),
+        code: code_of(status).into(),
+        field: field.map(str::to_string),
+        message: message.to_string(),
+        errors: vec![],
+        blockers: vec![],
+    };
+    serde_json::to_vec(&body).unwrap_or_default()
 }
 
 /// Rewrites an error answer that is not JSON (axum's plain-text rejections, empty 405s, tower-http's 413) into

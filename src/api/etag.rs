@@ -8,7 +8,6 @@ use axum::body::Body;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, VARY};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use sha2::{Digest, Sha256};
 
 /// `Cache-Control` of a closed month's representations.
 pub const CLOSED: &str = "private, max-age=31536000, immutable";
@@ -17,8 +16,7 @@ pub const OPEN: &str = "private, no-cache";
 
 /// The strong entity tag of `body`: `"<sha256 hex>"`.
 pub fn tag(body: &[u8]) -> String {
-    let hex: String = Sha256::digest(body).iter().map(|b| format!("{b:02x}")).collect();
-    format!("\"{hex}\"")
+    format!("\"{}\"", crate::digest::sha256_hex(body))
 }
 
 /// Whether `If-None-Match` (every such header, RFC 9110 §13.1.2) names `etag` or is `*`. The comparison is the

@@ -1,6 +1,8 @@
 //! `Idempotency-Key` on POSTs: the same key with the same request replays the first answer (status and body)
 //! without writing again; the same key with another request is a 422 naming the header; a key whose first
-//! request is still running is a 409. Keys are per caller (its token's digest) and expire after a day.
+//! request is still running is a 409. Keys are per caller (its token's digest) and expire after a day. The caller
+//! is authenticated before anything is claimed or replayed: a revoked or expired token gets its 401, never a
+//! stored answer.
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -10,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
 use super::AppState;
-use crate::auth::{bearer_token, hash_token};
+use crate::auth::{AuthRejection, bearer_token, hash_token};
 use crate::db;
 use crate::error::ApiError;
 
@@ -19,13 +21,9 @@ const TTL_SECS: i64 = 24 * 3600;
 /// A claim unanswered this long belongs to a request that died (longer than the request timeout).
 const STALE_SECS: i64 = 600;
 
-/// The caller a key belongs to: its token's digest (the extractors authenticate it later).
+/// The caller a key belongs to: its token's digest.
 fn bearer(req: &Request) -> Option<String> {
     bearer_token(req.headers()).ok().map(hash_token)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What makes two requests the same: method, path and query, content type and body.
@@ -38,7 +36,7 @@ fn fingerprint(req: &axum::http::request::Parts, body: &[u8]) -> String {
     h.update(req.headers.get(header::CONTENT_TYPE).map_or(&b""[..], HeaderValue::as_bytes));
     h.update([0u8]);
     h.update(body);
-    hex(&h.finalize())
+    crate::digest::hex(&h.finalize())
 }
 
 fn valid_key(v: &HeaderValue) -> Option<&str> {
@@ -62,6 +60,13 @@ pub async fn layer(State(s): State<AppState>, req: Request, next: Next) -> Respo
     };
     // without a token the request is refused anyway; nothing to remember
     let Some(caller) = bearer(&req) else { return next.run(req).await };
+    // a stored answer is the caller's: only a caller who still is one gets it (the handler's extractor checks the
+    // role as for any request)
+    match db::tokens::find_active(&s.pool, &caller).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return AuthRejection::InvalidToken.into_response(),
+        Err(e) => return ApiError::from(e).into_response(),
+    }
     let (parts, body) = req.into_parts();
     let body = match axum::body::to_bytes(body, super::BODY_LIMIT).await {
         Ok(b) => b,

@@ -10,9 +10,11 @@ mod etag;
 mod extract;
 mod idempotency;
 mod ingest;
+mod nodes;
 mod page;
 pub mod probes;
 mod rates;
+mod report_exports;
 mod reports;
 mod teams;
 mod usage;
@@ -53,6 +55,7 @@ pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
         (name = "budgets", description = "Monthly budgets, forecasts and alerts"),
         (name = "ingest", description = "Ingest health: watermark, lag, kept hours, anomalies"),
         (name = "reports", description = "Low-utilization top N, monthly utilization, team ranking"),
+        (name = "nodes", description = "Nodes a month marks (model unknown, cards not counted); assigning their settings"),
     )
 )]
 struct ApiDoc;
@@ -77,7 +80,9 @@ pub fn api() -> (Router<AppState>, OpenApiSpec) {
         .merge(waste::router())
         .merge(reports::router())
         .merge(budgets::router())
-        .merge(ingest::router());
+        .merge(ingest::router())
+        .merge(report_exports::router())
+        .merge(nodes::router());
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api/v1", v1).split_for_parts()
 }
 
@@ -106,6 +111,12 @@ pub fn routes(state: AppState) -> Router<AppState> {
 /// application for the API's paths, so that the body limit's and the router's answers are JSON too.
 pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
     errors::json_errors(req, next).await
+}
+
+/// The JSON error body (as every error of the API carries) of an answer made outside the application: a request
+/// the server could not read, a body that did not arrive in time.
+pub fn error_body(status: axum::http::StatusCode, field: Option<&str>, message: &str) -> Vec<u8> {
+    errors::error_body(status, field, message)
 }
 
 /// The answer to an unknown route under the API's paths.

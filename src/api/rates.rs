@@ -50,11 +50,11 @@ pub struct AliasInput {
     responses((status = 200, description = "The alias as stored", body = ModelAlias), ReaderErrors, WriterErrors))]
 async fn put_model_alias(
     State(s): State<AppState>,
-    Finance(p): Finance,
+    Finance(writer): Finance,
     Path(model_name): Path<String>,
     ApiJson(input): ApiJson<AliasInput>,
 ) -> Result<Json<ModelAlias>, ApiError> {
-    Ok(Json(rates::put_model_alias(&s.cases, &p.actor(), &model_name, &input.pricing_model).await?))
+    Ok(Json(rates::put_model_alias(&s.cases, &writer, &model_name, &input.pricing_model).await?))
 }
 
 #[utoipa::path(get, path = "/rates", tag = "rates", security(("bearer" = [])),
@@ -71,10 +71,10 @@ async fn list_rates(
     responses((status = 201, description = "The rate version as stored", body = StoredRate), ReaderErrors, WriterErrors))]
 async fn create_rate(
     State(s): State<AppState>,
-    Finance(p): Finance,
+    Finance(writer): Finance,
     ApiJson(input): ApiJson<RateInput>,
 ) -> Result<(StatusCode, Json<StoredRate>), ApiError> {
-    Ok((StatusCode::CREATED, Json(rates::create_rate(&s.cases, &p.actor(), input).await?)))
+    Ok((StatusCode::CREATED, Json(rates::create_rate(&s.cases, &writer, input).await?)))
 }
 
 /// Removes a rate version (finance, admin). Closed months keep their bills; open months are recomputed. Audited.
@@ -83,10 +83,10 @@ async fn create_rate(
     responses((status = 204, description = "The rate version is deleted"), ReaderErrors, WriterErrors))]
 async fn delete_rate(
     State(s): State<AppState>,
-    Finance(p): Finance,
+    Finance(writer): Finance,
     Path(id): Path<i64>,
 ) -> Result<StatusCode, ApiError> {
-    rates::delete_rate(&s.cases, &p.actor(), id).await?;
+    rates::delete_rate(&s.cases, &writer, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -115,11 +115,11 @@ async fn list_cloud_rates(
     responses((status = 200, description = "The cloud rates as stored", body = CloudRates), ReaderErrors, WriterErrors))]
 async fn put_cloud_rates(
     State(s): State<AppState>,
-    Finance(p): Finance,
+    Finance(writer): Finance,
     Path(model): Path<String>,
     ApiJson(cloud): ApiJson<CloudRates>,
 ) -> Result<Json<CloudRates>, ApiError> {
-    Ok(Json(rates::put_cloud_rates(&s.cases, &p.actor(), &model, cloud).await?))
+    Ok(Json(rates::put_cloud_rates(&s.cases, &writer, &model, cloud).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

@@ -54,11 +54,11 @@ async fn get_team(
     responses((status = 200, description = "The team as stored", body = Team), ReaderErrors, WriterErrors))]
 async fn put_team(
     State(s): State<AppState>,
-    Finance(p): Finance,
+    Finance(writer): Finance,
     Path(id): Path<String>,
     ApiJson(input): ApiJson<TeamInput>,
 ) -> Result<Json<Team>, ApiError> {
-    Ok(Json(teams::put_team(&s.cases, &p.actor(), &id, &input).await?))
+    Ok(Json(teams::put_team(&s.cases, &writer, &id, &input).await?))
 }
 
 #[utoipa::path(get, path = "/mappings", tag = "teams", security(("bearer" = [])),
@@ -96,10 +96,10 @@ fn mapping_key(m: &Mapping) -> (String, Option<String>, NaiveDate, i64) {
     responses((status = 201, description = "The mapping as stored", body = Mapping), ReaderErrors, WriterErrors))]
 async fn create_mapping(
     State(s): State<AppState>,
-    Finance(p): Finance,
+    Finance(writer): Finance,
     ApiJson(input): ApiJson<MappingInput>,
 ) -> Result<(StatusCode, Json<Mapping>), ApiError> {
-    Ok((StatusCode::CREATED, Json(mappings::create_mapping(&s.cases, &p.actor(), &input).await?)))
+    Ok((StatusCode::CREATED, Json(mappings::create_mapping(&s.cases, &writer, &input).await?)))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -125,11 +125,11 @@ pub struct ImportQuery {
         ReaderErrors, WriterErrors))]
 async fn import_mappings(
     State(s): State<AppState>,
-    Finance(p): Finance,
+    Finance(writer): Finance,
     ApiQuery(q): ApiQuery<ImportQuery>,
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<ImportReport>), ApiError> {
-    let report = mappings::import(&s.cases, &p.actor(), &body, q.dry_run).await?;
+    let report = mappings::import(&s.cases, &writer, &body, q.dry_run).await?;
     let status = if report.changed() { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(report)))
 }

@@ -13,8 +13,7 @@ use super::page::{self, PageRequest};
 use super::{ApiQuery, AppState};
 use crate::auth::ScopedReader;
 use crate::error::ApiError;
-use crate::ingest::window::floor_hour;
-use crate::waste::{IdlePod, IdleRule};
+use crate::waste::IdlePod;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_idle))
@@ -53,29 +52,15 @@ async fn get_idle(
     ApiQuery(q): ApiQuery<IdleQuery>,
 ) -> Result<(HeaderMap, Json<Vec<IdlePod>>), ApiError> {
     let req = PageRequest::<IdleRank>::parse(q.limit, q.after.as_deref())?;
-    let (base, default_hours) = match q.rule.as_deref() {
-        None | Some("weekly") => (IdleRule::WEEKLY, 168),
-        Some("short_term") => (IdleRule::SHORT_TERM, 2),
-        Some(other) => {
-            return Err(ApiError::invalid("rule", format!("`{}`: use weekly or short_term", other.escape_debug())));
-        }
+    let ask = crate::usecase::idle::IdleAsk {
+        rule: q.rule,
+        to: q.to,
+        hours: q.hours,
+        max_utilization: q.max_utilization,
+        min_memory_mib: q.min_memory_mib,
+        include_ended: q.include_ended,
     };
-    let rule = IdleRule {
-        max_utilization: q.max_utilization.unwrap_or(base.max_utilization),
-        min_memory_mib: q.min_memory_mib.unwrap_or(base.min_memory_mib),
-    }
-    .validate()
-    .map_err(|(field, message)| ApiError::invalid(field, message))?;
-    let hours = q.hours.unwrap_or(default_hours);
-    crate::validate::bounded("hours", i64::from(hours), 1, i64::from(crate::validate::IDLE_HOURS_MAX))?;
-    let to = match q.to {
-        Some(t) => crate::validate::instant("to", t.resolve("to", s.billing_tz)?)?,
-        None => floor_hour(Utc::now()),
-    };
-    if floor_hour(to) != to {
-        return Err(ApiError::invalid("to", "must be a whole hour"));
-    }
-    let only_running = !q.include_ended.unwrap_or(false);
+    let (to, hours, rule, only_running) = ask.resolve(s.billing_tz, Utc::now())?;
     let list = crate::usecase::idle::idle_pods(&s.cases, &scope, to, hours, rule, only_running).await?;
     let (rows, next) = page::page(list.as_ref().clone(), rank, &req);
     // the next pages read the same window, whatever the hour is by then

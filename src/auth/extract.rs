@@ -10,12 +10,13 @@ use axum::response::{IntoResponse, Response};
 use sqlx::PgPool;
 
 use super::{Principal, hash_token};
-use crate::access::Scope;
+use crate::access::{Scope, Writer};
 use crate::db;
 use crate::error::ApiError;
 
-/// Admin or finance: writes (rates, mappings, teams, budgets) and closing months.
-pub struct Finance(pub Principal);
+/// Admin or finance: writes (rates, mappings, teams, budgets) and closing months, as the [`Writer`] the write use
+/// cases take.
+pub struct Finance(pub Writer);
 
 /// Anyone but a team lead: reads every team's data and the cluster-wide figures.
 pub struct GlobalReader(pub Principal);
@@ -96,7 +97,7 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let p = authenticate(parts, state).await?;
-        if p.role.writes() { Ok(Finance(p)) } else { Err(AuthRejection::Forbidden) }
+        Writer::of(&p).map(Finance).ok_or(AuthRejection::Forbidden)
     }
 }
 

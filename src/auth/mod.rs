@@ -2,8 +2,9 @@
 //! data scope a role may see are [`crate::access`]'s.
 //!
 //! Handlers never look at a role: each takes the capability extractor it needs ([`Finance`], [`GlobalReader`],
-//! [`ScopedReader`]), so a handler without one does not compile against an authenticated caller, and one with the
-//! wrong one is visible in its signature.
+//! [`ScopedReader`]; the pages' `PageWriter`, `PageGlobalReader`, `PageAdmin` in `web::capability`), so a handler
+//! without one does not compile against an authenticated caller, and one with the wrong one is visible in its
+//! signature. [`Finance`] hands the [`crate::access::Writer`] every write use case takes.
 
 mod extract;
 mod page;
@@ -13,7 +14,7 @@ pub mod session;
 mod token;
 
 pub use extract::{AuthRejection, Finance, GlobalReader, Reader, ScopedReader, bearer_token};
-pub use page::{CsrfForm, CsrfUpload, PageRejection, PageUser, UploadPart, local_next};
+pub use page::{CsrfForm, CsrfUpload, LoginCsrfForm, PageRejection, PageUser, UploadPart, local_next};
 pub use proxy::ProxyConfig;
 pub use token::{NewToken, hash_token, new_token};
 

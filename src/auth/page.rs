@@ -195,24 +195,47 @@ pub struct CsrfForm<T>(pub T);
 impl<T: DeserializeOwned + Send> FromRequest<AppState> for CsrfForm<T> {
     type Rejection = PageRejection;
 
-    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        let (parts, body) = req.into_parts();
+    async fn from_request(req: Request, _state: &AppState) -> Result<Self, Self::Rejection> {
+        let (parts, sent, rest) = read_form(req).await?;
         let session = session_of(&parts)?;
-        let urlencoded = parts.headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
-            v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
-        });
-        if !urlencoded {
-            return Err(PageRejection::BadForm("expected a form (application/x-www-form-urlencoded)".into()));
-        }
-        let bytes = Bytes::from_request(Request::from_parts(parts, body), state)
-            .await
-            .map_err(|e| PageRejection::BadForm(e.body_text()))?;
-        let (sent, rest) = split_csrf(&bytes)?;
         if !session::csrf_matches(&session, &sent).await.map_err(internal)? {
             return Err(PageRejection::Csrf);
         }
         serde_urlencoded::from_str(&rest).map(CsrfForm).map_err(|e| PageRejection::BadForm(e.to_string()))
     }
+}
+
+/// The login form: as [`CsrfForm`], but its `csrf` field must match the visitor's [`session::LoginToken`] cookie
+/// (an anonymous visitor has no session, and gets none before signing in).
+pub struct LoginCsrfForm<T>(pub T);
+
+impl<T: DeserializeOwned + Send> FromRequest<AppState> for LoginCsrfForm<T> {
+    type Rejection = PageRejection;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let (parts, sent, rest) = read_form(req).await?;
+        let token = session::LoginToken::from_headers(&parts.headers, state.portal.session.secure);
+        if !token.is_some_and(|t| t.matches(&sent)) {
+            return Err(PageRejection::Csrf);
+        }
+        serde_urlencoded::from_str(&rest).map(LoginCsrfForm).map_err(|e| PageRejection::BadForm(e.to_string()))
+    }
+}
+
+/// A urlencoded form's request parts, its one `csrf` value and its other fields (encoded again).
+async fn read_form(req: Request) -> Result<(Parts, String, String), PageRejection> {
+    let (parts, body) = req.into_parts();
+    let urlencoded = parts.headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+        v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
+    });
+    if !urlencoded {
+        return Err(PageRejection::BadForm("expected a form (application/x-www-form-urlencoded)".into()));
+    }
+    let body = axum::body::to_bytes(body, crate::server::BODY_LIMIT).await.map_err(|e| {
+        PageRejection::BadForm(format!("the form could not be read (at most {} bytes): {e}", crate::server::BODY_LIMIT))
+    })?;
+    let (sent, rest) = split_csrf(&body)?;
+    Ok((parts, sent, rest))
 }
 
 /// One part of a `multipart/form-data` form other than `csrf`: its name, the file name sent with it, its bytes.

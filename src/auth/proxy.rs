@@ -117,7 +117,9 @@ impl ProxyConfig {
             [Some(one)] => one.trim(),
             _ => return Identity::Malformed,
         };
-        if user.is_empty() || user.chars().count() > USER_MAX || user.chars().any(char::is_control) {
+        // the rule every name typed into the API follows (no control, bidi or invisible character, not blank, not
+        // too long): a name that displays as something else is nobody
+        if crate::validate::text("user", user, USER_MAX).is_err() {
             return Identity::Malformed;
         }
         let groups: Vec<String> = headers
@@ -240,5 +242,14 @@ mod tests {
         let mut two = headers(Some("a"), &["fin"]);
         two.append(DEFAULT_USER_HEADER, HeaderValue::from_static("b"));
         assert_eq!(c.identify(Some(proxy), &two), Identity::Malformed);
+        // the API's rule for names: no bidi control (U+202E shows "gpj.exe" as "exe.jpg"), no invisible character
+        for bad in ["evil\u{202E}gpj.exe", "\u{2066}wang", "wang\u{200F}", "wang\u{FEFF}", "a\u{2028}b"] {
+            let mut h = headers(Some("x"), &["fin"]);
+            h.insert(DEFAULT_USER_HEADER, HeaderValue::from_bytes(bad.as_bytes()).unwrap());
+            assert_eq!(c.identify(Some(proxy), &h), Identity::Malformed, "{bad:?}");
+        }
+        let mut h = headers(Some("x"), &["fin"]);
+        h.insert(DEFAULT_USER_HEADER, HeaderValue::from_bytes("王五".as_bytes()).unwrap());
+        assert!(matches!(c.identify(Some(proxy), &h), Identity::User(_)), "any script is a name");
     }
 }

@@ -2,8 +2,10 @@
 //! cookie is set (HttpOnly, SameSite=Lax, Secure when configured) and how long it lives without a request.
 //!
 //! Sessions are rows of `portal_sessions` ([`crate::db::sessions`]), so every instance behind a load
-//! balancer sees the same ones and a restart signs nobody out. A visitor gets a session on the login page already:
-//! its CSRF token protects the login form itself (login CSRF signs a victim into the attacker's account).
+//! balancer sees the same ones and a restart signs nobody out. A session is made only once something needs
+//! storing — at sign-in — never for an anonymous visitor: the login form is protected from login CSRF (which
+//! signs a victim into the attacker's account) by a double-submit token instead ([`LoginToken`]), a random value
+//! in a cookie of its own that the form must repeat, so a visitor who never signs in leaves no row.
 
 use std::time::Duration;
 
@@ -52,6 +54,82 @@ pub fn layer(pool: sqlx::PgPool, config: &SessionConfig) -> SessionManagerLayer<
         .with_secure(config.secure)
         .with_path("/")
         .with_expiry(Expiry::OnInactivity(idle))
+}
+
+/// The login form's CSRF token for an anonymous visitor (double submit): a random value held in a cookie of its
+/// own (HttpOnly, `SameSite=Strict`, `__Host-` prefixed when cookies are Secure, so a sibling host cannot plant
+/// one) and repeated in the form; a login is accepted only when the two agree. Nothing is stored on the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoginToken(String);
+
+impl LoginToken {
+    /// How long the form stays usable (then the page is loaded again).
+    const MAX_AGE: i64 = 2 * 3600;
+
+    /// The cookie's name: `__Host-` prefixed when the cookie is Secure (a browser then accepts it only from this
+    /// very host, over HTTPS, for path `/`).
+    pub fn cookie_name(secure: bool) -> &'static str {
+        if secure { "__Host-cardhour_login" } else { "cardhour_login" }
+    }
+
+    /// The token the request's cookie holds, when it holds one of ours.
+    pub fn from_headers(headers: &axum::http::HeaderMap, secure: bool) -> Option<Self> {
+        let name = Self::cookie_name(secure);
+        headers
+            .get_all(axum::http::header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(tower_sessions::cookie::Cookie::split_parse)
+            .filter_map(Result::ok)
+            .find(|c| c.name() == name && c.value().len() == 43 && c.value().bytes().all(is_token_byte))
+            .map(|c| Self(c.value().to_string()))
+    }
+
+    /// The request's token, or a new one (which the answer must set: see [`Self::set_cookie`]).
+    pub fn from_headers_or_new(headers: &axum::http::HeaderMap, secure: bool) -> (Self, bool) {
+        match Self::from_headers(headers, secure) {
+            Some(t) => (t, false),
+            None => (Self(random_token()), true),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether the form sent `sent`, this token (compared in constant time).
+    pub fn matches(&self, sent: &str) -> bool {
+        use subtle::ConstantTimeEq;
+        !sent.is_empty() && bool::from(self.0.as_bytes().ct_eq(sent.as_bytes()))
+    }
+
+    /// The `Set-Cookie` value that gives the browser this token.
+    pub fn set_cookie(&self, secure: bool) -> axum::http::HeaderValue {
+        let c = tower_sessions::cookie::Cookie::build((Self::cookie_name(secure), self.0.clone()))
+            .http_only(true)
+            .same_site(SameSite::Strict)
+            .secure(secure)
+            .path("/")
+            .max_age(tower_sessions::cookie::time::Duration::seconds(Self::MAX_AGE))
+            .build();
+        axum::http::HeaderValue::from_str(&c.to_string()).unwrap_or(axum::http::HeaderValue::from_static(""))
+    }
+
+    /// The `Set-Cookie` value that removes the token (after a sign-in: the session's token takes over).
+    pub fn clear_cookie(secure: bool) -> axum::http::HeaderValue {
+        let c = tower_sessions::cookie::Cookie::build((Self::cookie_name(secure), ""))
+            .http_only(true)
+            .same_site(SameSite::Strict)
+            .secure(secure)
+            .path("/")
+            .max_age(tower_sessions::cookie::time::Duration::ZERO)
+            .build();
+        axum::http::HeaderValue::from_str(&c.to_string()).unwrap_or(axum::http::HeaderValue::from_static(""))
+    }
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
 }
 
 /// Why the session could not be read or written (the store's error, logged by the caller).

@@ -4,7 +4,6 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rand::RngCore;
-use sha2::{Digest, Sha256};
 
 const PREFIX: &str = "chr_";
 
@@ -23,8 +22,7 @@ pub fn new_token() -> NewToken {
 }
 
 pub fn hash_token(secret: &str) -> String {
-    let digest = Sha256::digest(secret.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    crate::digest::sha256_hex(secret.as_bytes())
 }
 
 #[cfg(test)]

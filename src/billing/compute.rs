@@ -3,10 +3,13 @@
 //! Capacity not offered to workloads (cordoned nodes, unhealthy cards: SPEC §3) is priced apart and kept by the
 //! platform: no team could have used it, so it is never spread. The unallocated cost is the offered capacity's
 //! cost minus the allocated cost (Σ team line amounts), so allocated + unallocated + not_offered =
-//! capacity_cost exactly. It is negative when time-slicing sells more card-hours than the cluster offers; the
-//! sign is kept, so spreading a negative amount credits the teams. Per the bill's policy it is either kept by
-//! the platform or spread over teams in proportion to their allocated amounts (largest remainder, ties by team
-//! name). Either way, to the fen: Σ team totals + platform_kept = capacity_cost.
+//! capacity_cost exactly — as long as the teams' usage costs no more than the offered capacity. Unallocated is
+//! never negative (SPEC §6): usage above the counted capacity (capacity never seen for cards pods held, or the
+//! rounding of many lines against one capacity line) is the **capacity shortfall**, a figure of its own that
+//! nothing spreads, so spreading can never credit the teams their own bills away. Per the bill's policy the
+//! unallocated cost is either kept by the platform or spread over teams in proportion to their allocated amounts
+//! (largest remainder, ties by team name). Either way, to the fen: Σ team totals + platform_kept = capacity_cost
+//! + over_recovery + capacity_shortfall.
 //!
 //! Showback (cost shown) and chargeback (cost billed) compute the *same* numbers: the mode only says what
 //! finance does with them, so it is carried to the output and nothing else.
@@ -190,6 +193,12 @@ pub struct MonthBills {
     /// `None` when no line is billed so (and in months closed before the policy existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub over_recovery: Option<Money>,
+    /// What the teams' usage cost above the offered capacity's cost (usage on capacity that was never counted, or
+    /// the rounding of many lines against one capacity line): its own figure, never a negative `unallocated`
+    /// and never spread. `None` when there is none (and in months closed before it existed, whose `unallocated`
+    /// may be negative as they were closed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_shortfall: Option<Money>,
     /// The replica billing settings in effect during the month, shown on the statement; `None` when the month has
     /// no time-sliced usage and no setting (and in months closed before the policy existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -205,6 +214,47 @@ impl MonthBills {
     /// The over-recovery, 0 when nothing was billed as whole cards.
     pub fn over_recovery_amount(&self) -> Money {
         self.over_recovery.unwrap_or_default()
+    }
+
+    /// The capacity shortfall, 0 when the offered capacity covers the usage.
+    pub fn shortfall_amount(&self) -> Money {
+        self.capacity_shortfall.unwrap_or_default()
+    }
+
+    /// `unallocated − capacity_shortfall`: the offered capacity's cost minus the physical allocation, signed (what
+    /// months closed before the shortfall existed stored as `unallocated`).
+    pub fn unallocated_signed(&self) -> Money {
+        self.unallocated - self.shortfall_amount()
+    }
+
+    /// The same bills under another policy: the same lines, capacity and unallocated cost, the unallocated cost
+    /// kept or spread as `policy` says (what a comparison of a month frozen under one policy with a view under
+    /// another needs: like with like). A month closed with a negative unallocated (before the shortfall existed)
+    /// is read as its shortfall, never spread.
+    pub fn under(&self, policy: BillPolicy) -> MonthBills {
+        let signed = self.unallocated_signed();
+        let (unallocated, shortfall) =
+            if signed < Money::ZERO { (Money::round_fen(Decimal::ZERO), -signed) } else { (signed, Money::ZERO) };
+        let plain: Vec<TeamBill> = self.teams.iter().map(|t| t.clone().with_share(Money::ZERO)).collect();
+        let shares = match policy.unallocated {
+            UnallocatedPolicy::KeptByPlatform => None,
+            UnallocatedPolicy::SpreadProportionally => {
+                largest_remainder(unallocated, &plain.iter().map(|t| t.allocated).collect::<Vec<_>>())
+            }
+        };
+        let not_offered = self.not_offered_cost();
+        let (teams, platform_kept) = match shares {
+            Some(shares) => (plain.into_iter().zip(shares).map(|(t, s)| t.with_share(s)).collect(), not_offered),
+            None => (plain, not_offered + unallocated),
+        };
+        MonthBills {
+            teams,
+            unallocated,
+            platform_kept,
+            policy,
+            capacity_shortfall: (!shortfall.is_zero()).then_some(shortfall),
+            ..self.clone()
+        }
     }
 }
 
@@ -226,7 +276,10 @@ pub fn compute_month(usage: &[UsageLine], capacity: &[CapacityLine], policy: Bil
     let lines = || teams.iter().flat_map(|t| &t.lines);
     let over_recovery: Money = lines().map(BillLine::over_recovery).sum();
     let whole_card_billed = lines().any(|l| l.whole_card_hours.is_some());
-    let unallocated = capacity_cost - not_offered - (allocated - over_recovery);
+    let signed = capacity_cost - not_offered - (allocated - over_recovery);
+    // never negative (SPEC §6): what usage cost above the offered capacity is the shortfall, never spread
+    let (unallocated, shortfall) =
+        if signed < Money::ZERO { (Money::round_fen(Decimal::ZERO), -signed) } else { (signed, Money::ZERO) };
 
     // Teams are sorted by name, so largest_remainder's positional tie-break is the name order.
     let shares = match policy.unallocated {
@@ -250,6 +303,7 @@ pub fn compute_month(usage: &[UsageLine], capacity: &[CapacityLine], policy: Bil
         policy,
         not_offered: Some(not_offered),
         over_recovery: whole_card_billed.then_some(over_recovery),
+        capacity_shortfall: (!shortfall.is_zero()).then_some(shortfall),
         replica_policies: None,
     }
 }
@@ -359,20 +413,54 @@ mod tests {
     }
 
     #[test]
-    fn oversold_time_slicing_spreads_a_credit() {
-        // Capacity 10 card-hours × 10.0000 = 100.00; allocated 100.00 + 50.00 = 150.00 (time-slicing sold more
-        // card-hours than exist). Unallocated −50.00: 5000 fen × 100/150 = 3333 r 50, × 50/150 = 1666 r 100
-        // → the missing fen to "b": −33.33 and −16.67; totals 66.67 + 33.33 = 100.00 = capacity cost.
+    fn usage_above_the_counted_capacity_is_a_shortfall_never_a_negative_unallocated() {
+        // Issue 33 item 16 by hand. Capacity counted: 10 T4 card-hours × 10.0000 = 100.00, and 720 L40S card-hours
+        // with no rate (0.00, unpriced). Usage: a 10 T4 card-hours = 100.00, b 5 = 50.00 (their node's capacity
+        // was never counted), b 3 L40S unpriced. Allocated 150.00 > 100.00: unallocated would be −50.00 and a
+        // spread would credit the teams their own bills away. Instead unallocated 0.00, shortfall 50.00, nothing
+        // spread: a pays 100.00, b 50.00, the platform keeps 0.00; 150.00 + 0.00 = 100.00 + 50.00.
         let r = rate(dec!(10));
-        let bills = compute_month(
-            &[usage("a", "a", "T4", dec!(10), r), usage("b", "b", "T4", dec!(5), r)],
-            &[cap("T4", dec!(10), r)],
-            SPREAD,
-        );
-        assert_eq!(bills.unallocated.to_string(), "-50.00");
-        let totals: Vec<String> = bills.teams.iter().map(|t| t.total.to_string()).collect();
-        assert_eq!(totals, ["66.67", "33.33"]);
-        assert_eq!(bills.teams[1].unallocated_share.to_string(), "-16.67");
+        let usage = [
+            usage("a", "a", "T4", dec!(10), r),
+            usage("b", "b", "T4", dec!(5), r),
+            usage("b", "b", "L40S", dec!(3), None),
+        ];
+        let capacity = [cap("T4", dec!(10), r), cap("L40S", dec!(720), None)];
+        for mode in [BillMode::Showback, BillMode::Chargeback] {
+            for unallocated in [UnallocatedPolicy::KeptByPlatform, UnallocatedPolicy::SpreadProportionally] {
+                let bills = compute_month(&usage, &capacity, BillPolicy { mode, unallocated });
+                assert_eq!(bills.capacity_cost.to_string(), "100.00");
+                assert_eq!(bills.allocated.to_string(), "150.00");
+                assert_eq!(bills.unallocated.to_string(), "0.00", "{mode:?} {unallocated:?}");
+                assert_eq!(bills.capacity_shortfall.map(|m| m.to_string()), Some("50.00".into()));
+                assert_eq!(bills.unallocated_signed().to_string(), "-50.00");
+                let totals: Vec<String> = bills.teams.iter().map(|t| t.total.to_string()).collect();
+                assert_eq!(totals, ["100.00", "50.00"], "{mode:?} {unallocated:?}");
+                assert!(bills.teams.iter().all(|t| t.unallocated_share.is_zero()));
+                assert_eq!(bills.platform_kept.to_string(), "0.00");
+                let carried: Money = bills.teams.iter().map(|t| t.total).sum();
+                assert_eq!(carried + bills.platform_kept, bills.capacity_cost + bills.shortfall_amount());
+            }
+        }
+        // covered capacity: no shortfall at all
+        let fine = compute_month(&usage[..1], &capacity, SPREAD);
+        assert_eq!((fine.unallocated.to_string(), fine.capacity_shortfall), ("0.00".into(), None));
+    }
+
+    #[test]
+    fn bills_under_another_policy_are_those_computed_under_it() {
+        // spread_over_three_teams' month, kept then re-read spread (and back): what compute_month gives directly
+        let r = rate(dec!(10));
+        let usage = [usage("c", "c", "H100", dec!(20), r), usage("a", "a", "H100", dec!(20), r)];
+        let capacity =
+            [CapacityLine { gpu_model: "H100".into(), card_hours: dec!(100), offered_card_hours: dec!(90), rate: r }];
+        let kept = compute_month(&usage, &capacity, KEPT);
+        let spread = compute_month(&usage, &capacity, SPREAD);
+        assert_eq!(kept.under(SPREAD), spread);
+        assert_eq!(spread.under(KEPT), kept);
+        // 1000.00 capacity, 100.00 not offered, 400.00 allocated: 500.00 spread 250.00 each
+        assert_eq!(spread.teams[0].unallocated_share.to_string(), "250.00");
+        assert_eq!(kept.under(SPREAD).platform_kept.to_string(), "100.00");
     }
 
     fn timeslice(team: &str, card_hours: Decimal, whole: Option<Decimal>, r: Option<RatePerCardHour>) -> UsageLine {

@@ -6,18 +6,22 @@
 //! - [`replicas`]: how time-sliced replicas are billed (fraction or whole card), dated per cluster or pool.
 //! - [`spread`]: largest-remainder split, so spread shares sum exactly to the amount split.
 //! - [`restate`]: restatement lines for a closed month recomputed later.
+//! - [`rebill`]: a month's bills with card-hours moved between lines (a node's settings changed), recomputed.
+//! - [`totals`]: the total row of a month's teams table.
 //!
 //! Rates arrive resolved (a `RatePerCardHour` per period, or `None` when unknown): this module knows nothing
 //! of how they are derived. Invariants, each tested by property: every total is the sum of its lines;
-//! Σ team totals + platform_kept = capacity_cost, to the fen, under either unallocated policy; showback and
-//! chargeback produce identical numbers.
+//! Σ team totals + platform_kept = capacity_cost (+ over-recovery + capacity shortfall), to the fen, under either
+//! unallocated policy; unallocated is never negative; showback and chargeback produce identical numbers.
 
 pub mod compute;
 pub mod lines;
 pub mod month;
+pub mod rebill;
 pub mod replicas;
 pub mod restate;
 pub mod spread;
+pub mod totals;
 
 #[cfg(test)]
 mod proptests;
@@ -28,3 +32,4 @@ pub use month::{DEFAULT_BILLING_TZ, Month, MonthParseError};
 pub use replicas::{ReplicaBilling, ReplicaPolicyBook, ReplicaPolicyVersion};
 pub use restate::{RestatementLine, UNALLOCATED_SHARE_NAMESPACE, restate_month, restatement};
 pub use spread::largest_remainder;
+pub use totals::MonthTotals;

@@ -105,7 +105,11 @@ proptest! {
         prop_assert_eq!(bills.allocated, bills.teams.iter().map(|t| t.allocated).sum::<Money>());
         let not_offered = bills.not_offered.expect("a computed month records its not-offered cost");
         prop_assert_eq!(not_offered, bills.capacity.iter().map(|c| c.not_offered_amount.unwrap()).sum::<Money>());
-        prop_assert_eq!(bills.unallocated, bills.capacity_cost - not_offered - bills.allocated);
+        // never negative: what usage cost above the offered capacity is the shortfall (SPEC §6)
+        prop_assert!(bills.unallocated >= Money::ZERO);
+        prop_assert!(bills.shortfall_amount() > Money::ZERO || bills.capacity_shortfall.is_none());
+        prop_assert!(bills.unallocated.is_zero() || bills.capacity_shortfall.is_none());
+        prop_assert_eq!(bills.unallocated_signed(), bills.capacity_cost - not_offered - bills.allocated);
         for c in &bills.capacity {
             let hours = c.not_offered_card_hours.unwrap();
             prop_assert!(hours >= Decimal::ZERO && hours <= c.card_hours);
@@ -118,8 +122,13 @@ proptest! {
 
         // The month balances to the fen: capacity is allocated, unallocated or not offered, and teams carry
         // what the platform does not keep.
-        prop_assert_eq!(bills.allocated + bills.unallocated + not_offered, bills.capacity_cost);
-        prop_assert_eq!(sum_totals(&bills) + bills.platform_kept, bills.capacity_cost);
+        let shortfall = bills.shortfall_amount();
+        prop_assert_eq!(bills.allocated + bills.unallocated + not_offered, bills.capacity_cost + shortfall);
+        prop_assert_eq!(sum_totals(&bills) + bills.platform_kept, bills.capacity_cost + shortfall);
+        prop_assert!(bills.platform_kept >= not_offered);
+        for t in &bills.teams {
+            prop_assert!(t.unallocated_share >= Money::ZERO, "a spread never credits a team its own bill away");
+        }
 
         let shares: Money = bills.teams.iter().map(|t| t.unallocated_share).sum();
         let anyone_allocated = bills.teams.iter().any(|t| t.allocated > Money::ZERO);
@@ -151,9 +160,10 @@ proptest! {
         prop_assert_eq!(all.capacity_cost, some.capacity_cost);
         prop_assert_eq!(all.allocated, some.allocated);
         let moved = some.not_offered_cost();
-        prop_assert_eq!(all.unallocated - moved, some.unallocated);
+        prop_assert_eq!(all.unallocated_signed() - moved, some.unallocated_signed());
         let spread = |b: &MonthBills| b.teams.iter().map(|t| t.unallocated_share).sum::<Money>();
-        if some.teams.iter().any(|t| t.allocated > Money::ZERO) {
+        // what is moved out of a spread is at most what there was to spread (unallocated stops at 0)
+        if some.teams.iter().any(|t| t.allocated > Money::ZERO) && some.capacity_shortfall.is_none() {
             prop_assert_eq!(spread(&all) - moved, spread(&some));
             prop_assert_eq!(all.platform_kept + moved, some.platform_kept);
         }

@@ -5,7 +5,8 @@ use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 
 use super::{
-    MappingsCommand, MigrateArgs, RetentionArgs, SummaryFormat, TokenCommand, cli_actor, resolve_time, services_on,
+    MappingsCommand, MigrateArgs, RetentionArgs, SummaryFormat, TokenCommand, cli_actor, operator, resolve_time,
+    services_on,
 };
 use crate::db;
 use crate::usecase;
@@ -49,9 +50,17 @@ pub(super) async fn retention_cmd(a: RetentionArgs) -> anyhow::Result<()> {
 }
 
 pub(super) async fn migrate_cmd(a: MigrateArgs) -> anyhow::Result<()> {
-    let pool = db::connect(&a.db.database_url, 2).await.context("cannot connect to the database")?;
+    // structure changes are admitted under this declaration only (the DDL guard)
+    let pool = db::connect_migrating(&a.db.database_url, 2).await.context("cannot connect to the database")?;
     db::migrate(&pool).await.context("migration failed")?;
     println!("database schema is up to date");
+    if !db::ddl_guard_installed(&pool).await.context("reading the event triggers")? {
+        eprintln!(
+            "warning: the DDL guard is not installed (only a superuser can create an event trigger): as a superuser, \
+             once per database: CREATE EVENT TRIGGER cardhour_ddl_guard ON ddl_command_start EXECUTE FUNCTION \
+             ddl_guard(); (docs/database.md)"
+        );
+    }
     if let Some(role) = &a.grant_app_role {
         db::roles::grant_app_role(&pool, role).await.context("granting the service role failed")?;
         println!("role {role} may run ingest, serve and worker (set its password: ALTER ROLE {role} PASSWORD …)");
@@ -79,7 +88,7 @@ pub(super) async fn token_cmd(t: TokenCommand) -> anyhow::Result<()> {
             };
             let sv = services_on(pool).await?;
             let req = usecase::tokens::TokenRequest { name: name.trim().to_string(), role, teams, expires_at };
-            let issued = match usecase::tokens::create(&sv, "cli", &req).await {
+            let issued = match usecase::tokens::create(&sv, &operator("cli"), &req).await {
                 Ok(t) => t,
                 Err(usecase::Error::Invalid(problems)) => {
                     let flag = |f: &str| match f {
@@ -110,7 +119,7 @@ pub(super) async fn token_cmd(t: TokenCommand) -> anyhow::Result<()> {
         TokenCommand::Revoke { db: d, id } => {
             let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
             let sv = services_on(pool).await?;
-            match usecase::tokens::revoke(&sv, "cli", id).await {
+            match usecase::tokens::revoke(&sv, &operator("cli"), id).await {
                 Ok(()) => println!("token {id} revoked"),
                 Err(usecase::Error::NotFoundField { .. }) => bail!("no active token {id}"),
                 Err(e) => return Err(e.into()),
@@ -131,7 +140,7 @@ pub(super) async fn mappings_cmd(m: MappingsCommand) -> anyhow::Result<()> {
     };
     let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
     let sv = services_on(pool).await?;
-    let report = match usecase::mappings::import(&sv, &cli_actor(), &bytes, dry_run).await {
+    let report = match usecase::mappings::import(&sv, &operator(cli_actor()).writer(), &bytes, dry_run).await {
         Ok(r) => r,
         Err(usecase::Error::Invalid(errors)) => return Err(refused(errors)),
         Err(e) => return Err(e.into()),

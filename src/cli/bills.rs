@@ -4,7 +4,8 @@ use anyhow::{Context, bail};
 use chrono::Utc;
 
 use super::{
-    BudgetsArgs, CloseArgs, ExportArgs, ExportFormat, ReadinessArgs, cli_actor, policy_choice, resolve_time, services,
+    BudgetsArgs, CloseArgs, ExportArgs, ExportFormat, ReadinessArgs, cli_actor, operator, policy_choice, resolve_time,
+    services,
 };
 use crate::access::Scope;
 use crate::billing::PolicyChoice;
@@ -19,13 +20,13 @@ pub(super) async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
     let sel = statements::select(&sv, &scope, a.month, choice, a.team.as_deref()).await?;
     let bytes = match a.format {
         // the whole month (no --team) ends with the cluster rows from layout 2 on, as the API's export does
-        ExportFormat::Csv => exports::csv(&sel)?,
+        ExportFormat::Csv => exports::csv(&sel, None)?,
         ExportFormat::Pdf => {
             // a draft names who ran the export (a closed month's preparer is its close)
             let user = std::env::var("USER").unwrap_or_else(|_| "cli".into());
             exports::pdf(&sv, &sel, format!("cli:{user}"), a.lang).await?
         }
-        ExportFormat::Xlsx => exports::xlsx(&sel)?,
+        ExportFormat::Xlsx => exports::xlsx(&sv, &sel, a.lang)?,
     };
     match a.out {
         Some(path) => {
@@ -73,7 +74,7 @@ pub(super) async fn close_cmd(a: CloseArgs) -> anyhow::Result<()> {
         );
     };
     let sv = services(&a.db, 4).await?;
-    match closing::close(&sv, a.month, policy, a.override_reason, &cli_actor()).await {
+    match closing::close(&sv, a.month, policy, a.override_reason, &operator(cli_actor()).writer()).await {
         Ok(st) => {
             println!(
                 "closed {} (content hash {}){}",

@@ -35,6 +35,7 @@ pub(super) fn simulate_cmd(a: SimulateArgs) -> anyhow::Result<()> {
         out: a.out,
         profile: a.profile,
         ksm_gaps: a.ksm_gaps,
+        util_interval_s: a.util_interval.map(|d| d.as_secs() as u32),
     };
     let s = simulate::run(&params)?;
     println!(
@@ -53,7 +54,7 @@ pub(super) fn simulate_cmd(a: SimulateArgs) -> anyhow::Result<()> {
 
 pub(super) async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
     let cluster = ingest::config::from_flags(&a.source)?;
-    let client = PromClient::new(&cluster.prometheus, cluster.timeout)?;
+    let client = source_client(&cluster)?;
     let pool = a.db.connect(4).await.context("cannot connect to the database")?;
     let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
     let (from, to) = (resolve_time("--from", a.from, tz)?, resolve_time("--to", a.to, tz)?);
@@ -154,6 +155,15 @@ pub(super) async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The client of a cluster's source, telling it who asks (what is used is logged, never a secret).
+fn source_client(c: &ingest::config::ClusterConfig) -> anyhow::Result<PromClient> {
+    if !c.auth.is_empty() {
+        tracing::info!(cluster = %c.ingest.cluster, auth = %c.auth.describe(), "source authentication");
+    }
+    PromClient::with_auth(&c.prometheus, c.timeout, c.auth.clone())
+        .with_context(|| format!("cluster `{}`: its source at {}", c.ingest.cluster, c.prometheus))
 }
 
 /// A kept hour's line: "<hour>: 120 rows / 5000 samples stored, 0 rows / 0 samples read".
@@ -294,7 +304,7 @@ pub(super) async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
     // each source probed once per worker start (and remembered with the cluster), not per batch
     let mut sources = Vec::with_capacity(clusters.len());
     for c in clusters {
-        let client = PromClient::new(&c.prometheus, c.timeout)?;
+        let client = source_client(&c)?;
         let source = ingest::source::choose(&pool, client, &c.ingest.cluster, c.source).await?;
         sources.push(ingest::WorkerCluster { source, ingest: c.ingest });
     }

@@ -6,6 +6,9 @@
 mod admin;
 mod bills;
 mod ingest;
+pub mod nodes;
+pub mod oversub;
+pub mod policy;
 mod reports;
 mod serve;
 mod users;
@@ -91,12 +94,12 @@ pub enum Command {
     Mappings(MappingsCommand),
     /// Configure nodes whose cards, replicas or model nothing on the node tells.
     #[command(subcommand)]
-    Nodes(crate::node_cli::NodesCommand),
+    Nodes(nodes::NodesCommand),
     /// Oversubscription (compute and memory) per node, GPU model and cluster per day, with the cards' utilization beside it.
-    Oversubscription(crate::oversub_cli::OversubscriptionArgs),
+    Oversubscription(oversub::OversubscriptionArgs),
     /// How time-sliced replicas are billed (fraction or whole-card), per cluster or node pool, from a date on.
     #[command(subcommand)]
-    Policy(crate::policy_cli::PolicyCommand),
+    Policy(policy::PolicyCommand),
     /// Print the OpenAPI document (as committed in openapi/openapi.json).
     Openapi,
 }
@@ -289,6 +292,15 @@ pub enum ExportFormat {
     Xlsx,
 }
 
+/// A client timeout: a duration of at least 100 ms (a zero would cut every client off).
+fn parse_client_timeout(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_millis(100) {
+        return Err(format!("`{s}` is too short: at least 100ms"));
+    }
+    Ok(d)
+}
+
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     #[command(flatten)]
@@ -306,6 +318,14 @@ pub struct ServeArgs {
     /// A portal session unused this long ends (the user signs in again).
     #[arg(long, env = "CARDHOUR_SESSION_IDLE", default_value = "2h", value_parser = parse_duration)]
     pub session_idle: Duration,
+    /// A client must send a request's whole head (request line and headers) within this long, or its connection
+    /// is closed (also the longest a kept-alive connection waits idle for its next request).
+    #[arg(long, env = "CARDHOUR_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_client_timeout)]
+    pub header_timeout: Duration,
+    /// A client must send a request's whole body within this long of its head, whatever the method, or it is
+    /// answered 408 and its connection closed.
+    #[arg(long, env = "CARDHOUR_BODY_TIMEOUT", default_value = "30s", value_parser = parse_client_timeout)]
+    pub body_timeout: Duration,
     #[command(flatten)]
     pub proxy: crate::config::ProxyArgs,
 }
@@ -395,6 +415,10 @@ pub struct SimulateArgs {
     /// does not, some across an hour's end; the truth gains the bridged and the unbilled GPU-hours and the gaps.
     #[arg(long)]
     pub ksm_gaps: bool,
+    /// Scrape interval of DCGM and HAMi's monitor, each node on its own phase (default: --scrape-interval; with
+    /// --profile exactness 1.5 times it).
+    #[arg(long, value_parser = parse_duration)]
+    pub util_interval: Option<Duration>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -560,9 +584,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token(t) => admin::token_cmd(t).await?,
         Command::User(u) => users::user_cmd(u).await?,
         Command::Mappings(m) => admin::mappings_cmd(m).await?,
-        Command::Nodes(n) => crate::node_cli::run(n).await?,
-        Command::Oversubscription(a) => crate::oversub_cli::run(a).await?,
-        Command::Policy(p) => crate::policy_cli::run(p).await?,
+        Command::Nodes(n) => nodes::run(n).await?,
+        Command::Oversubscription(a) => oversub::run(a).await?,
+        Command::Policy(p) => policy::run(p).await?,
         Command::Openapi => print!("{}", crate::api::openapi_json()),
     }
     Ok(())
@@ -578,6 +602,12 @@ async fn services_on(pool: sqlx::PgPool) -> anyhow::Result<Services> {
 async fn services(db: &DatabaseArgs, max_connections: u32) -> anyhow::Result<Services> {
     let pool = db.connect(max_connections).await.context("cannot connect to the database")?;
     services_on(pool).await
+}
+
+/// The operator of the command line (it holds the database's credentials: an admin), audited as `actor`.
+fn operator(actor: impl Into<String>) -> crate::access::Administrator {
+    crate::access::Administrator::of(&crate::access::Principal::operator(actor))
+        .expect("the command line's operator is an admin")
 }
 
 /// Who runs a command, for the audit log: the login name.

@@ -35,10 +35,10 @@ pub(super) async fn serve_cmd(a: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("serving on http://{} (Swagger UI at /swagger-ui)", a.listen);
     let stop = crate::shutdown::on_signals("the server", a.shutdown_grace);
-    // stops accepting at once, then waits for the requests in flight
-    // the peer address of each connection: the login throttle counts per address, SSO trusts only proxy addresses
-    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app).with_graceful_shutdown(async move { stop.requested().await }).await?;
+    // stops accepting at once, then waits for the requests in flight; each request knows its peer's address (the
+    // login throttle counts per address, SSO trusts only proxy addresses); slow clients are cut off
+    let limits = crate::server::ClientLimits { header_timeout: a.header_timeout, body_timeout: a.body_timeout };
+    crate::server::serve(listener, app, limits, async move { stop.requested().await }).await?;
     tracing::info!("server stopped");
     Ok(())
 }

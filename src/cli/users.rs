@@ -5,7 +5,7 @@ use std::io::Read;
 
 use anyhow::{Context, bail};
 
-use super::{SummaryFormat, cli_actor, services};
+use super::{SummaryFormat, cli_actor, operator, services};
 use crate::config::DatabaseArgs;
 use crate::db::users::User;
 use crate::usecase;
@@ -57,7 +57,9 @@ pub(super) async fn user_cmd(c: UserCommand) -> anyhow::Result<()> {
         UserCommand::Create { db, username, role, teams, password_stdin: _ } => {
             let pw = read_password()?;
             let sv = services(&db, 2).await?;
-            let u = usecase::users::create(&sv, &cli_actor(), &username, role, &teams, &pw).await.map_err(refused)?;
+            let u = usecase::users::create(&sv, &operator(cli_actor()), &username, role, &teams, &pw)
+                .await
+                .map_err(refused)?;
             println!("user {} created ({}{})", u.username, u.role, teams_suffix(&u));
         }
         UserCommand::List { db, format } => {
@@ -70,13 +72,15 @@ pub(super) async fn user_cmd(c: UserCommand) -> anyhow::Result<()> {
         }
         UserCommand::Disable { db, username } => {
             let sv = services(&db, 2).await?;
-            let u = usecase::users::disable(&sv, &cli_actor(), &username).await.map_err(refused)?;
+            let u = usecase::users::disable(&sv, &operator(cli_actor()), &username).await.map_err(refused)?;
             println!("user {} disabled", u.username);
         }
         UserCommand::SetPassword { db, username, password_stdin: _ } => {
             let pw = read_password()?;
             let sv = services(&db, 2).await?;
-            let u = usecase::users::set_password(&sv, &cli_actor(), &username, &pw, None).await.map_err(refused)?;
+            let u = usecase::users::set_password(&sv, &operator(cli_actor()), &username, &pw, None)
+                .await
+                .map_err(refused)?;
             println!("password of {} changed", u.username);
         }
     }

@@ -4,6 +4,45 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 
+/// What a write of one row did, for its audit entry; each carries the row as stored now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change<T> {
+    /// There was none: this write made it.
+    Created(T),
+    /// It was `before` and is `after` now.
+    Changed { before: T, after: T },
+    /// It held these values already: nothing was written.
+    Unchanged(T),
+}
+
+impl<T> Change<T> {
+    /// The row as stored now.
+    pub fn into_after(self) -> T {
+        match self {
+            Self::Created(t) | Self::Unchanged(t) | Self::Changed { after: t, .. } => t,
+        }
+    }
+}
+
+/// Records `change` of `entity`: a creation (no `before`) or a change; nothing for a write that changed nothing
+/// (a repeated request is not history). `true` when an entry was written.
+pub async fn record_change<T: Serialize>(
+    conn: &mut PgConnection,
+    actor: &str,
+    action: &str,
+    entity: &str,
+    change: &Change<T>,
+) -> Result<bool, sqlx::Error> {
+    let json = |t: &T| serde_json::to_value(t).ok().filter(|v| !v.is_null());
+    let (before, after) = match change {
+        Change::Unchanged(_) => return Ok(false),
+        Change::Created(after) => (None, json(after)),
+        Change::Changed { before, after } => (json(before), json(after)),
+    };
+    record(conn, actor, action, entity, before, after).await?;
+    Ok(true)
+}
+
 pub async fn record(
     conn: &mut PgConnection,
     actor: &str,

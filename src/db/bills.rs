@@ -92,6 +92,18 @@ pub async fn closed(conn: &mut PgConnection, month: &str) -> Result<Option<Close
     .await
 }
 
+/// The content hash `month` was closed with and the one its snapshot has now (hashed in the database: nothing but
+/// the two hashes is sent); `None` when it is not closed.
+pub async fn closed_hashes(pool: &PgPool, month: &str) -> Result<Option<(String, String)>, sqlx::Error> {
+    let r = sqlx::query!(
+        r#"SELECT content_hash, snapshot_hash(snapshot) AS "actual!" FROM closed_months WHERE month = $1"#,
+        month
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(r.map(|r| (r.content_hash, r.actual)))
+}
+
 /// Closed months strictly before `month`, newest first.
 pub async fn closed_before(conn: &mut PgConnection, month: &str) -> Result<Vec<ClosedMonth>, sqlx::Error> {
     sqlx::query_as!(
@@ -116,23 +128,28 @@ pub async fn closed_after(conn: &mut PgConnection, month: &str) -> Result<Vec<Cl
     .await
 }
 
-/// Stores a close; `false` when the month was closed already (nothing written). The content hash is set by the
-/// database (trigger `content_hash`), from the snapshot as stored.
+/// Stores a close and its audit entry (`action`, `summary` as its `after`), through `close_month()`, the one door
+/// into `closed_months` (migrations/20261212000200_closed_month_door.sql: a plain INSERT is refused); `false` when
+/// the month was closed already (nothing written). The content hash is set by the database (trigger
+/// `content_hash`), from the snapshot as stored.
 pub async fn insert_closed(
     conn: &mut PgConnection,
     month: &str,
     actor: &str,
     snapshot: &serde_json::Value,
+    action: &str,
+    summary: &serde_json::Value,
 ) -> Result<bool, sqlx::Error> {
-    let r = sqlx::query!(
-        "INSERT INTO closed_months (month, closed_by, snapshot) VALUES ($1, $2, $3) ON CONFLICT (month) DO NOTHING",
+    sqlx::query_scalar!(
+        r#"SELECT close_month($1, $2, $3, $4, $5) AS "closed!""#,
         month,
         actor,
-        snapshot
+        snapshot,
+        action,
+        summary
     )
-    .execute(conn)
-    .await?;
-    Ok(r.rows_affected() == 1)
+    .fetch_one(conn)
+    .await
 }
 
 pub async fn setting(conn: &mut PgConnection, key: &str) -> Result<Option<String>, sqlx::Error> {

@@ -5,6 +5,7 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 
+use super::audit::Change;
 use crate::access::Scope;
 
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -17,28 +18,52 @@ pub struct Budget {
     pub thresholds: Vec<Decimal>,
 }
 
-pub async fn upsert(conn: &mut PgConnection, b: &Budget, actor: &str) -> Result<Option<Budget>, sqlx::Error> {
-    let before = sqlx::query_as!(
+/// Creates or changes `team`'s budget of `month`. The creation is the insert that wins (a concurrent one waits for
+/// its commit and finds the row); a change reads the row under its lock first, so concurrent puts of one budget
+/// take turns and each reads the one before it as its `before` — the audit chain replays — and a put of the values
+/// stored writes nothing.
+pub async fn put(conn: &mut PgConnection, b: &Budget, actor: &str) -> Result<Change<Budget>, sqlx::Error> {
+    let created = sqlx::query_as!(
         Budget,
-        "SELECT team_id, month, amount, thresholds FROM budgets WHERE team_id = $1 AND month = $2",
-        b.team_id,
-        b.month
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
-    sqlx::query!(
         "INSERT INTO budgets (team_id, month, amount, thresholds, updated_by) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (team_id, month) DO UPDATE SET amount = EXCLUDED.amount, thresholds = EXCLUDED.thresholds,
-             updated_by = EXCLUDED.updated_by, updated_at = now()",
+         ON CONFLICT (team_id, month) DO NOTHING
+         RETURNING team_id, month, amount, thresholds",
         b.team_id,
         b.month,
         b.amount,
         &b.thresholds,
         actor
     )
-    .execute(conn)
+    .fetch_optional(&mut *conn)
     .await?;
-    Ok(before)
+    if let Some(created) = created {
+        return Ok(Change::Created(created));
+    }
+    let before = sqlx::query_as!(
+        Budget,
+        "SELECT team_id, month, amount, thresholds FROM budgets WHERE team_id = $1 AND month = $2 FOR UPDATE",
+        b.team_id,
+        b.month
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if before.amount == b.amount && before.thresholds == b.thresholds {
+        return Ok(Change::Unchanged(before));
+    }
+    let after = sqlx::query_as!(
+        Budget,
+        "UPDATE budgets SET amount = $3, thresholds = $4, updated_by = $5, updated_at = now()
+         WHERE team_id = $1 AND month = $2
+         RETURNING team_id, month, amount, thresholds",
+        b.team_id,
+        b.month,
+        b.amount,
+        &b.thresholds,
+        actor
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Change::Changed { before, after })
 }
 
 pub async fn for_month(pool: &PgPool, month: &str, scope: &Scope) -> Result<Vec<Budget>, sqlx::Error> {
@@ -51,12 +76,6 @@ pub async fn for_month(pool: &PgPool, month: &str, scope: &Scope) -> Result<Vec<
     )
     .fetch_all(pool)
     .await
-}
-
-/// Waits for the one turn at checking and delivering budget alerts, held until `tx` ends.
-pub async fn take_alert_turn(tx: &mut PgConnection) -> Result<(), sqlx::Error> {
-    sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('cardhour:budget-alerts'))").execute(tx).await?;
-    Ok(())
 }
 
 /// Records a crossing the first time it is seen; `false` when it was known already.

@@ -8,6 +8,7 @@ pub mod health;
 pub mod history;
 pub mod idempotency;
 pub mod logins;
+pub mod node_facts;
 pub mod nodes;
 pub mod oversubscription;
 pub mod queue;
@@ -22,6 +23,7 @@ pub mod settings;
 pub mod teams;
 pub mod telemetry;
 pub mod tokens;
+pub mod turns;
 pub mod usage;
 pub mod users;
 pub mod version;
@@ -58,8 +60,38 @@ pub async fn connect_bounded(
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
+/// The setting a session declares itself a migration with: the DDL guard (migrations/20261212000300_ddl_guard.sql)
+/// admits structure changes of non-superusers only under it.
+pub const MIGRATING: (&str, &str) = ("cardhour.migrating", "on");
+
+/// Applies the pending migrations, on one connection declared a migration (closed afterwards, so the declaration
+/// never serves another caller of the pool).
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
-    MIGRATOR.run(pool).await
+    let mut conn = pool.acquire().await?;
+    conn.close_on_drop();
+    sqlx::query!("SELECT set_config($1, $2, false)", MIGRATING.0, MIGRATING.1).fetch_one(&mut *conn).await?;
+    MIGRATOR.run(&mut *conn).await
+}
+
+/// A pool whose every connection is declared a migration (`cardhour migrate`: the migrations and the service
+/// role's grants are structure changes).
+pub async fn connect_migrating(url: &str, max_connections: u32) -> Result<PgPool, sqlx::Error> {
+    let opts = PgConnectOptions::from_str(url)?.log_statements(tracing::log::LevelFilter::Debug).options([MIGRATING]);
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(opts)
+        .await
+}
+
+/// Whether the DDL guard's event trigger is installed and enabled in the database (a superuser installs it).
+pub async fn ddl_guard_installed(pool: &PgPool) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT FROM pg_event_trigger WHERE evtname = 'cardhour_ddl_guard' AND evtenabled <> 'D')
+               AS "installed!""#
+    )
+    .fetch_one(pool)
+    .await
 }
 
 /// Whether the database's schema is the one this binary was built for.

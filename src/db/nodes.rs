@@ -94,3 +94,115 @@ pub async fn set(
     )
     .await
 }
+
+/// A node's usage in one hour, per team, namespace, model, kind and fraction (what a change of its settings
+/// re-meters).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeUsageHour {
+    pub hour: DateTime<Utc>,
+    pub team: String,
+    pub namespace: String,
+    pub gpu_model: String,
+    pub kind: String,
+    pub fraction: f64,
+    pub gpu_seconds: f64,
+}
+
+/// Node `node` of `cluster`: its stored usage over `[from, to)`.
+pub async fn usage(
+    pool: &sqlx::PgPool,
+    cluster: &str,
+    node: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<NodeUsageHour>, sqlx::Error> {
+    sqlx::query_as!(
+        NodeUsageHour,
+        r#"SELECT hour, coalesce(team, 'unassigned') AS "team!", namespace, gpu_model, kind, fraction,
+                  sum(gpu_seconds) AS "gpu_seconds!"
+           FROM gpu_usage_hourly
+           WHERE cluster = $1 AND node = $2 AND hour >= $3 AND hour < $4
+           GROUP BY hour, team, namespace, gpu_model, kind, fraction
+           ORDER BY hour, team, namespace, gpu_model, kind"#,
+        cluster,
+        node,
+        from,
+        to
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// A node's capacity in one hour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeCapacityHour {
+    pub hour: DateTime<Utc>,
+    pub gpu_model: String,
+    pub cards: f64,
+    pub card_seconds: f64,
+    pub offered_card_seconds: f64,
+}
+
+/// Node `node` of `cluster`: its stored capacity over `[from, to)`.
+pub async fn capacity(
+    pool: &sqlx::PgPool,
+    cluster: &str,
+    node: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<NodeCapacityHour>, sqlx::Error> {
+    sqlx::query_as!(
+        NodeCapacityHour,
+        r#"SELECT hour, gpu_model, cards, card_seconds, coalesce(offered_card_seconds, card_seconds) AS "offered_card_seconds!"
+           FROM node_capacity_hourly
+           WHERE cluster = $1 AND node = $2 AND hour >= $3 AND hour < $4 ORDER BY hour"#,
+        cluster,
+        node,
+        from,
+        to
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// A node a month's data marks: whose model nothing names, or whose cards could not be counted (`kinds`), with
+/// the hours so marked and the card-hours held and offered on it in `[from, to)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MarkedNode {
+    pub cluster: String,
+    pub node: String,
+    pub kind: String,
+    pub hours: i64,
+    pub gpu_model: Option<String>,
+    pub held_card_seconds: f64,
+    pub capacity_card_seconds: f64,
+}
+
+pub async fn marked(
+    pool: &sqlx::PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    kinds: &[String],
+) -> Result<Vec<MarkedNode>, sqlx::Error> {
+    sqlx::query_as!(
+        MarkedNode,
+        r#"SELECT a.cluster, a.subject AS node, a.kind, count(DISTINCT a.hour) AS "hours!",
+                  (SELECT c.gpu_model FROM node_capacity_hourly c
+                   WHERE c.cluster = a.cluster AND c.node = a.subject AND c.hour >= $1 AND c.hour < $2
+                   ORDER BY c.hour DESC LIMIT 1) AS gpu_model,
+                  coalesce((SELECT sum(u.gpu_seconds) FROM gpu_usage_hourly u
+                            WHERE u.cluster = a.cluster AND u.node = a.subject AND u.hour >= $1 AND u.hour < $2), 0)
+                      AS "held_card_seconds!",
+                  coalesce((SELECT sum(c.card_seconds) FROM node_capacity_hourly c
+                            WHERE c.cluster = a.cluster AND c.node = a.subject AND c.hour >= $1 AND c.hour < $2), 0)
+                      AS "capacity_card_seconds!"
+           FROM ingest_anomalies a
+           WHERE a.hour >= date_trunc('hour', $1::timestamptz) AND a.hour < $2 AND a.kind = ANY($3)
+           GROUP BY a.cluster, a.subject, a.kind ORDER BY a.cluster, a.subject, a.kind"#,
+        from,
+        to,
+        kinds
+    )
+    .fetch_all(pool)
+    .await
+}

@@ -5,6 +5,7 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use sqlx::PgConnection;
 
+use super::audit::Change;
 use crate::money::RatePerCardHour;
 use crate::pricing::{CloudRates, ModelCatalog, PricingError, RateBook, RateHistory, RateVersion, Tco};
 
@@ -160,19 +161,45 @@ pub async fn cloud_rates(conn: &mut PgConnection) -> Result<Vec<StoredCloudRates
         .collect())
 }
 
-pub async fn put_cloud_rates(conn: &mut PgConnection, gpu_model: &str, r: &CloudRates) -> Result<(), sqlx::Error> {
-    sqlx::query!(
+/// Sets the cloud rates of `gpu_model`. As a budget is put (`db::budgets::put`): the creation is the insert that
+/// wins, a change reads the row under its lock first (its true `before`), the values stored already write nothing.
+pub async fn put_cloud_rates(
+    conn: &mut PgConnection,
+    gpu_model: &str,
+    r: &CloudRates,
+) -> Result<Change<CloudRates>, sqlx::Error> {
+    let created = sqlx::query!(
         "INSERT INTO cloud_rates (gpu_model, on_demand, spot, reserved) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (gpu_model) DO UPDATE SET on_demand = EXCLUDED.on_demand, spot = EXCLUDED.spot,
-             reserved = EXCLUDED.reserved, updated_at = now()",
+         ON CONFLICT (gpu_model) DO NOTHING RETURNING on_demand, spot, reserved",
         gpu_model,
         r.on_demand,
         r.spot,
         r.reserved
     )
-    .execute(conn)
+    .fetch_optional(&mut *conn)
     .await?;
-    Ok(())
+    if let Some(c) = created {
+        return Ok(Change::Created(CloudRates { on_demand: c.on_demand, spot: c.spot, reserved: c.reserved }));
+    }
+    let b =
+        sqlx::query!("SELECT on_demand, spot, reserved FROM cloud_rates WHERE gpu_model = $1 FOR UPDATE", gpu_model)
+            .fetch_one(&mut *conn)
+            .await?;
+    let before = CloudRates { on_demand: b.on_demand, spot: b.spot, reserved: b.reserved };
+    if before == *r {
+        return Ok(Change::Unchanged(before));
+    }
+    let a = sqlx::query!(
+        "UPDATE cloud_rates SET on_demand = $2, spot = $3, reserved = $4, updated_at = now() WHERE gpu_model = $1
+         RETURNING on_demand, spot, reserved",
+        gpu_model,
+        r.on_demand,
+        r.spot,
+        r.reserved
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Change::Changed { before, after: CloudRates { on_demand: a.on_demand, spot: a.spot, reserved: a.reserved } })
 }
 
 /// DCGM model name → pricing key overrides.

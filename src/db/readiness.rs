@@ -144,3 +144,37 @@ pub async fn node_problems(
     .fetch_all(pool)
     .await
 }
+
+/// One registered cluster's stored hours in a month: how many, the first and last, and its first stored hour ever.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoverageCount {
+    pub cluster: String,
+    pub hours: i64,
+    pub first_hour: Option<DateTime<Utc>>,
+    pub last_hour: Option<DateTime<Utc>>,
+    pub first_ingest: Option<DateTime<Utc>>,
+}
+
+/// Every registered cluster's stored hours meeting `[from, to)`, with its first stored hour ever (each an index
+/// read on `ingested_hours`' primary key).
+pub async fn coverage_counts(
+    pool: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<CoverageCount>, sqlx::Error> {
+    sqlx::query_as!(
+        CoverageCount,
+        r#"SELECT c.name AS "cluster!", m.hours AS "hours!", m.first_hour, m.last_hour,
+                  (SELECT min(i.hour) FROM ingested_hours i WHERE i.cluster = c.name) AS first_ingest
+           FROM clusters c
+           CROSS JOIN LATERAL (SELECT count(*) AS hours, min(i.hour) AS first_hour, max(i.hour) AS last_hour
+                               FROM ingested_hours i
+                               WHERE i.cluster = c.name AND i.hour >= date_trunc('hour', $1::timestamptz)
+                                 AND i.hour < $2) m
+           ORDER BY c.name"#,
+        from,
+        to
+    )
+    .fetch_all(pool)
+    .await
+}

@@ -128,3 +128,31 @@ pub async fn coverage(pool: &PgPool, from: DateTime<Utc>, to: DateTime<Utc>) -> 
     .fetch_all(pool)
     .await
 }
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterTeamDay {
+    pub cluster: String,
+    pub team: String,
+    pub gpu_model: String,
+    pub day: NaiveDate,
+    pub gpu_seconds: f64,
+}
+
+/// Usage per cluster, team, GPU model and billing day over days `[from, to)`: what weighs each cluster's part of
+/// a team's spend (a forecast scales each by its cluster's covered hours).
+pub async fn usage_by_cluster_team(
+    pool: &PgPool,
+    from: NaiveDate,
+    to: NaiveDate,
+) -> Result<Vec<ClusterTeamDay>, sqlx::Error> {
+    sqlx::query_as!(
+        ClusterTeamDay,
+        r#"SELECT cluster, team, gpu_model, day, sum(gpu_seconds) AS "gpu_seconds!"
+           FROM usage_namespace_daily WHERE day >= $1 AND day < $2
+           GROUP BY cluster, team, gpu_model, day ORDER BY cluster, team, gpu_model, day"#,
+        from,
+        to
+    )
+    .fetch_all(pool)
+    .await
+}

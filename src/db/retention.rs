@@ -30,12 +30,18 @@ pub async fn apply(
         now,
         apply
     )
-    .fetch_all(conn)
+    .fetch_all(&mut *conn)
     .await?;
-    Ok(rows
+    let mut steps: Vec<Step> = rows
         .into_iter()
         .map(|r| Step { action: r.action, relation: r.relation, rows: r.rows, bytes: r.bytes })
-        .collect())
+        .collect();
+    // the node facts of the hours whose raw rows went (issue 34), once the horizon moved
+    if apply && steps.first().is_some_and(|s| s.action == "horizon") {
+        let n = super::node_facts::delete_before_retention(conn).await?;
+        steps.push(Step { action: "delete".into(), relation: "node_facts_hourly".into(), rows: n as i64, bytes: 0 });
+    }
+    Ok(steps)
 }
 
 /// Where raw hourly rows start once retention dropped some (None: nothing dropped yet).

@@ -1,6 +1,7 @@
 //! The service's least-privilege role: it reads and writes what ingest, serve and the worker need, and nothing
-//! else — no TRUNCATE, no UPDATE or DELETE of the audit log or closed months, no ownership (so it cannot alter
-//! tables or disable their triggers), no writes to the data version or the migrations table.
+//! else — no TRUNCATE, no UPDATE or DELETE of the audit log, no direct write of closed months (the close calls
+//! `close_month()`), no ownership (so it cannot alter tables or disable their triggers), no writes to the data
+//! version or the migrations table.
 
 use sqlx::{PgPool, Row};
 
@@ -22,10 +23,12 @@ pub enum RoleError {
 }
 
 /// Tables the service only reads, on top of the write restrictions below: the data version (written by
-/// SECURITY DEFINER triggers only), settings (changed by an operator as the owner) and the migrations table.
-const READ_ONLY: &str = "data_version, data_version_pending, settings, _sqlx_migrations";
+/// SECURITY DEFINER triggers only), settings (changed by an operator as the owner), the migrations table, and the
+/// closed months (written by the close through `close_month()`, SECURITY DEFINER; its trigger refuses any other
+/// INSERT anyway).
+const READ_ONLY: &str = "data_version, data_version_pending, settings, _sqlx_migrations, closed_months";
 /// Append-only: INSERT, never UPDATE or DELETE (the database's triggers refuse those anyway).
-const APPEND_ONLY: &str = "closed_months, audit_log";
+const APPEND_ONLY: &str = "audit_log";
 
 fn valid_name(name: &str) -> bool {
     let mut chars = name.chars();
@@ -96,6 +99,8 @@ pub async fn grant_app_role(pool: &PgPool, name: &str) -> Result<(), RoleError> 
         format!("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}"),
         format!("REVOKE INSERT, UPDATE, DELETE ON {READ_ONLY} FROM {role}"),
         format!("REVOKE UPDATE, DELETE ON {APPEND_ONLY} FROM {role}"),
+        // the close's one door into closed_months (SECURITY DEFINER, not PUBLIC's)
+        format!("GRANT EXECUTE ON FUNCTION {schema}.close_month(text, text, jsonb, text, jsonb) TO {role}"),
     ] {
         sqlx::query(&sql).execute(&mut *tx).await?;
     }

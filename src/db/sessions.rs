@@ -4,7 +4,6 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, PgPool};
 use tower_sessions::cookie::time::OffsetDateTime;
 use tower_sessions::session::{Id, Record};
@@ -29,7 +28,7 @@ impl PgSessionStore {
 }
 
 fn id_hash(id: &Id) -> String {
-    Sha256::digest(id.to_string().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    crate::digest::sha256_hex(id.to_string().as_bytes())
 }
 
 fn expiry(t: OffsetDateTime) -> DateTime<Utc> {

@@ -4,6 +4,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::{PgConnection, PgPool};
 
+use super::audit::Change;
 use crate::access::Scope;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -31,22 +32,39 @@ pub async fn get(conn: &mut PgConnection, id: &str) -> Result<Option<Team>, sqlx
     sqlx::query_as!(Team, "SELECT id, name, owner FROM teams WHERE id = $1", id).fetch_optional(conn).await
 }
 
-/// Creates the team or updates its name and owner; returns the team as it was before.
-pub async fn upsert(conn: &mut PgConnection, team: &Team) -> Result<Option<Team>, sqlx::Error> {
-    // the row lock makes concurrent puts of one team see each other's change as `before`
-    let before = sqlx::query_as!(Team, "SELECT id, name, owner FROM teams WHERE id = $1 FOR UPDATE", team.id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    sqlx::query!(
-        "INSERT INTO teams (id, name, owner) VALUES ($1, $2, $3)
-         ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, owner = EXCLUDED.owner",
+/// Creates the team or updates its name and owner. As a budget is put (`db::budgets::put`): the creation is the
+/// insert that wins, a change reads the row under its lock first (concurrent puts of one team see each other's
+/// change as `before`), the name and owner stored already write nothing.
+pub async fn upsert(conn: &mut PgConnection, team: &Team) -> Result<Change<Team>, sqlx::Error> {
+    let created = sqlx::query_as!(
+        Team,
+        "INSERT INTO teams (id, name, owner) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING
+         RETURNING id, name, owner",
         team.id,
         team.name,
         team.owner
     )
-    .execute(conn)
+    .fetch_optional(&mut *conn)
     .await?;
-    Ok(before)
+    if let Some(created) = created {
+        return Ok(Change::Created(created));
+    }
+    let before = sqlx::query_as!(Team, "SELECT id, name, owner FROM teams WHERE id = $1 FOR UPDATE", team.id)
+        .fetch_one(&mut *conn)
+        .await?;
+    if before.name == team.name && before.owner == team.owner {
+        return Ok(Change::Unchanged(before));
+    }
+    let after = sqlx::query_as!(
+        Team,
+        "UPDATE teams SET name = $2, owner = $3 WHERE id = $1 RETURNING id, name, owner",
+        team.id,
+        team.name,
+        team.owner
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Change::Changed { before, after })
 }
 
 /// Creates the team unless it exists; `false` when it did (then nothing changes).

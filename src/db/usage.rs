@@ -48,6 +48,8 @@ async fn delete_hours(
     sqlx::query!("DELETE FROM ingest_anomalies WHERE cluster = $1 AND hour = ANY($2)", cluster, hours)
         .execute(&mut *conn)
         .await?;
+    // what the nodes were taken to be goes with the hour's rows (an undo restores rows, not those facts)
+    super::node_facts::delete(conn, cluster, hours).await?;
     Ok(removed.into_iter().map(|r| (r.hour, r.namespace, r.pod)).collect())
 }
 

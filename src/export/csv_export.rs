@@ -2,7 +2,11 @@
 //! byte-order mark so Excel shows Chinese names, one row per bill line, and text cells that a spreadsheet would
 //! run as a formula neutralised. What differs between layouts ([`super::layout`]) is a [`CsvShape`].
 
+use rust_decimal::Decimal;
+
+use crate::glossary::{self, Lang};
 use crate::ledger::Statement;
+use crate::money::{Money, RatePerCardHour};
 
 /// Excel, LibreOffice and Google Sheets evaluate a cell starting with one of these as a formula (CSV injection).
 const FORMULA_START: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
@@ -45,11 +49,53 @@ pub(super) struct CsvShape {
     /// not offered, plus unallocated unless spread), so Σ usage + Σ unallocated_share + platform_kept = Σ capacity
     /// and Σ usage + unallocated + not_offered = Σ capacity. Layout 2 on, in an export of every team.
     pub cluster_rows: bool,
+    /// Layout 4 on: one number format per column kind (card-hours 6 decimals — exactly what is billed —, rates 4,
+    /// amounts 2), a `total` row (Σ the teams' totals and card-hours of the export; a reader reconciling the
+    /// capacity leaves it out like `restatement`), the `capacity_shortfall` cluster row.
+    pub v4: bool,
+    /// Layout 4 on, asked for (`?lang=`): the header and the words (status, line types, kinds, policy, yes/no,
+    /// the `unassigned` team, the unknown model) in that language, from the glossary; `None`: the codes.
+    pub words: Option<Lang>,
 }
 
 impl CsvShape {
     fn month(&self, m: String) -> String {
         if self.months_as_text && !m.is_empty() { format!("=\"{m}\"") } else { m }
+    }
+
+    /// A card-hour figure: 6 decimals from layout 4 on, as stored before.
+    fn hours(&self, d: Decimal) -> String {
+        if self.v4 { format!("{:.6}", d) } else { d.to_string() }
+    }
+
+    fn rate(&self, r: Option<RatePerCardHour>) -> String {
+        r.map(|r| r.to_string()).unwrap_or_default()
+    }
+
+    fn money(&self, m: Money) -> String {
+        m.to_string()
+    }
+
+    /// A code (`usage`, `whole`, `closed`) or its word in the export's language.
+    fn word(&self, family: &str, code: &str) -> String {
+        match (self.words, family) {
+            (None, _) | (_, "") => code.to_string(),
+            (Some(lang), "line") => glossary::line_type(lang, code),
+            (Some(lang), "kind") => glossary::kind(lang, code),
+            (Some(lang), _) => glossary::term(lang, &format!("{family}.{code}")),
+        }
+    }
+
+    fn flag(&self, v: bool) -> String {
+        self.words.map_or_else(|| v.to_string(), |lang| glossary::yes_no(lang, v))
+    }
+
+    fn model(&self, m: &str) -> String {
+        self.words.map_or_else(|| m.to_string(), |lang| glossary::model(lang, m))
+    }
+
+    fn header(&self, code: &str) -> String {
+        self.words.map_or_else(|| code.to_string(), |lang| glossary::term(lang, &format!("term.{code}")))
     }
 }
 
@@ -58,8 +104,15 @@ impl CsvShape {
 pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvShape) -> Result<Vec<u8>, csv::Error> {
     let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::CRLF).from_writer(Vec::new());
     let month = shape.month(st.month.to_string());
-    let status = serde_plain(&st.status);
-    let mut policy = format!("{}/{}", serde_plain(&st.bills.policy.mode), serde_plain(&st.bills.policy.unallocated));
+    let status = shape.word("status", &serde_plain(&st.status));
+    let mut policy = match shape.words {
+        None => format!("{}/{}", serde_plain(&st.bills.policy.mode), serde_plain(&st.bills.policy.unallocated)),
+        Some(lang) => format!(
+            "{}/{}",
+            glossary::mode(lang, st.bills.policy.mode),
+            glossary::unallocated(lang, st.bills.policy.unallocated)
+        ),
+    };
     if let Some(r) = &st.bills.replica_policies {
         policy.push_str(&format!("/replicas:{}", crate::export::present::replica_settings(r)));
     }
@@ -71,17 +124,20 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
         if !replica_cols {
             return Vec::new();
         }
-        vec![whole.map(|h| h.to_string()).unwrap_or_default(), unverified.map(|u| u.to_string()).unwrap_or_default()]
+        vec![whole.map(|h| shape.hours(h)).unwrap_or_default(), unverified.map(|u| shape.flag(u)).unwrap_or_default()]
     };
     let mut header: Vec<&str> = HEADER.to_vec();
     if replica_cols {
         header.extend(["whole_card_hours", "unverified_node"]);
     }
-    w.write_record(&header)?;
+    w.write_record(header.iter().map(|h| shape.header(h)))?;
     let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| include(t)).collect();
-    for team in teams {
+    for team in teams.iter().copied() {
         let info = st.teams.get(team);
-        let name = neutralise(info.map_or(team, |i| i.name.as_str()));
+        let stored_name = info.map_or(team, |i| i.name.as_str());
+        let name = neutralise(
+            &shape.words.map_or_else(|| stored_name.to_string(), |l| glossary::team_name(l, team, stored_name)),
+        );
         let owner = neutralise(info.and_then(|i| i.owner.as_deref()).unwrap_or(""));
         let team_cell = neutralise(team);
         let row = |line_type: &str,
@@ -95,31 +151,31 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             [
                 month.clone(),
                 status.clone(),
-                line_type.to_string(),
+                shape.word("line", line_type),
                 original,
                 team_cell.clone(),
                 name.clone(),
                 owner.clone(),
                 neutralise(ns),
-                neutralise(model),
-                neutralise(kind),
+                neutralise(&shape.model(model)),
+                neutralise(&shape.word(if kind.is_empty() { "" } else { "kind" }, kind)),
                 hours,
                 effective,
                 unmetered,
                 rate,
                 amount,
-                unpriced.to_string(),
+                shape.flag(unpriced),
                 policy.clone(),
             ]
         };
         if let Some(bill) = st.bills.teams.iter().find(|b| b.team == team) {
             for l in &bill.lines {
                 let nums = [
-                    l.card_hours.to_string(),
-                    l.effective_card_hours.to_string(),
-                    l.unmetered_card_hours.to_string(),
-                    l.rate.map(|r| r.to_string()).unwrap_or_default(),
-                    l.amount.to_string(),
+                    shape.hours(l.card_hours),
+                    shape.hours(l.effective_card_hours),
+                    shape.hours(l.unmetered_card_hours),
+                    shape.rate(l.rate),
+                    shape.money(l.amount),
                 ];
                 let mut r = row("usage", String::new(), &l.namespace, &l.gpu_model, &l.kind, nums, l.unpriced).to_vec();
                 r.extend(flags(l.whole_card_hours, Some(l.unverified_node)));
@@ -127,7 +183,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             }
             if !bill.unallocated_share.is_zero() {
                 let nums =
-                    [String::new(), String::new(), String::new(), String::new(), bill.unallocated_share.to_string()];
+                    [String::new(), String::new(), String::new(), String::new(), shape.money(bill.unallocated_share)];
                 let mut r = row("unallocated_share", String::new(), "", "", "", nums, false).to_vec();
                 r.extend(flags(None, None));
                 w.write_record(r)?;
@@ -135,14 +191,17 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
         }
         for r in st.restatements_of(team) {
             let nums = [
-                r.card_hours_delta.to_string(),
-                r.effective_card_hours_delta.to_string(),
-                r.unmetered_card_hours_delta.to_string(),
-                r.rate.map(|x| x.to_string()).unwrap_or_default(),
-                r.amount_delta.to_string(),
+                shape.hours(r.card_hours_delta),
+                shape.hours(r.effective_card_hours_delta),
+                shape.hours(r.unmetered_card_hours_delta),
+                shape.rate(r.rate),
+                shape.money(r.amount_delta),
             ];
             let original = shape.month(r.original_month.map(|m| m.to_string()).unwrap_or_default());
-            let mut r = row("restatement", original, &r.namespace, &r.gpu_model, &r.kind, nums, false).to_vec();
+            // in words, the share of an earlier month's unallocated cost says so by its line, not by a code
+            let ns = if shape.words.is_some() && r.is_unallocated_share() { "" } else { r.namespace.as_str() };
+            let kind = if shape.words.is_some() && r.is_unallocated_share() { "" } else { r.kind.as_str() };
+            let mut r = row("restatement", original, ns, &r.gpu_model, kind, nums, false).to_vec();
             r.extend(flags(None, None));
             w.write_record(r)?;
         }
@@ -154,20 +213,20 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             [
                 month.clone(),
                 status.clone(),
-                line_type.to_string(),
+                shape.word("line", line_type),
                 e(),
                 e(),
                 e(),
                 e(),
                 e(),
-                neutralise(model),
+                neutralise(&shape.model(model)),
                 e(),
                 hours,
                 e(),
                 e(),
                 rate,
                 amount,
-                unpriced.to_string(),
+                shape.flag(unpriced),
                 policy.clone(),
             ]
         };
@@ -177,8 +236,8 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             w.write_record(r)
         };
         for c in &b.capacity {
-            let rate = c.rate.map(|r| r.to_string()).unwrap_or_default();
-            write(row("capacity", &c.gpu_model, c.card_hours.to_string(), rate, c.amount.to_string(), c.unpriced))?;
+            let (hours, rate, amount) = (shape.hours(c.card_hours), shape.rate(c.rate), shape.money(c.amount));
+            write(row("capacity", &c.gpu_model, hours, rate, amount, c.unpriced))?;
         }
         write(row("unallocated", "", String::new(), String::new(), b.unallocated.to_string(), false))?;
         if let Some(not_offered) = b.not_offered {
@@ -189,6 +248,38 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             // what whole-card billing recovered above the cards' cost: not part of capacity, its own line
             write(row("over_recovery", "", String::new(), String::new(), over.to_string(), false))?;
         }
+        if let Some(short) = b.capacity_shortfall.filter(|_| shape.v4) {
+            // what usage cost above the counted capacity: teams carry it, nothing is spread of it
+            write(row("capacity_shortfall", "", String::new(), String::new(), short.to_string(), false))?;
+        }
+    }
+    if shape.v4 {
+        // the export's total row: Σ the included teams' totals (and card-hours), what they carry this month
+        let sums = crate::billing::MonthTotals::of_teams(
+            teams.iter().map(|t| (st.bills.teams.iter().find(|b| b.team == *t), st.team_restated(t))),
+        );
+        let e = String::new;
+        let mut r = vec![
+            month.clone(),
+            status.clone(),
+            shape.word("line", "total"),
+            e(),
+            e(),
+            e(),
+            e(),
+            e(),
+            e(),
+            e(),
+            shape.hours(sums.card_hours),
+            shape.hours(sums.effective_card_hours),
+            e(),
+            e(),
+            shape.money(sums.total),
+            e(),
+            policy.clone(),
+        ];
+        r.extend(flags(None, None));
+        w.write_record(r)?;
     }
     let mut out = "\u{feff}".as_bytes().to_vec();
     out.extend(w.into_inner().map_err(|e| e.into_error())?);

@@ -3,7 +3,7 @@
 //! name) prints as "�" instead of failing the whole month's export.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use krilla::text::{GlyphId, KrillaGlyph};
 use skrifa::{FontRef, MetadataProvider};
@@ -47,6 +47,16 @@ pub struct FontChain {
     pub(super) faces: Vec<Face>,
 }
 
+/// Whether this machine can set PDF statements: the fonts it uses, or why it cannot.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct PdfFonts {
+    pub available: bool,
+    /// The fonts, primary first, with their files.
+    pub fonts: Option<String>,
+    /// Why PDFs cannot be made (no CJK font found, and where it was looked for; what to install).
+    pub problem: Option<String>,
+}
+
 /// Why no PDF can be set on this machine.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
@@ -70,10 +80,27 @@ impl FontChain {
     }
 
     /// The fonts installed on this machine: the primary from `CARDHOUR_PDF_FONT` or the standard Noto Sans CJK
-    /// paths, then every fallback found. Loaded once per process.
+    /// paths, then every fallback found. Loaded once found and kept for the process; while none is found every call
+    /// looks again, so a font installed after `serve` started is used by the next PDF (issue 33: a fresh install
+    /// answered 500 until a restart). Concurrent first calls load it once.
     pub fn installed() -> Result<Arc<FontChain>, FontsMissing> {
-        static CHAIN: OnceLock<Result<Arc<FontChain>, FontsMissing>> = OnceLock::new();
-        CHAIN.get_or_init(|| Self::load_installed().map(Arc::new)).clone()
+        static CHAIN: Mutex<Option<Arc<FontChain>>> = Mutex::new(None);
+        // a panic while loading leaves nothing half-set: the slot is written only with a loaded chain
+        let mut slot = CHAIN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(chain) = slot.as_ref() {
+            return Ok(Arc::clone(chain));
+        }
+        let chain = Arc::new(Self::load_installed()?);
+        *slot = Some(Arc::clone(&chain));
+        Ok(chain)
+    }
+
+    /// Whether PDF statements can be made on this machine now, and with what, or why not (the health figure).
+    pub fn status() -> PdfFonts {
+        match Self::installed() {
+            Ok(chain) => PdfFonts { available: true, fonts: Some(chain.describe()), problem: None },
+            Err(e) => PdfFonts { available: false, fonts: None, problem: Some(e.0) },
+        }
     }
 
     fn load_installed() -> Result<FontChain, FontsMissing> {

@@ -32,6 +32,7 @@ impl ScopedExtras for FrozenExtras {
                 .clone()
                 .map(|p| PreviousMonth { teams: p.teams.into_iter().filter(|(t, _)| scope.allows(t)).collect(), ..p }),
             prepared: None,
+            time_zone: self.time_zone.as_deref().and_then(|z| z.parse().ok()),
         }
     }
 }

@@ -17,6 +17,12 @@
 //!   coverage, budget vs actual, the previous month and the change, prepared-by and an approval block; the close
 //!   also freezes the coverage, the budgets and the previous month's totals. CSV and JSON as layout 2 (the JSON
 //!   says `"layout": 3`). Layouts 1 and 2 keep their renderer (English only; `lang` changes nothing there).
+//! - Layout 4: times in the billing time zone, named (the close freezes the zone); one glossary for every word
+//!   ([`crate::glossary`]); close blockers in the reader's language; a team named once; total rows; the capacity
+//!   shortfall (usage above the counted capacity, never a negative unallocated). The CSV writes one number format
+//!   per column kind, ends with a `total` row and takes `lang` (header and words in it; codes without); the
+//!   workbook is in `lang` (one header row, words for codes, times in the zone) with a total row. Layout 3
+//!   months keep their bytes (`tests/fixtures/layout3/`).
 
 use super::csv_export::{self, CsvShape};
 use super::{FontChain, FrozenExtras, Lang, PdfError, ScopedExtras, StatementExtras};
@@ -27,10 +33,17 @@ pub use crate::ledger::layout::{Layout, since};
 /// `every_team`: the export holds every team (a global reader, no team asked for), so layout 2 adds the cluster
 /// rows; a narrower export gets none (a team lead sees no cluster-wide figure, and one team's rows could not
 /// reconcile with the cluster's).
-pub fn bill_csv(st: &Statement, include: impl Fn(&str) -> bool, every_team: bool) -> Result<Vec<u8>, csv::Error> {
+/// `words`: layout 4 on, the header and the words in that language (`None`: the codes, as before).
+pub fn bill_csv(
+    st: &Statement,
+    include: impl Fn(&str) -> bool,
+    every_team: bool,
+    words: Option<Lang>,
+) -> Result<Vec<u8>, csv::Error> {
     let shape = match st.layout {
-        Layout::V1 => CsvShape { months_as_text: false, cluster_rows: false },
-        Layout::V2 | Layout::V3 => CsvShape { months_as_text: true, cluster_rows: every_team },
+        Layout::V1 => CsvShape { months_as_text: false, cluster_rows: false, v4: false, words: None },
+        Layout::V2 | Layout::V3 => CsvShape { months_as_text: true, cluster_rows: every_team, v4: false, words: None },
+        Layout::V4 => CsvShape { months_as_text: true, cluster_rows: every_team, v4: true, words },
     };
     csv_export::write(st, include, shape)
 }
@@ -39,14 +52,20 @@ pub fn bill_csv(st: &Statement, include: impl Fn(&str) -> bool, every_team: bool
 /// after layout 2 and has one shape so far, for every layout: it is built from the statement alone (a closed month's
 /// frozen snapshot). Its replica billing cells appear only where the statement carries replica settings or
 /// unverified lines (as the CSV's columns), so a month closed before replica billing keeps its bytes. `every_team` as for [`bill_csv`]: the summary then carries the capacity and reconciles to it.
+/// From layout 4 on the workbook is in `lang`, its times in `tz` (the zone the close froze, or the billing time
+/// zone for an open month).
 pub fn bill_xlsx(
     st: &Statement,
     include: impl Fn(&str) -> bool,
     every_team: bool,
+    lang: Lang,
+    tz: chrono_tz::Tz,
 ) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
-    match st.layout {
-        Layout::V1 | Layout::V2 | Layout::V3 => super::xlsx::write(st, include, every_team),
-    }
+    let style = match st.layout {
+        Layout::V1 | Layout::V2 | Layout::V3 => super::xlsx::Style::V3,
+        Layout::V4 => super::xlsx::Style::V4 { lang, tz },
+    };
+    super::xlsx::write(st, include, every_team, style)
 }
 
 /// The statement as PDF, written by its layout. Layouts 1 and 2 print the same pages (in English; `lang` is not
@@ -61,7 +80,9 @@ pub fn statement_pdf(
 ) -> Result<Vec<u8>, PdfError> {
     match st.layout {
         Layout::V1 | Layout::V2 => super::pdf::statement_pdf(st, include, fonts, extras),
-        Layout::V3 => super::pdf3::view_pdf(&super::view::statement_view(st, include, extras, lang), fonts),
+        Layout::V3 | Layout::V4 => {
+            super::pdf3::view_pdf(&super::view::statement_view(st, include, extras, lang), fonts)
+        }
     }
 }
 
@@ -79,9 +100,11 @@ mod tests {
     fn layouts_are_stored_as_numbers_and_unknown_ones_refused() {
         assert_eq!(serde_json::to_string(&Layout::V2).unwrap(), "2");
         assert_eq!(serde_json::from_str::<Layout>("1").unwrap(), Layout::V1);
-        let err = serde_json::from_str::<Layout>("4").unwrap_err().to_string();
-        assert!(err.contains("layout 4 is not known"), "{err}");
-        assert!(Layout::V1 < Layout::V2 && Layout::V2 < Layout::V3 && Layout::CURRENT == Layout::V3);
+        let err = serde_json::from_str::<Layout>("5").unwrap_err().to_string();
+        assert!(err.contains("layout 5 is not known"), "{err}");
+        assert!(Layout::V1 < Layout::V2 && Layout::V2 < Layout::V3 && Layout::V3 < Layout::V4);
+        assert_eq!(Layout::CURRENT, Layout::V4);
+        assert_eq!(serde_json::from_str::<Layout>("4").unwrap(), Layout::V4);
         assert_eq!(since(Layout::V1, Layout::V2, || 5), None);
         assert_eq!(since(Layout::V2, Layout::V2, || 5), Some(5));
     }

@@ -8,12 +8,13 @@ pub mod layout;
 mod pdf;
 mod pdf3;
 pub mod present;
+pub mod table;
 pub mod view;
 pub mod xlsx;
 
 pub use crate::ledger::frozen::{Coverage, FrozenExtras, IdleLine, PreviousMonth, UtilizationFigures};
 pub use csv_export::neutralise;
-pub use fonts::{FontChain, FontsMissing};
+pub use fonts::{CJK_FONT_PATHS, FONT_ENV, FontChain, FontsMissing, PdfFonts};
 pub use frozen::ScopedExtras;
 pub use layout::{Layout, bill_csv, bill_xlsx, pdf_extras, since, statement_pdf};
 pub use pdf::{PdfError, StatementExtras};

@@ -57,6 +57,8 @@ pub struct StatementExtras {
     pub previous: Option<super::PreviousMonth>,
     /// Layout 3 on, open months: who asked for the draft, and when (a closed month's is its close).
     pub prepared: Option<super::Prepared>,
+    /// Layout 4 on: the billing time zone every time prints in (named); `None` prints UTC.
+    pub time_zone: Option<chrono_tz::Tz>,
 }
 
 // Page geometry: A4 landscape, in points.

@@ -2,52 +2,12 @@
 //! (negative `−¥1,234.00`), card-hours with 3 decimals, rates with 4, percentages with 1, kinds and line types
 //! in words. Pure: the PDF and the portal's statement page print the same strings.
 
+use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
 use crate::money::{Money, RatePerCardHour};
 
-/// The language of a statement. zh-CN is the default: the statements go to a Chinese finance team (SPEC §1 names
-/// its readers in Chinese); `en` is for everyone else.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Lang {
-    #[default]
-    Zh,
-    En,
-}
-
-/// The languages' codes as the API names them (`?lang=`).
-pub const LANGS: [&str; 2] = ["zh", "en"];
-
-impl Lang {
-    /// Exactly one of [`LANGS`] (the API's rule; the document lists them).
-    pub fn from_code(s: &str) -> Option<Lang> {
-        match s {
-            "zh" => Some(Lang::Zh),
-            "en" => Some(Lang::En),
-            _ => None,
-        }
-    }
-
-    /// `zh` or `en` (also `zh-CN`, `zh-cn`, `en-US`…, as a browser or a command line says it); anything else is
-    /// refused.
-    pub fn parse(s: &str) -> Option<Lang> {
-        let s = s.trim().to_ascii_lowercase();
-        match s.split(['-', '_']).next() {
-            Some("zh") => Some(Lang::Zh),
-            Some("en") => Some(Lang::En),
-            _ => None,
-        }
-    }
-
-    /// The text of `zh` or `en`, whichever this is.
-    pub fn pick<'a>(self, zh: &'a str, en: &'a str) -> &'a str {
-        match self {
-            Lang::Zh => zh,
-            Lang::En => en,
-        }
-    }
-}
+pub use crate::glossary::{LANGS, Lang};
 
 /// `d` with `dp` decimals (rounded half away from zero) and thousands separated by commas; the sign as a true
 /// minus (U+2212) in front of `prefix`: `group(-1234.5, 2, "¥")` = `−¥1,234.50`. Never `−0.00`: a value that
@@ -120,6 +80,12 @@ pub fn change(now: Money, before: Money) -> String {
         s.push_str(&format!(" ({psign}{p} %)"));
     }
     s
+}
+
+/// An instant as a reader in the billing time zone reads it, to the minute, the zone named:
+/// `2026-11-03 14:00 (Asia/Shanghai)`.
+pub fn when(t: DateTime<Utc>, tz: chrono_tz::Tz) -> String {
+    format!("{} ({})", t.with_timezone(&tz).format("%Y-%m-%d %H:%M"), tz.name())
 }
 
 /// A resource kind in words: whole cards, MIG slices, time-slicing, HAMi virtual cards (an unknown kind as
@@ -198,9 +164,5 @@ mod tests {
         assert_eq!(kind("whole", Lang::Zh), "整卡");
         assert_eq!(kind("mig", Lang::Zh), "MIG 切片");
         assert_eq!(kind("other", Lang::Zh), "other");
-        assert_eq!(Lang::parse("zh-CN"), Some(Lang::Zh));
-        assert_eq!(Lang::parse("EN"), Some(Lang::En));
-        assert_eq!(Lang::parse("fr"), None);
-        assert_eq!(Lang::default(), Lang::Zh);
     }
 }

@@ -1,6 +1,11 @@
 //! The statement view of layout 3: the statement, in one language, as a document of sections made of titles,
 //! lines, notes and tables of finished strings — built from the statement and its extras alone, by pure code, so
 //! the PDF and the portal's statement page render the same words and figures ([`super::present`] formats them).
+//!
+//! Layout 4 differs from layout 3 in words and times only ([`Style`]): times in the billing time zone, named; the
+//! glossary's terms ([`crate::glossary`]: 追溯调整, 未分配成本, policies without their English codes); close blockers
+//! in the reader's language; a team named once; sums on the teams table's total row. A layout-3 month keeps its
+//! words and UTC times for good (`tests/fixtures/layout3/`).
 
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
@@ -8,8 +13,9 @@ use rust_decimal::Decimal;
 use super::StatementExtras;
 use super::present::{self, Lang, card_hours, card_hours_f64, change, percent, rate, yuan};
 use crate::billing::TeamBill;
+use crate::glossary;
 use crate::ledger::frozen::{Coverage, IdleLine, UtilizationFigures};
-use crate::ledger::{MonthStatus, Statement};
+use crate::ledger::{Layout, MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
 
 /// Who prepared a statement and when: for an open month (a draft) the reader who asked for it and the time it was
@@ -83,6 +89,66 @@ fn col(name: &str, width: f32, right: bool) -> Column {
     Column { name: name.to_string(), width, right }
 }
 
+/// What a layout prints a view in: its language, and from layout 4 on the glossary's words and the billing time
+/// zone (a layout-3 month keeps the words and the UTC times it was frozen with).
+#[derive(Debug, Clone, Copy)]
+struct Style {
+    lang: Lang,
+    /// Layout 4 or later.
+    v4: bool,
+    /// Layout 4: the zone its times print in (`None`: UTC, named).
+    tz: Option<chrono_tz::Tz>,
+}
+
+impl Style {
+    fn of(st: &Statement, extras: &StatementExtras, lang: Lang) -> Style {
+        Style { lang, v4: st.layout >= Layout::V4, tz: extras.time_zone }
+    }
+
+    fn l(&self, zh: &'static str, en: &'static str) -> &'static str {
+        self.lang.pick(zh, en)
+    }
+
+    /// The glossary's term `key` from layout 4 on; before, the words layout 3 printed.
+    fn word(&self, key: &str, v3_zh: &'static str, v3_en: &'static str) -> String {
+        if self.v4 { glossary::term(self.lang, key) } else { self.l(v3_zh, v3_en).to_string() }
+    }
+
+    /// An instant to the minute: layout 3 in UTC (`2026-12-05 07:37 UTC`), layout 4 in the billing time zone,
+    /// named (`2026-12-05 15:37 (Asia/Shanghai)`).
+    fn time(&self, t: DateTime<Utc>) -> String {
+        if self.v4 {
+            present::when(t, self.tz.unwrap_or(chrono_tz::UTC))
+        } else {
+            t.format("%Y-%m-%d %H:%M UTC").to_string()
+        }
+    }
+
+    /// The start of an hour (the coverage table): in UTC for layout 3, in the billing time zone for layout 4.
+    fn hour(&self, t: DateTime<Utc>) -> String {
+        match (self.v4, self.tz) {
+            (true, Some(tz)) => t.with_timezone(&tz).format("%Y-%m-%d %H:00").to_string(),
+            _ => t.format("%Y-%m-%d %H:00").to_string(),
+        }
+    }
+
+    /// The zone's name (layout 4).
+    fn zone(&self) -> &'static str {
+        self.tz.unwrap_or(chrono_tz::UTC).name()
+    }
+
+    /// A GPU model: the one nothing named in words from layout 4 on.
+    fn model(&self, model: &str) -> String {
+        if self.v4 { glossary::model(self.lang, model) } else { model.to_string() }
+    }
+
+    /// A team where one cell names it: from layout 4 on its name, and its id only when they differ.
+    fn team_name(&self, st: &Statement, team: &str) -> String {
+        let name = team_name(st, team);
+        if self.v4 { glossary::team_name(self.lang, team, name) } else { name.to_string() }
+    }
+}
+
 /// The view of `st` for the teams `include` accepts, with `extras`, in `lang`.
 pub fn statement_view(
     st: &Statement,
@@ -91,13 +157,14 @@ pub fn statement_view(
     lang: Lang,
 ) -> StatementView {
     let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
+    let style = Style::of(st, extras, lang);
     let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| include(t)).collect();
     let mut sections = Vec::new();
     if extras.finance_summary {
-        sections.push(summary(st, &teams, extras, lang));
+        sections.push(summary(st, &teams, extras, style));
     }
     for team in &teams {
-        sections.push(team_section(st, team, extras, lang));
+        sections.push(team_section(st, team, extras, style));
     }
     if sections.is_empty() {
         sections.push(Section {
@@ -117,10 +184,11 @@ pub fn statement_view(
     }
 }
 
-fn status_words(st: &Statement, lang: Lang) -> String {
+fn status_words(st: &Statement, style: Style) -> String {
+    let lang = style.lang;
     match (st.status, st.closed_at, &st.closed_by) {
         (MonthStatus::Closed, Some(at), Some(by)) => {
-            format!("{} {} {}", lang.pick("已结账", "closed"), at.format("%Y-%m-%d %H:%M UTC"), by)
+            format!("{} {} {}", lang.pick("已结账", "closed"), style.time(at), by)
         }
         (MonthStatus::Closed, ..) => lang.pick("已结账", "closed").into(),
         (MonthStatus::Open, ..) => lang.pick("草稿（未结账）", "draft (open)").into(),
@@ -147,27 +215,33 @@ pub fn unallocated_words(policy: crate::billing::UnallocatedPolicy, lang: Lang) 
     }
 }
 
-fn policy_words(st: &Statement, lang: Lang) -> String {
-    let p = &st.bills.policy;
-    let mode = mode_words(p.mode, lang);
-    let unallocated = unallocated_words(p.unallocated, lang);
+fn policy_words(st: &Statement, style: Style) -> String {
+    let (p, lang) = (&st.bills.policy, style.lang);
+    let (mode, unallocated) = if style.v4 {
+        (glossary::mode(lang, p.mode), glossary::unallocated_sentence(lang, p.unallocated))
+    } else {
+        (mode_words(p.mode, lang).to_string(), unallocated_words(p.unallocated, lang).to_string())
+    };
     let mut words = format!("{mode}{}{unallocated}", lang.pick("；", "; "));
     if let Some(r) = &st.bills.replica_policies {
         words.push_str(lang.pick("；时间片副本：", "; time-sliced replicas: "));
-        words.push_str(&replica_words(r, lang));
+        words.push_str(&replica_words(r, style));
     }
     words
 }
 
 /// The replica billing settings of the month in words (`fraction` where none is set).
-fn replica_words(v: &[crate::billing::ReplicaPolicyVersion], lang: Lang) -> String {
+fn replica_words(v: &[crate::billing::ReplicaPolicyVersion], style: Style) -> String {
     use crate::billing::ReplicaBilling;
+    let lang = style.lang;
     let name = |p: ReplicaBilling| match p {
-        ReplicaBilling::Fraction => lang.pick("按份额计费（fraction）", "billed by fraction"),
-        ReplicaBilling::WholeCard => lang.pick("每个副本按整卡计费（whole card）", "each billed as a whole card"),
+        ReplicaBilling::Fraction => style.word("replicas.fraction", "按份额计费（fraction）", "billed by fraction"),
+        ReplicaBilling::WholeCard => {
+            style.word("replicas.whole_card", "每个副本按整卡计费（whole card）", "each billed as a whole card")
+        }
     };
     if v.is_empty() {
-        return name(ReplicaBilling::Fraction).into();
+        return name(ReplicaBilling::Fraction);
     }
     v.iter()
         .map(|p| {
@@ -184,8 +258,8 @@ fn period(st: &Statement) -> String {
     format!("{from} – {to}")
 }
 
-fn header_lines(st: &Statement, lang: Lang) -> Vec<Block> {
-    let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
+fn header_lines(st: &Statement, style: Style) -> Vec<Block> {
+    let l = |zh: &'static str, en: &'static str| style.l(zh, en);
     let mut out = vec![
         Block::Line(format!(
             "{} {}   {} {}   {} {}",
@@ -194,32 +268,37 @@ fn header_lines(st: &Statement, lang: Lang) -> Vec<Block> {
             l("账期", "Period"),
             period(st),
             l("状态", "Status"),
-            status_words(st, lang)
+            status_words(st, style)
         )),
-        Block::Line(format!("{} {}", l("计费政策", "Policy"), policy_words(st, lang))),
+        Block::Line(format!("{} {}", l("计费政策", "Policy"), policy_words(st, style))),
     ];
     if let Some(o) = &st.close_override {
-        out.push(Block::Note {
-            text: format!(
+        let text = if style.v4 {
+            match style.lang {
+                Lang::Zh => format!("本月在数据不完整时结账（由 {} 确认），原因：{}", o.by, o.reason),
+                Lang::En => format!("Closed incomplete, by override of {}. Reason: {}", o.by, o.reason),
+            }
+        } else {
+            format!(
                 "{} {}. {} {}",
                 l("本月在数据不完整时结账，由", "Closed incomplete, by override of"),
                 o.by,
                 l("原因：", "Reason:"),
                 o.reason
-            ),
-            warning: true,
-        });
+            )
+        };
+        out.push(Block::Note { text, warning: true });
     }
     out
 }
 
 /// One line per cluster: how much of the month its data covers.
-fn coverage_table(coverage: &[Coverage], lang: Lang) -> Option<Table> {
+fn coverage_table(coverage: &[Coverage], style: Style) -> Option<Table> {
     if coverage.is_empty() {
         return None;
     }
-    let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
-    let hour = |t: Option<DateTime<Utc>>| t.map_or_else(|| "–".to_string(), |t| t.format("%Y-%m-%d %H:00").to_string());
+    let l = |zh: &'static str, en: &'static str| style.l(zh, en);
+    let hour = |t: Option<DateTime<Utc>>| t.map_or_else(|| "–".to_string(), |t| style.hour(t));
     let rows = coverage
         .iter()
         .map(|c| {
@@ -234,8 +313,13 @@ fn coverage_table(coverage: &[Coverage], lang: Lang) -> Option<Table> {
             ]
         })
         .collect();
+    let heading = match (style.v4, style.lang) {
+        (false, _) => l("数据覆盖（UTC 整点）", "Data coverage (UTC hours)").to_string(),
+        (true, Lang::Zh) => format!("数据覆盖（{} 整点）", style.zone()),
+        (true, Lang::En) => format!("Data coverage (hours in {})", style.zone()),
+    };
     Some(Table {
-        heading: Some(l("数据覆盖（UTC 整点）", "Data coverage (UTC hours)").into()),
+        heading: Some(heading),
         columns: vec![
             col(l("集群", "Cluster"), 150.0, false),
             col(l("首个小时", "First hour"), 130.0, false),
@@ -255,18 +339,20 @@ fn capacity_known(st: &Statement) -> bool {
     st.bills.capacity.iter().any(|c| c.card_hours > Decimal::ZERO)
 }
 
-fn summary(st: &Statement, teams: &[&str], extras: &StatementExtras, lang: Lang) -> Section {
+fn summary(st: &Statement, teams: &[&str], extras: &StatementExtras, style: Style) -> Section {
+    let lang = style.lang;
     let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
     let title =
         format!("{} {} — {}", l("GPU 成本结算单", "GPU cost statement"), st.month, l("财务汇总", "finance summary"));
     let mut blocks = vec![Block::Title(title.clone())];
-    blocks.extend(header_lines(st, lang));
-    if let Some(t) = coverage_table(&extras.coverage, lang) {
+    blocks.extend(header_lines(st, style));
+    if let Some(t) = coverage_table(&extras.coverage, style) {
         blocks.push(Block::Table(t));
     }
     if let Some(o) = &st.close_override {
         for b in &o.blockers {
-            blocks.push(Block::Note { text: format!("– {b}"), warning: false });
+            let text = if style.v4 { b.words(lang, &|t| style.time(*t)) } else { b.to_string() };
+            blocks.push(Block::Note { text: format!("– {text}"), warning: false });
         }
     }
 
@@ -277,7 +363,7 @@ fn summary(st: &Statement, teams: &[&str], extras: &StatementExtras, lang: Lang)
     let mut rows = vec![
         vec![l("容量成本", "Capacity cost").to_string(), m(b.capacity_cost)],
         vec![l("已分配（各团队用量）", "Allocated (teams' usage)").to_string(), yuan(b.allocated)],
-        vec![l("未分配", "Unallocated").to_string(), m(b.unallocated)],
+        vec![style.word("term.unallocated", "未分配", "Unallocated"), m(b.unallocated)],
     ];
     if let Some(n) = b.not_offered {
         rows.push(vec![l("未上架（平台承担）", "Not offered (kept by the platform)").to_string(), m(n)]);
@@ -288,6 +374,11 @@ fn summary(st: &Statement, teams: &[&str], extras: &StatementExtras, lang: Lang)
             l("超额回收（副本按整卡计费）", "Over-recovery (replicas billed as whole cards)").to_string(),
             yuan(over),
         ]);
+    }
+    if style.v4
+        && let Some(short) = b.capacity_shortfall
+    {
+        rows.push(vec![glossary::term(lang, "term.capacity_shortfall"), yuan(short)]);
     }
     blocks.push(Block::Table(Table {
         heading: Some(l("集群成本", "Cluster cost").into()),
@@ -310,8 +401,7 @@ fn summary(st: &Statement, teams: &[&str], extras: &StatementExtras, lang: Lang)
         blocks.push(Block::Table(utilization_table(f, known, lang)));
     }
 
-    let mut bars: Vec<(String, Money)> =
-        teams.iter().map(|t| (team_name(st, t).to_string(), st.team_total(t))).collect();
+    let mut bars: Vec<(String, Money)> = teams.iter().map(|t| (style.team_name(st, t), st.team_total(t))).collect();
     bars.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let all = bars.len();
     bars.truncate(CHART_TEAMS);
@@ -332,6 +422,20 @@ fn summary(st: &Statement, teams: &[&str], extras: &StatementExtras, lang: Lang)
         || l("上月", "Previous month").to_string(),
         |p| format!("{} {}", p.month, if p.closed { "" } else { l("（未结账）", " (open)") }).trim_end().to_string(),
     );
+    let table = if style.v4 {
+        teams_table_v4(st, teams, extras, style, &prev_head)
+    } else {
+        teams_table_v3(st, teams, extras, lang, &prev_head)
+    };
+    blocks.push(Block::Table(table));
+    blocks.push(approval(st, extras, style));
+    Section { running_head: format!("{title} ({})", l("续", "continued")), blocks }
+}
+
+/// The teams table as layout 3 printed it: id and name apart, the sum of the totals only.
+fn teams_table_v3(st: &Statement, teams: &[&str], extras: &StatementExtras, lang: Lang, prev_head: &str) -> Table {
+    let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
+    let previous = extras.previous.as_ref();
     let columns = vec![
         col(l("团队", "Team"), 70.0, false),
         col(l("名称", "Name"), 90.0, false),
@@ -341,7 +445,7 @@ fn summary(st: &Statement, teams: &[&str], extras: &StatementExtras, lang: Lang)
         col(l("重述", "Restated"), 65.0, true),
         col(l("合计", "Total"), 85.0, true),
         col(l("预算", "Budget"), 80.0, true),
-        col(&prev_head, 75.0, true),
+        col(prev_head, 75.0, true),
         col(l("环比", "Change"), 77.0, true),
     ];
     let rows = teams
@@ -374,10 +478,64 @@ fn summary(st: &Statement, teams: &[&str], extras: &StatementExtras, lang: Lang)
         total[8] = yuan(before);
         total[9] = change(sum, before);
     }
-    blocks
-        .push(Block::Table(Table { heading: Some(l("各团队", "Teams").into()), columns, rows, total: Some(total) }));
-    blocks.push(approval(st, extras, lang));
-    Section { running_head: format!("{title} ({})", l("续", "continued")), blocks }
+    Table { heading: Some(l("各团队", "Teams").into()), columns, rows, total: Some(total) }
+}
+
+/// The teams table from layout 4 on: a team named once ([`glossary::team_label`]), the glossary's words, and a
+/// total row that sums every money column (the month's totals: [`crate::billing::MonthTotals`]).
+fn teams_table_v4(st: &Statement, teams: &[&str], extras: &StatementExtras, style: Style, prev_head: &str) -> Table {
+    let lang = style.lang;
+    let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
+    let g = |key: &str| glossary::term(lang, key);
+    let previous = extras.previous.as_ref();
+    let columns = vec![
+        col(&g("term.team"), 140.0, false),
+        col(&g("term.owner"), 70.0, false),
+        col(&g("term.allocated"), 80.0, true),
+        col(&g("term.unallocated_share"), 75.0, true),
+        col(&g("term.restated"), 70.0, true),
+        col(&g("term.total"), 85.0, true),
+        col(&g("term.budget"), 75.0, true),
+        col(prev_head, 75.0, true),
+        col(&g("term.change"), 92.0, true),
+    ];
+    let rows = teams
+        .iter()
+        .map(|t| {
+            let info = st.teams.get(*t);
+            let bill = bill_of(st, t);
+            let total = st.team_total(t);
+            let before = previous.and_then(|p| p.teams.get(*t).copied());
+            vec![
+                glossary::team_label(lang, t, info.map_or(*t, |i| i.name.as_str())),
+                info.and_then(|i| i.owner.clone()).unwrap_or_default(),
+                yuan(bill.map_or(Money::ZERO, |b| b.allocated)),
+                yuan(bill.map_or(Money::ZERO, |b| b.unallocated_share)),
+                yuan(st.team_restated(t)),
+                yuan(total),
+                extras.budgets.get(*t).map_or_else(|| "–".into(), |m| yuan(*m)),
+                before.map_or_else(|| "–".into(), yuan),
+                before.map_or_else(|| "–".into(), |b| change(total, b)),
+            ]
+        })
+        .collect();
+    let sums = crate::billing::MonthTotals::of_teams(teams.iter().map(|t| (bill_of(st, t), st.team_restated(t))));
+    let mut total = vec![String::new(); 9];
+    total[0] = g("term.total");
+    total[2] = yuan(sums.allocated);
+    total[3] = yuan(sums.unallocated_share);
+    total[4] = yuan(sums.restated);
+    total[5] = yuan(sums.total);
+    let budgets: Vec<Money> = teams.iter().filter_map(|t| extras.budgets.get(*t).copied()).collect();
+    if !budgets.is_empty() {
+        total[6] = yuan(budgets.into_iter().sum());
+    }
+    if let Some(p) = previous {
+        let before: Money = teams.iter().filter_map(|t| p.teams.get(*t).copied()).sum();
+        total[7] = yuan(before);
+        total[8] = change(sums.total, before);
+    }
+    Table { heading: Some(l("各团队", "Teams").into()), columns, rows, total: Some(total) }
 }
 
 /// Teams shown in the summary chart (largest totals first); the table lists them all.
@@ -416,13 +574,14 @@ fn bill_of<'s>(st: &'s Statement, team: &str) -> Option<&'s TeamBill> {
     st.bills.teams.iter().find(|b| b.team == team)
 }
 
-fn team_section(st: &Statement, team: &str, extras: &StatementExtras, lang: Lang) -> Section {
+fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Style) -> Section {
+    let lang = style.lang;
     let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
-    let name = team_name(st, team);
+    let name = style.team_name(st, team);
     let mut blocks = vec![Block::Title(format!("{name} — {} {}", l("GPU 成本结算单", "GPU cost statement"), st.month))];
     let owner = st.teams.get(team).and_then(|i| i.owner.as_deref()).unwrap_or("—");
     blocks.push(Block::Line(format!("{} {team}   {} {owner}", l("团队", "Team"), l("负责人", "Owner"))));
-    blocks.extend(header_lines(st, lang));
+    blocks.extend(header_lines(st, style));
     for c in &extras.coverage {
         blocks.push(Block::Line(match lang {
             Lang::Zh => format!("数据覆盖 {}：{} / {} 小时", c.cluster, c.hours_present, c.hours_elapsed),
@@ -435,12 +594,16 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, lang: Lang
         bill.iter().flat_map(|b| &b.lines).filter(|l| l.gpu_model == UNKNOWN_MODEL).map(|l| l.card_hours).sum();
     if unknown_hours > Decimal::ZERO {
         blocks.push(Block::Note {
-            text: match lang {
-                Lang::Zh => format!(
+            text: match (lang, style.v4) {
+                (Lang::Zh, true) => format!(
+                    "⚠ {} 卡时的 GPU 型号未知，未定价：请在「节点」页设置该节点的 GPU 型号，或在节点上部署 DCGM。",
+                    card_hours(unknown_hours)
+                ),
+                (Lang::Zh, false) => format!(
                     "⚠ {} 卡时的 GPU 型号未知，未定价：请在节点上部署 dcgm-exporter 或 GPU Feature Discovery，或由财务设置节点型号。",
                     card_hours(unknown_hours)
                 ),
-                Lang::En => format!(
+                (Lang::En, _) => format!(
                     "⚠ {} card-hours are on an unknown GPU model and unpriced: run dcgm-exporter or GPU Feature \
                      Discovery on the node, or have finance set the node's model.",
                     card_hours(unknown_hours)
@@ -466,7 +629,7 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, lang: Lang
             rows.push(vec![
                 l("用量", "Usage").to_string(),
                 line.namespace.clone(),
-                line.gpu_model.clone(),
+                style.model(&line.gpu_model),
                 kind,
                 card_hours(line.card_hours),
                 card_hours(line.effective_card_hours),
@@ -485,15 +648,17 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, lang: Lang
         if !r.is_unallocated_share() {
             rates.entry(r.gpu_model.clone()).or_default().insert(r.rate);
         }
-        let label = match (r.original_month, lang) {
-            (Some(m), Lang::Zh) => format!("重述 {m}"),
-            (Some(m), Lang::En) => format!("Restated {m}"),
-            (None, _) => l("重述", "Restated").into(),
+        let restated = style.word("term.restated", "重述", "Restated");
+        let label = match r.original_month {
+            Some(m) => format!("{restated} {m}"),
+            None => restated,
         };
+        // layout 4 prints no code where a namespace would be: the share is said by its kind column
+        let namespace = if style.v4 && r.is_unallocated_share() { String::new() } else { r.namespace.clone() };
         rows.push(vec![
             label,
-            r.namespace.clone(),
-            r.gpu_model.clone(),
+            namespace,
+            style.model(&r.gpu_model),
             if r.is_unallocated_share() {
                 l("未分配分摊", "Unallocated share").into()
             } else {
@@ -557,13 +722,13 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, lang: Lang
         totals.push(vec![l("卡时", "Card-hours").to_string(), card_hours(b.card_hours)]);
         totals.push(vec![l("有效卡时", "Effective card-hours").to_string(), card_hours(b.effective_card_hours)]);
         totals.push(vec![
-            l("无利用率数据的卡时", "Unmetered card-hours").to_string(),
+            style.word("term.unmetered_card_hours", "无利用率数据的卡时", "Unmetered card-hours"),
             card_hours(b.unmetered_card_hours),
         ]);
         totals.push(vec![l("已分配", "Allocated").to_string(), yuan(b.allocated)]);
         totals.push(vec![l("未分配分摊", "Unallocated share").to_string(), yuan(b.unallocated_share)]);
     }
-    totals.push(vec![l("重述", "Restated").to_string(), yuan(st.team_restated(team))]);
+    totals.push(vec![style.word("term.restated", "重述", "Restated"), yuan(st.team_restated(team))]);
     totals.push(vec![l("合计", "Total").to_string(), yuan(total)]);
     if let Some(budget) = extras.budgets.get(team) {
         totals.push(vec![l("预算", "Budget").to_string(), yuan(*budget)]);
@@ -591,7 +756,7 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, lang: Lang
             .into_iter()
             .map(|(model, set)| {
                 let list: Vec<String> = set.into_iter().map(|r| rate(r, lang)).collect();
-                vec![model, list.join(", ")]
+                vec![style.model(&model), list.join(", ")]
             })
             .collect();
         blocks.push(Block::Table(Table {
@@ -601,17 +766,19 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, lang: Lang
             total: None,
         }));
     }
-    if let Some(t) = idle_table(team, &extras.idle, lang) {
+    if let Some(t) = idle_table(team, &extras.idle, style) {
         blocks.push(t);
     }
-    blocks.push(approval(st, extras, lang));
-    Section { running_head: format!("{name} ({team}) — {} ({})", st.month, l("续", "continued")), blocks }
+    blocks.push(approval(st, extras, style));
+    let head =
+        if style.v4 { glossary::team_label(lang, team, team_name(st, team)) } else { format!("{name} ({team})") };
+    Section { running_head: format!("{head} — {} ({})", st.month, l("续", "continued")), blocks }
 }
 
 /// The team's idle pods: the money actually spent idle (a fact), and, labelled as such, what the pods still running
 /// would cost a month (a projection; an ended pod projects nothing).
-fn idle_table(team: &str, idle: &[IdleLine], lang: Lang) -> Option<Block> {
-    let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
+fn idle_table(team: &str, idle: &[IdleLine], style: Style) -> Option<Block> {
+    let l = |zh: &'static str, en: &'static str| style.l(zh, en);
     let mine: Vec<&IdleLine> = idle.iter().filter(|p| p.team == team).collect();
     if mine.is_empty() {
         return None;
@@ -622,7 +789,7 @@ fn idle_table(team: &str, idle: &[IdleLine], lang: Lang) -> Option<Block> {
             vec![
                 p.namespace.clone(),
                 p.pod.clone(),
-                p.gpu_model.clone(),
+                style.model(&p.gpu_model),
                 card_hours_f64(p.cards_held),
                 card_hours_f64(p.hours_held),
                 percent(Some(p.average_utilization)),
@@ -661,8 +828,8 @@ fn idle_table(team: &str, idle: &[IdleLine], lang: Lang) -> Option<Block> {
 }
 
 /// Prepared by, and lines for the reviewer and the approver to sign.
-fn approval(st: &Statement, extras: &StatementExtras, lang: Lang) -> Block {
-    let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
+fn approval(st: &Statement, extras: &StatementExtras, style: Style) -> Block {
+    let l = |zh: &'static str, en: &'static str| style.l(zh, en);
     let prepared = match (st.status, st.closed_by.as_deref(), st.closed_at, extras.prepared.as_ref()) {
         (MonthStatus::Closed, Some(by), Some(at), _) => Some((by.to_string(), at)),
         (_, _, _, Some(p)) => Some((p.by.clone(), p.at)),
@@ -670,9 +837,7 @@ fn approval(st: &Statement, extras: &StatementExtras, lang: Lang) -> Block {
     };
     let prepared = prepared.map_or_else(
         || format!("{} —", l("制表", "Prepared by")),
-        |(by, at)| {
-            format!("{} {by}   {} {}", l("制表", "Prepared by"), l("时间", "at"), at.format("%Y-%m-%d %H:%M UTC"))
-        },
+        |(by, at)| format!("{} {by}   {} {}", l("制表", "Prepared by"), l("时间", "at"), style.time(at)),
     );
     Block::Approval(vec![
         prepared,

@@ -9,14 +9,66 @@
 //! closed before replica billing keeps its bytes): the replica settings among the summary's facts, the
 //! whole-card replica-hours and the unverified-node mark as two more columns of the team sheets, and the platform
 //! over-recovery (what whole-card billing recovers above the cards' cost) in the reconciliation.
+//!
+//! Layout 4 ([`Style::V4`]) prints the workbook in one language (zh-CN by default): every header in the glossary's
+//! words (the field names in a hidden row below it, for programs that read the workbook), codes as words
+//! (`showback` 展示成本, `kept_by_platform` 平台承担, `hami` HAMi 虚拟卡, `usage` 用量, yes/no 是/否), the time zone
+//! and a closed month's closing time in it, a total row under the teams table, and the capacity shortfall in the
+//! reconciliation. A layout-1 to -3 month keeps its bytes ([`Style::V3`]).
 
 use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
 use rust_xlsxwriter::{DocProperties, Format, Workbook, Worksheet, XlsxError};
 
 use crate::billing::Month;
+use crate::glossary::{self, Lang};
 use crate::ledger::{MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
+
+/// How a layout writes the workbook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// Layouts 1–3: bilingual headers (a Chinese row, the field names below), codes as stored.
+    V3,
+    /// Layout 4: in `lang`, the glossary's words, times in `tz`, a total row.
+    V4 { lang: Lang, tz: chrono_tz::Tz },
+}
+
+impl Style {
+    fn lang(self) -> Option<Lang> {
+        match self {
+            Style::V3 => None,
+            Style::V4 { lang, .. } => Some(lang),
+        }
+    }
+
+    /// A code as written: as stored (layout 3) or the glossary's word of `family`.
+    fn word(self, family: &str, code: &str) -> String {
+        match (self.lang(), family) {
+            (None, _) => code.to_string(),
+            (Some(lang), "line") => glossary::line_type(lang, code),
+            (Some(lang), "kind") => glossary::kind(lang, code),
+            (Some(lang), _) => glossary::term(lang, &format!("{family}.{code}")),
+        }
+    }
+
+    fn model(self, m: &str) -> String {
+        self.lang().map_or_else(|| m.to_string(), |lang| glossary::model(lang, m))
+    }
+
+    /// A yes/no cell: a boolean (layout 3) or 是 / 否.
+    fn flag(self, ws: &mut Worksheet, row: u32, col: u16, v: bool) -> Result<(), XlsxError> {
+        match self.lang() {
+            None => ws.write_boolean(row, col, v).map(|_| ()),
+            Some(lang) => ws.write_string(row, col, glossary::yes_no(lang, v)).map(|_| ()),
+        }
+    }
+}
+
+/// The summary sheet's name in a layout-4 workbook.
+pub fn summary_sheet(lang: Lang) -> &'static str {
+    lang.pick("汇总", "Summary")
+}
 
 /// The summary sheet's name (team sheets are named by team id, which is ASCII: they cannot collide with it).
 pub const SUMMARY_SHEET: &str = "汇总 Summary";
@@ -89,29 +141,35 @@ impl Formats {
 
 /// The workbook of `st`, teams `include` accepts; `every_team`: the export holds every team (a global reader, no
 /// team asked for), so the summary also carries the capacity and its reconciliation.
-pub fn write(st: &Statement, include: impl Fn(&str) -> bool, every_team: bool) -> Result<Vec<u8>, XlsxError> {
+pub fn write(
+    st: &Statement,
+    include: impl Fn(&str) -> bool,
+    every_team: bool,
+    style: Style,
+) -> Result<Vec<u8>, XlsxError> {
     let f = Formats::new();
     let mut wb = Workbook::new();
-    wb.set_properties(&properties(st));
+    wb.set_properties(&properties(st, style));
     let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| include(t)).collect();
-    summary_sheet(wb.add_worksheet(), st, &teams, every_team, &f)?;
+    summary(wb.add_worksheet(), st, &teams, every_team, &f, style)?;
     let mut used = Vec::new();
     for team in &teams {
         let ws = wb.add_worksheet();
         ws.set_name(sheet_name(team, &mut used))?;
-        team_sheet(ws, st, team, &f)?;
+        team_sheet(ws, st, team, &f, style)?;
     }
     wb.save_to_buffer()
 }
 
 /// Fixed properties: a workbook's bytes depend on the statement only.
-fn properties(st: &Statement) -> DocProperties {
+fn properties(st: &Statement, style: Style) -> DocProperties {
     let created: DateTime<Utc> =
         st.closed_at.unwrap_or_else(|| st.month.first_day().and_time(Default::default()).and_utc());
-    DocProperties::new()
-        .set_title(format!("GPU 成本账单 {} / GPU cost statement {}", st.month, st.month))
-        .set_author("cardhour")
-        .set_creation_datetime(&created)
+    let title = match style.lang() {
+        None => format!("GPU 成本账单 {} / GPU cost statement {}", st.month, st.month),
+        Some(lang) => format!("{} {}", lang.pick("GPU 成本账单", "GPU cost statement"), st.month),
+    };
+    DocProperties::new().set_title(title).set_author("cardhour").set_creation_datetime(&created)
 }
 
 /// A sheet name from a team id: Excel allows at most 31 characters, so a longer id is cut, and a cut that
@@ -133,10 +191,20 @@ fn month_date(m: Month) -> NaiveDate {
     m.first_day()
 }
 
-fn header(ws: &mut Worksheet, row: u32, cols: &[(&str, &str)], f: &Formats) -> Result<(), XlsxError> {
+/// A table's header: two rows — layout 3 the Chinese and the field names; layout 4 the glossary's words in the
+/// workbook's language (`term.<field>`) and the field names in a hidden row (for programs that read the workbook).
+fn header(ws: &mut Worksheet, row: u32, cols: &[(&str, &str)], f: &Formats, style: Style) -> Result<(), XlsxError> {
     for (c, (zh, en)) in cols.iter().enumerate() {
-        ws.write_string_with_format(row, c as u16, *zh, &f.header)?;
+        match style.lang() {
+            None => ws.write_string_with_format(row, c as u16, *zh, &f.header)?,
+            Some(lang) => {
+                ws.write_string_with_format(row, c as u16, glossary::term(lang, &format!("term.{en}")), &f.header)?
+            }
+        };
         ws.write_string(row + 1, c as u16, *en)?;
+    }
+    if style.lang().is_some() {
+        ws.set_row_hidden(row + 1)?;
     }
     Ok(())
 }
@@ -164,50 +232,94 @@ fn replica_columns(st: &Statement) -> bool {
     st.bills.replica_policies.is_some() || st.bills.teams.iter().flat_map(|t| &t.lines).any(|l| l.unverified_node)
 }
 
-fn status_text(st: &Statement) -> &'static str {
-    match st.status {
-        MonthStatus::Open => "草稿 draft (open)",
-        MonthStatus::Closed => "已结账 closed",
+fn status_text(st: &Statement, style: Style) -> String {
+    match (st.status, style.lang()) {
+        (MonthStatus::Open, None) => "草稿 draft (open)".into(),
+        (MonthStatus::Closed, None) => "已结账 closed".into(),
+        (MonthStatus::Open, Some(lang)) => glossary::term(lang, "status.draft"),
+        (MonthStatus::Closed, Some(lang)) => glossary::term(lang, "status.closed"),
     }
 }
 
-fn summary_sheet(
+/// The summary's facts: (label, value) after the month's date cell.
+fn facts(st: &Statement, style: Style) -> Vec<(String, String)> {
+    let b = &st.bills;
+    let Style::V4 { lang, tz } = style else {
+        let mut facts: Vec<(String, String)> = vec![
+            ("状态 status".into(), status_text(st, style)),
+            ("计费模式 mode".into(), b.policy.mode.as_str().into()),
+            ("未分配策略 unallocated".into(), b.policy.unallocated.as_str().into()),
+        ];
+        if let Some(r) = &b.replica_policies {
+            facts.push(("副本计费 replicas".into(), crate::export::present::replica_settings(r)));
+        }
+        return facts;
+    };
+    let g = |key: &str| glossary::term(lang, key);
+    let mut facts = vec![
+        (g("term.status"), status_text(st, style)),
+        (lang.pick("计费方式", "Bill mode").into(), glossary::mode(lang, b.policy.mode)),
+        (g("term.unallocated"), glossary::unallocated(lang, b.policy.unallocated)),
+    ];
+    if let Some(r) = &b.replica_policies {
+        let words = if r.is_empty() {
+            g("replicas.fraction")
+        } else {
+            r.iter()
+                .map(|p| {
+                    let scope =
+                        p.pool.as_ref().map_or_else(|| p.cluster.clone(), |pool| format!("{}/{pool}", p.cluster));
+                    format!(
+                        "{scope} {} {} {}",
+                        lang.pick("自", "from"),
+                        p.from,
+                        g(&format!("replicas.{}", p.policy.as_str()))
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(lang.pick("；", "; "))
+        };
+        facts.push((lang.pick("时间片副本", "Time-sliced replicas").into(), words));
+    }
+    facts.push((g("term.time_zone"), tz.name().to_string()));
+    if let Some(at) = st.closed_at {
+        facts.push((g("term.closed_at"), crate::export::present::when(at, tz)));
+    }
+    facts
+}
+
+fn summary(
     ws: &mut Worksheet,
     st: &Statement,
     teams: &[&str],
     every_team: bool,
     f: &Formats,
+    style: Style,
 ) -> Result<(), XlsxError> {
-    ws.set_name(SUMMARY_SHEET)?;
+    let lang = style.lang();
+    ws.set_name(lang.map_or(SUMMARY_SHEET, summary_sheet))?;
     let b = &st.bills;
-    ws.write_string_with_format(0, 0, "GPU 成本账单 GPU cost statement", &f.header)?;
-    let mut facts: Vec<(&str, String)> = vec![
-        ("月份 month", String::new()),
-        ("状态 status", status_text(st).into()),
-        ("计费模式 mode", b.policy.mode.as_str().into()),
-        ("未分配策略 unallocated", b.policy.unallocated.as_str().into()),
-    ];
-    if let Some(r) = &b.replica_policies {
-        facts.push(("副本计费 replicas", crate::export::present::replica_settings(r)));
-    }
+    let title = lang.map_or("GPU 成本账单 GPU cost statement", |l| l.pick("GPU 成本账单", "GPU cost statement"));
+    ws.write_string_with_format(0, 0, title, &f.header)?;
+    let month_label = lang.map_or_else(|| "月份 month".to_string(), |l| glossary::term(l, "term.month"));
+    ws.write_string_with_format(1, 0, month_label, &f.header)?;
+    ws.write_datetime_with_format(1, 1, month_date(st.month), &f.month)?;
+    let facts = facts(st, style);
     for (i, (label, value)) in facts.iter().enumerate() {
-        let row = 1 + i as u32;
-        ws.write_string_with_format(row, 0, *label, &f.header)?;
-        if i == 0 {
-            ws.write_datetime_with_format(row, 1, month_date(st.month), &f.month)?;
-        } else {
-            ws.write_string(row, 1, value)?;
-        }
+        let row = 2 + i as u32;
+        ws.write_string_with_format(row, 0, label, &f.header)?;
+        ws.write_string(row, 1, value)?;
     }
-    let mut row = facts.len() as u32 + 2;
-    header(ws, row, &TEAM_HEADER, f)?;
+    let mut row = facts.len() as u32 + 3;
+    header(ws, row, &TEAM_HEADER, f, style)?;
     row += 2;
     for team in teams {
         let bill = b.teams.iter().find(|t| t.team == *team);
         let info = st.teams.get(*team);
         let restated: Money = st.team_restated(team);
+        let name = info.map_or(*team, |i| i.name.as_str());
         ws.write_string(row, 0, *team)?;
-        ws.write_string(row, 1, info.map_or(*team, |i| i.name.as_str()))?;
+        ws.write_string(row, 1, lang.map_or_else(|| name.to_string(), |l| glossary::team_name(l, team, name)))?;
         ws.write_string(row, 2, info.and_then(|i| i.owner.as_deref()).unwrap_or(""))?;
         hours(ws, row, 3, bill.map_or(Decimal::ZERO, |b| b.card_hours), f)?;
         hours(ws, row, 4, bill.map_or(Decimal::ZERO, |b| b.effective_card_hours), f)?;
@@ -217,19 +329,32 @@ fn summary_sheet(
         money(ws, row, 8, st.team_total(team), &f.money)?;
         row += 1;
     }
+    if let Some(lang) = lang {
+        // the table's total row: the sums of its rows (layout 4)
+        let sums = crate::billing::MonthTotals::of_teams(
+            teams.iter().map(|t| (b.teams.iter().find(|x| x.team == *t), st.team_restated(t))),
+        );
+        ws.write_string_with_format(row, 0, glossary::term(lang, "term.total"), &f.header)?;
+        ws.write_with_format(row, 3, sums.card_hours, &f.hours)?;
+        ws.write_with_format(row, 4, sums.effective_card_hours, &f.hours)?;
+        for (col, m) in [(5, sums.allocated), (6, sums.unallocated_share), (7, sums.restated), (8, sums.total)] {
+            money(ws, row, col, m, &f.bold_money)?;
+        }
+        row += 1;
+    }
     if every_team {
         row += 1;
-        header(ws, row, &CAPACITY_HEADER, f)?;
+        header(ws, row, &CAPACITY_HEADER, f, style)?;
         row += 2;
         for c in &b.capacity {
-            ws.write_string(row, 0, &c.gpu_model)?;
+            ws.write_string(row, 0, style.model(&c.gpu_model))?;
             hours(ws, row, 1, c.card_hours, f)?;
             if let Some(n) = c.not_offered_card_hours {
                 hours(ws, row, 2, n, f)?;
             }
             rate(ws, row, 3, c.rate, f)?;
             money(ws, row, 4, c.amount, &f.money)?;
-            ws.write_boolean(row, 5, c.unpriced)?;
+            style.flag(ws, row, 5, c.unpriced)?;
             row += 1;
         }
         // the reconciliation, to the fen: allocated + unallocated + not offered = capacity cost, and what the teams
@@ -247,9 +372,24 @@ fn summary_sheet(
             // what whole-card billing recovered above the cards' cost: not part of capacity, its own line
             figures.push(("超额回收（副本按整卡计费）", "over_recovery", over));
         }
+        if let (Some(short), Some(_)) = (b.capacity_shortfall, lang) {
+            figures.push(("", "capacity_shortfall", short));
+        }
         for (zh, en, m) in figures {
-            ws.write_string_with_format(row, 0, zh, &f.header)?;
-            ws.write_string(row, 1, en)?;
+            match lang {
+                None => {
+                    ws.write_string_with_format(row, 0, zh, &f.header)?;
+                    ws.write_string(row, 1, en)?;
+                }
+                Some(lang) => {
+                    let label = match en {
+                        "teams_total" => lang.pick("团队承担合计", "Carried by the teams").to_string(),
+                        "allocated" => lang.pick("分配金额合计", "Allocated").to_string(),
+                        code => glossary::term(lang, &format!("term.{code}")),
+                    };
+                    ws.write_string_with_format(row, 0, label, &f.header)?;
+                }
+            }
             money(ws, row, 2, m, &f.bold_money)?;
             row += 1;
         }
@@ -259,26 +399,23 @@ fn summary_sheet(
     Ok(())
 }
 
-fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats) -> Result<(), XlsxError> {
-    header(ws, 0, &LINE_HEADER, f)?;
+fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style: Style) -> Result<(), XlsxError> {
     let replica_cols = replica_columns(st);
+    let mut cols = LINE_HEADER.to_vec();
     if replica_cols {
-        let at = LINE_HEADER.len() as u16;
-        for (c, (zh, en)) in REPLICA_HEADER.iter().enumerate() {
-            ws.write_string_with_format(0, at + c as u16, *zh, &f.header)?;
-            ws.write_string(1, at + c as u16, *en)?;
-        }
+        cols.extend(REPLICA_HEADER);
     }
+    header(ws, 0, &cols, f, style)?;
     ws.set_freeze_panes(2, 0)?;
     let mut row = 2;
     let month = month_date(st.month);
     let bill = st.bills.teams.iter().find(|t| t.team == team);
     let texts = |ws: &mut Worksheet, row: u32, kind: &str, ns: &str, model: &str, k: &str| -> Result<(), XlsxError> {
         ws.write_datetime_with_format(row, 0, month, &f.month)?;
-        ws.write_string(row, 1, kind)?;
+        ws.write_string(row, 1, style.word("line", kind))?;
         ws.write_string(row, 3, ns)?;
-        ws.write_string(row, 4, model)?;
-        ws.write_string(row, 5, k)?;
+        ws.write_string(row, 4, if model.is_empty() { String::new() } else { style.model(model) })?;
+        ws.write_string(row, 5, if k.is_empty() { String::new() } else { style.word("kind", k) })?;
         Ok(())
     };
     if let Some(bill) = bill {
@@ -289,24 +426,30 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats) -> Re
             hours(ws, row, 8, l.unmetered_card_hours, f)?;
             rate(ws, row, 9, l.rate, f)?;
             money(ws, row, 10, l.amount, &f.money)?;
-            ws.write_boolean(row, 11, l.unpriced)?;
+            style.flag(ws, row, 11, l.unpriced)?;
             if replica_cols {
                 if let Some(h) = l.whole_card_hours {
                     hours(ws, row, 12, h, f)?;
                 }
-                ws.write_boolean(row, 13, l.unverified_node)?;
+                style.flag(ws, row, 13, l.unverified_node)?;
             }
             row += 1;
         }
         if !bill.unallocated_share.is_zero() {
             texts(ws, row, "unallocated_share", "", "", "")?;
             money(ws, row, 10, bill.unallocated_share, &f.money)?;
-            ws.write_boolean(row, 11, false)?;
+            style.flag(ws, row, 11, false)?;
             row += 1;
         }
     }
     for r in st.restatements_of(team) {
-        texts(ws, row, "restatement", &r.namespace, &r.gpu_model, &r.kind)?;
+        // in words, an earlier month's unallocated share says so by its line type, not by a code namespace
+        let (ns, k) = if style.lang().is_some() && r.is_unallocated_share() {
+            ("", "")
+        } else {
+            (r.namespace.as_str(), r.kind.as_str())
+        };
+        texts(ws, row, "restatement", ns, &r.gpu_model, k)?;
         if let Some(m) = r.original_month {
             ws.write_datetime_with_format(row, 2, month_date(m), &f.month)?;
         }
@@ -315,10 +458,11 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats) -> Re
         hours(ws, row, 8, r.unmetered_card_hours_delta, f)?;
         rate(ws, row, 9, r.rate, f)?;
         money(ws, row, 10, r.amount_delta, &f.money)?;
-        ws.write_boolean(row, 11, false)?;
+        style.flag(ws, row, 11, false)?;
         row += 1;
     }
-    ws.write_string_with_format(row, 1, "合计 total", &f.header)?;
+    let total = style.lang().map_or_else(|| "合计 total".to_string(), |l| glossary::term(l, "term.total"));
+    ws.write_string_with_format(row, 1, total, &f.header)?;
     money(ws, row, 10, st.team_total(team), &f.bold_money)?;
     ws.set_column_width(1, 18)?;
     ws.set_column_width(3, 20)?;

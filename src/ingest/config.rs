@@ -2,7 +2,7 @@
 //! overrides), or one from the single-cluster flags; each resolved into how it is read and metered.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use figment::Figment;
@@ -10,9 +10,10 @@ use figment::providers::{Env, Format, Toml};
 use serde::Deserialize;
 
 use super::{FetchSpec, IngestOptions, SourceRequest};
-use crate::config::{SourceArgs, parse_bridge, parse_duration};
+use crate::config::{SourceArgs, SourceAuthArgs, parse_bridge, parse_duration};
 use crate::metering::{HamiPolicy, MeterConfig};
 use crate::prom::RetryPolicy;
+use crate::prom::auth::{Authorization, ClientTls, Credential, Header, Secret, SourceAuth};
 
 /// One cluster as the file writes it: every key but `prometheus` may be left to `[defaults]` or to the flags
 /// (and their environment variables) the worker was started with.
@@ -31,6 +32,32 @@ pub struct ClusterEntry {
     pub timeout: Option<String>,
     pub batch_hours: Option<u32>,
     pub ksm_gap_bridge: Option<String>,
+    /// `Authorization: Bearer …` from a file read at every request (a mounted, rotating token).
+    pub bearer_token_file: Option<PathBuf>,
+    /// `Authorization: Bearer …` given here (better from an environment override than in the file).
+    pub bearer_token: Option<Secret>,
+    pub basic_auth: Option<BasicAuthEntry>,
+    pub tls: Option<TlsEntry>,
+    /// Headers sent with every request, e.g. `X-Scope-OrgID` (Mimir, Cortex); merged over `[defaults]`' by name.
+    pub headers: Option<BTreeMap<String, String>>,
+}
+
+/// `basic_auth = { username = "…", password_file = "…" }` (or `password`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BasicAuthEntry {
+    pub username: String,
+    pub password: Option<Secret>,
+    pub password_file: Option<PathBuf>,
+}
+
+/// `tls = { ca_file = "…", cert_file = "…", key_file = "…" }`: PEM files.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsEntry {
+    pub ca_file: Option<PathBuf>,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -42,11 +69,12 @@ struct ClustersFile {
     clusters: BTreeMap<String, ClusterEntry>,
 }
 
-/// A cluster resolved: its name, where it is read, how it is metered.
+/// A cluster resolved: its name, where it is read and who asks, how it is metered.
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
     pub prometheus: String,
     pub timeout: Duration,
+    pub auth: SourceAuth,
     pub source: SourceRequest,
     pub ingest: IngestOptions,
 }
@@ -62,10 +90,21 @@ pub enum ConfigError {
 }
 
 impl ClusterEntry {
-    /// `self`'s keys, else `fallback`'s.
+    /// `self`'s keys, else `fallback`'s. The credentials of the Authorization header (a bearer token or basic
+    /// auth) and the TLS settings are taken whole from one side; headers are merged by name, `self`'s winning.
     fn or(self, fallback: &ClusterEntry) -> ClusterEntry {
         let f = fallback.clone();
+        let (bearer_token_file, bearer_token, basic_auth) = if self.has_authorization() {
+            (self.bearer_token_file, self.bearer_token, self.basic_auth)
+        } else {
+            (f.bearer_token_file, f.bearer_token, f.basic_auth)
+        };
         ClusterEntry {
+            bearer_token_file,
+            bearer_token,
+            basic_auth,
+            tls: self.tls.or(f.tls),
+            headers: merge_headers(f.headers, self.headers),
             prometheus: self.prometheus.or(f.prometheus),
             source: self.source.or(f.source),
             matchers: self.matchers.or(f.matchers),
@@ -80,9 +119,62 @@ impl ClusterEntry {
         }
     }
 
+    fn has_authorization(&self) -> bool {
+        self.bearer_token.is_some() || self.bearer_token_file.is_some() || self.basic_auth.is_some()
+    }
+
+    /// Who asks: this entry's credentials, TLS settings and headers, each else the flags'.
+    fn auth(&self, flags: &SourceAuthArgs) -> Result<SourceAuth, String> {
+        let authorization = if self.has_authorization() {
+            let basic =
+                self.basic_auth.as_ref().map(|b| (b.username.clone(), b.password.clone(), b.password_file.clone()));
+            let keys = [
+                "`bearer_token`",
+                "`bearer_token_file`",
+                "`basic_auth`",
+                "`basic_auth.password`",
+                "`basic_auth.password_file`",
+            ];
+            authorization(self.bearer_token.clone(), self.bearer_token_file.clone(), basic, keys)?
+        } else {
+            let basic = flags.username.clone().map(|u| (u, flags.password.clone(), flags.password_file.clone()));
+            if basic.is_none() && (flags.password.is_some() || flags.password_file.is_some()) {
+                return Err("a basic-auth password needs --prometheus-username".into());
+            }
+            let keys = [
+                "--prometheus-bearer-token",
+                "--prometheus-bearer-token-file",
+                "--prometheus-username",
+                "--prometheus-password",
+                "--prometheus-password-file",
+            ];
+            authorization(flags.bearer_token.clone(), flags.bearer_token_file.clone(), basic, keys)?
+        };
+        let tls = match &self.tls {
+            Some(t) => {
+                ClientTls { ca_file: t.ca_file.clone(), cert_file: t.cert_file.clone(), key_file: t.key_file.clone() }
+            }
+            None => ClientTls {
+                ca_file: flags.ca_file.clone(),
+                cert_file: flags.cert_file.clone(),
+                key_file: flags.key_file.clone(),
+            },
+        };
+        // the flags' headers first, then the file's by name (which replace them)
+        let mut headers: Vec<Header> = flags.headers.clone();
+        for (name, value) in self.headers.iter().flatten() {
+            let h = Header::new(name, value).map_err(|e| format!("`headers`: {e}"))?;
+            headers.retain(|old| old.name() != h.name());
+            headers.push(h);
+        }
+        // the files are read when the client is built (`PromClient::with_auth`), so a worker fails at its start
+        Ok(SourceAuth { authorization, tls, headers })
+    }
+
     /// Resolves an entry whose missing keys come from `flags`.
     fn resolve(self, name: &str, flags: &SourceArgs) -> Result<ClusterConfig, String> {
         super::validate_cluster_name(name).map_err(|e| e.to_string())?;
+        let auth = self.auth(&flags.auth)?;
         let prometheus = self
             .prometheus
             .or_else(|| flags.prometheus.clone())
@@ -117,6 +209,7 @@ impl ClusterEntry {
         Ok(ClusterConfig {
             prometheus,
             timeout,
+            auth,
             source,
             ingest: IngestOptions {
                 cluster: name.to_string(),
@@ -133,6 +226,54 @@ impl ClusterEntry {
                 retry: RetryPolicy::worker(),
             },
         })
+    }
+}
+
+/// Headers of `[defaults]` and of a cluster, merged by name (case-insensitive), the cluster's winning.
+fn merge_headers(
+    defaults: Option<BTreeMap<String, String>>,
+    own: Option<BTreeMap<String, String>>,
+) -> Option<BTreeMap<String, String>> {
+    if defaults.is_none() && own.is_none() {
+        return None;
+    }
+    let mut merged: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in defaults.into_iter().flatten().chain(own.into_iter().flatten()) {
+        merged.retain(|k, _| !k.eq_ignore_ascii_case(&name));
+        merged.insert(name, value);
+    }
+    Some(merged)
+}
+
+/// The Authorization header's credentials from one side's settings: a bearer token (inline or a file) or basic
+/// auth (a user and a password, inline or a file), at most one of them. `keys` name the settings for errors:
+/// bearer token, bearer token file, basic auth, its password, its password file.
+fn authorization(
+    bearer: Option<Secret>,
+    bearer_file: Option<PathBuf>,
+    basic: Option<(String, Option<Secret>, Option<PathBuf>)>,
+    keys: [&str; 5],
+) -> Result<Option<Authorization>, String> {
+    let one_of = |inline: Option<Secret>, file: Option<PathBuf>, inline_key: &str, file_key: &str| match (inline, file)
+    {
+        (Some(_), Some(_)) => Err(format!("{inline_key} and {file_key}: set one of them")),
+        (Some(s), None) => Ok(Some(Credential::Inline(s))),
+        (None, Some(f)) => Ok(Some(Credential::File(f))),
+        (None, None) => Ok(None),
+    };
+    let bearer = one_of(bearer, bearer_file, keys[0], keys[1])?;
+    match (bearer, basic) {
+        (Some(_), Some(_)) => Err(format!(
+            "a bearer token ({} or {}) and {}: set one of them (both are the Authorization header)",
+            keys[0], keys[1], keys[2]
+        )),
+        (Some(b), None) => Ok(Some(Authorization::Bearer(b))),
+        (None, Some((username, password, password_file))) => {
+            let password = one_of(password, password_file, keys[3], keys[4])?
+                .ok_or_else(|| format!("{} needs a password ({} or {})", keys[2], keys[3], keys[4]))?;
+            Ok(Some(Authorization::Basic { username, password }))
+        }
+        (None, None) => Ok(None),
     }
 }
 
@@ -287,13 +428,125 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/clusters.example.toml");
         let all = from_file(&path, &flags(&[])).unwrap();
         let names: Vec<&str> = all.iter().map(|c| c.ingest.cluster.as_str()).collect();
-        assert_eq!(names, ["gpu-a", "gpu-b", "infer-bj", "infer-sh"]);
+        assert_eq!(names, ["gpu-a", "gpu-b", "infer-bj", "infer-sh", "train-mimir", "train-thanos"]);
+        assert!(all[..4].iter().all(|c| c.auth.is_empty()));
+        let (mimir, thanos) = (&all[4].auth, &all[5].auth);
+        assert_eq!(
+            mimir.authorization,
+            Some(Authorization::Bearer(Credential::File("/etc/cardhour/auth/token".into())))
+        );
+        assert_eq!(mimir.describe(), "bearer token (file /etc/cardhour/auth/token); headers x-scope-orgid");
+        assert_eq!(
+            thanos.describe(),
+            "basic auth as `cardhour` (password file /etc/cardhour/auth/password); CA /etc/cardhour/auth/ca.crt; \
+             client certificate /etc/cardhour/auth/tls.crt"
+        );
+        assert_eq!(thanos.tls.key_file.as_deref(), Some(Path::new("/etc/cardhour/auth/tls.key")));
         let bj = &all[2];
         assert_eq!(bj.ingest.fetch.matchers.as_deref(), Some(r#"cluster="infer-bj""#));
         assert_eq!(bj.source, SourceRequest::Only(super::super::SourceKind::VmExport));
         assert_eq!(bj.ingest.meter.hami_policy, HamiPolicy::Max);
         assert_eq!(all[0].ingest.meter.scrape_interval_ms, Some(30_000));
         assert!(all.iter().all(|c| c.ingest.chunk_hours == 6 && c.timeout == Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn credentials_come_from_the_cluster_then_the_defaults_then_the_flags() {
+        let f = write(
+            r#"
+            [defaults]
+            bearer_token_file = "/run/default-token"
+            headers = { "X-Scope-OrgID" = "default-tenant", "X-Team" = "ml" }
+            [clusters.own]
+            prometheus = "https://p:9090"
+            basic_auth = { username = "u", password = "pw-inline" }
+            headers = { "x-scope-orgid" = "own-tenant" }
+            tls = { ca_file = "/ca.pem" }
+            [clusters.inherits]
+            prometheus = "http://q:9090"
+            "#,
+        );
+        let cli_flags = flags(&[
+            "--prometheus-header",
+            "X-Flag: f",
+            "--prometheus-header",
+            "X-Team: flag-team",
+            "--prometheus-ca-file",
+            "/flag-ca.pem",
+        ]);
+        let all = from_file(f.path(), &cli_flags).unwrap();
+        let (inherits, own) = (&all[0].auth, &all[1].auth);
+        // a cluster's own basic auth replaces the defaults' bearer token (both are the Authorization header)
+        assert_eq!(
+            own.authorization,
+            Some(Authorization::Basic { username: "u".into(), password: Credential::Inline(Secret::new("pw-inline")) })
+        );
+        assert_eq!(own.tls.ca_file.as_deref(), Some(Path::new("/ca.pem")));
+        let header = |a: &SourceAuth| -> Vec<String> { a.headers.iter().map(|h| format!("{h:?}")).collect() };
+        // headers by name: the flags', then the defaults', then the cluster's (case-insensitive)
+        assert_eq!(header(own), ["x-flag: <redacted>", "x-team: <redacted>", "x-scope-orgid: <redacted>"]);
+        assert_eq!(inherits.authorization, Some(Authorization::Bearer(Credential::File("/run/default-token".into()))));
+        assert_eq!(inherits.tls.ca_file.as_deref(), Some(Path::new("/flag-ca.pem")));
+        assert_eq!(header(inherits).len(), 3);
+        // nothing secret in what a log or a panic could print
+        let printed = format!("{all:?}");
+        for secret in ["pw-inline", "own-tenant", "default-tenant", "flag-team"] {
+            assert!(!printed.contains(secret), "{secret} printed: {printed}");
+        }
+
+        // the flags alone: one cluster
+        let one = from_flags(&flags(&[
+            "--cluster",
+            "c",
+            "--prometheus",
+            "http://p:9090",
+            "--prometheus-username",
+            "reader",
+            "--prometheus-password-file",
+            "/run/pw",
+        ]))
+        .unwrap();
+        assert_eq!(
+            one.auth.authorization,
+            Some(Authorization::Basic { username: "reader".into(), password: Credential::File("/run/pw".into()) })
+        );
+    }
+
+    #[test]
+    fn conflicting_credentials_are_clear_errors() {
+        let cases = [
+            (
+                "bearer_token = \"t\"\nbasic_auth = { username = \"u\", password = \"p\" }\n",
+                "a bearer token (`bearer_token` or `bearer_token_file`) and `basic_auth`: set one of them",
+            ),
+            ("bearer_token = \"t\"\nbearer_token_file = \"/t\"\n", "`bearer_token` and `bearer_token_file`: set one"),
+            ("basic_auth = { username = \"u\" }\n", "`basic_auth` needs a password"),
+            ("basic_auth = { username = \"u\", pass = \"p\" }\n", "unknown field"),
+            ("tls = { ca = \"/x\" }\n", "unknown field"),
+            (
+                "headers = { \"Authorization\" = \"Bearer x\" }\n",
+                "`headers`: header `authorization` is set by cardhour",
+            ),
+            ("headers = { \"Bad Name\" = \"x\" }\n", "`headers`: `Bad Name` is not a header name"),
+        ];
+        for (keys, needle) in cases {
+            let f = write(&format!("[clusters.a]\nprometheus = \"http://p:9090\"\n{keys}"));
+            let err = from_file(f.path(), &flags(&[])).unwrap_err().to_string();
+            assert!(err.contains(needle), "{keys:?}: expected {needle:?} in {err}");
+        }
+        let err = |args: &[&str]| {
+            let mut all = vec!["--cluster", "c", "--prometheus", "http://p:9090"];
+            all.extend(args);
+            from_flags(&flags(&all)).unwrap_err().to_string()
+        };
+        assert!(err(&["--prometheus-password", "p"]).contains("needs --prometheus-username"));
+        assert!(
+            err(&["--prometheus-username", "u", "--prometheus-bearer-token", "t", "--prometheus-password", "p"])
+                .contains("set one of them")
+        );
+        assert!(err(&["--prometheus-username", "u"]).contains("--prometheus-username needs a password"));
+        assert!(Cli::try_parse_from(["x", "--prometheus-header", "nocolon"]).is_err());
+        assert!(Cli::try_parse_from(["x", "--prometheus-bearer-token", " "]).is_err());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! One round of Prometheus queries for a run of hours, normalised from every label variant into metering input.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::metering::{
     CapacitySeries, ContainerKey, DeviceSeries, Edges, GfdLabels, HamiSeries, HourInput, MeterConfig, NamespaceSeries,
@@ -11,6 +11,7 @@ use futures_util::stream::FuturesUnordered;
 
 use crate::prom::{PromError, RangeEnds, RawSeries, RetryPolicy, with_retry};
 
+use super::carry::{CarriedDevices, DevicesByHour, TRAILING_HOURS};
 use super::source::SampleSource;
 use super::window::{HOUR_MS, slice};
 
@@ -49,38 +50,20 @@ impl FetchSpec {
     }
 }
 
-/// The hours before a window whose DCGM devices count towards its hours' cards (a trailing day with the hour).
-pub const TRAILING_HOURS: i64 = 23;
-
 /// Labels that name a DCGM series' node and device, in the order they are tried.
 const HOST_LABELS: [&str; 4] = ["Hostname", "hostname", "kubernetes_node", "node"];
-
-/// The DCGM devices seen in each hour of the trailing day before the next window, carried from one window to the
-/// next by an ingest that reads consecutive windows: a window that follows the last one needs no query of its
-/// trailing day (which would make Prometheus read up to 23 hours of DCGM samples again for every window).
-#[derive(Debug, Default)]
-pub struct SeenHistory {
-    hours: BTreeMap<i64, BTreeSet<SeenDevice>>,
-    /// `[from, to)` in ms: the hours whose devices are all known (an hour absent from `hours` saw none).
-    known: Option<(i64, i64)>,
-}
-
-impl SeenHistory {
-    /// Whether the trailing day of a window starting at `start_ms` is known without a query.
-    pub fn reaches(&self, start_ms: i64) -> bool {
-        self.known.is_some_and(|(from, to)| to == start_ms && from <= start_ms - TRAILING_HOURS * HOUR_MS)
-    }
-}
 
 /// The normalised series of `[start_ms, end_ms)` (utilization with its margin).
 #[derive(Debug, Default)]
 pub struct Fetched {
     input: HourInput,
-    /// DCGM devices seen in each hour (its start in ms) of the trailing day before the window.
-    seen_before: BTreeMap<i64, BTreeSet<SeenDevice>>,
-    /// The trailing day's devices were read with the window ([`Fetched::absorb_seen`]); without them, the hours
-    /// before the window come from a [`SeenHistory`] that reaches the window.
-    trailing_read: bool,
+    /// DCGM devices seen in each hour of the trailing day before the window, where it was read with the window
+    /// ([`Fetched::absorb_seen`]); without it, the hours before the window come from a [`CarriedDevices`] that
+    /// reaches the window.
+    trailing: Option<DevicesByHour>,
+    /// DCGM devices with a NaN or ±Inf sample, at its timestamp: a device whose samples of an hour are all
+    /// non-finite was still there (the trailing day's `count_over_time` counts it).
+    non_finite_devices: Vec<(SeenDevice, i64)>,
     /// (metric, timestamp) of every NaN/±Inf sample dropped.
     non_finite: Vec<(String, i64)>,
     pub samples_read: u64,
@@ -130,7 +113,7 @@ fn seen_device(s: &RawSeries) -> Option<SeenDevice> {
 
 /// Reads `[start_ms, end_ms)` from `source`: the nine selectors, concurrently, each retried per `policy`, KSM's
 /// with `ksm_margin_ms` either side; with `trailing`, also the devices seen in each hour of the day before (a
-/// window that follows the last one of its ingest takes them from its [`SeenHistory`] instead).
+/// window that follows the last one of its ingest takes them from its [`CarriedDevices`] instead).
 pub async fn fetch(
     source: &SampleSource,
     spec: &FetchSpec,
@@ -208,6 +191,7 @@ impl Fetched {
             7 => unschedulable = answer,
             _ => node_labels = answer,
         }
+        let mut nan_devices = Vec::new();
         let out = self;
         let mut note = |s: &RawSeries, fallback: &str| {
             out.samples_read += (s.samples.len() + s.non_finite.len()) as u64;
@@ -300,6 +284,10 @@ impl Fetched {
                 .label_any(&["UUID", "uuid"])
                 .map(str::to_string)
                 .unwrap_or_else(|| format!("{}:{}", host.as_deref().unwrap_or(""), s.label("gpu").unwrap_or("")));
+            if let Some(host) = host.as_deref() {
+                let device = SeenDevice { host: host.to_string(), uuid: uuid.clone() };
+                nan_devices.extend(s.non_finite.iter().map(|t| (device.clone(), *t)));
+            }
             input.devices.push(DeviceSeries {
                 metric,
                 workload,
@@ -323,6 +311,7 @@ impl Fetched {
             let device = s.label_any(&["deviceuuid", "vdeviceid", "deviceid"]).unwrap_or("").to_string();
             input.hami.push(HamiSeries { workload, device, samples: s.samples });
         }
+        out.non_finite_devices.extend(nan_devices);
     }
 
     /// The answer of the trailing day's device query for a window starting at `start_ms`: one sample per device
@@ -343,16 +332,16 @@ impl Fetched {
 
     /// Whether the trailing day's devices were read with this window.
     pub fn has_trailing(&self) -> bool {
-        self.trailing_read
+        self.trailing.is_some()
     }
 
     /// Takes the answer of the trailing day's device query (one sample per hour the device was seen in).
     pub fn absorb_seen(&mut self, answer: Vec<RawSeries>) {
-        self.trailing_read = true;
+        let seen = self.trailing.get_or_insert_with(DevicesByHour::new);
         for s in answer {
             let Some(device) = seen_device(&s) else { continue };
             for p in &s.samples {
-                self.seen_before.entry(p.t_ms + 1 - HOUR_MS).or_default().insert(device.clone());
+                seen.entry(p.t_ms + 1 - HOUR_MS).or_default().insert(device.clone());
             }
         }
     }
@@ -362,49 +351,43 @@ impl Fetched {
     /// edge go to both hours; of a KSM series read with a margin, an hour keeps the nearest sample on either side
     /// within it (its edges).
     pub fn into_hours(self, hours_ms: &[i64]) -> Vec<(HourInput, BTreeMap<String, u64>)> {
-        self.into_hours_carrying(hours_ms, &mut SeenHistory::default())
+        self.into_hours_carrying(hours_ms, &mut CarriedDevices::default())
     }
 
-    /// [`Fetched::into_hours`] of consecutive `hours_ms` (ascending), with `history`: the trailing day comes from
+    /// [`Fetched::into_hours`] of consecutive `hours_ms` (ascending), with `carry`: the trailing day comes from
     /// it where this window did not read its own, and it is left holding the day before the next window.
     pub fn into_hours_carrying(
         self,
         hours_ms: &[i64],
-        history: &mut SeenHistory,
+        carry: &mut CarriedDevices,
     ) -> Vec<(HourInput, BTreeMap<String, u64>)> {
         let mut out: Vec<(HourInput, BTreeMap<String, u64>)> = hours_ms
             .iter()
             .map(|&h| (HourInput { start_ms: h, end_ms: h + HOUR_MS, ..HourInput::default() }, BTreeMap::new()))
             .collect();
-        let Fetched { input, non_finite, mut seen_before, ksm_margin_ms: margin, trailing_read, .. } = self;
-        let (Some(&first), Some(&last)) = (hours_ms.first(), hours_ms.last()) else { return out };
-        let carried = !trailing_read && history.reaches(first);
-        if carried {
-            seen_before = std::mem::take(&mut history.hours);
+        let Fetched { input, non_finite, trailing, non_finite_devices, ksm_margin_ms: margin, .. } = self;
+        if hours_ms.is_empty() {
+            return out;
         }
-        // the devices of each hour of the window, then each hour's trailing day before it
+        // the devices seen in each hour of the window (a sample, finite or not, in the hour itself)
+        let mut own = DevicesByHour::new();
+        let hour_of = |t: i64| hours_ms.iter().copied().find(|&h| t >= h && t < h + HOUR_MS);
         for d in &input.devices {
             let Some(host) = d.host.as_deref() else { continue };
             for &h in hours_ms {
                 if !slice(&d.samples, h, h + HOUR_MS).is_empty() {
-                    let device = SeenDevice { host: host.to_string(), uuid: d.uuid.clone() };
-                    seen_before.entry(h).or_default().insert(device);
+                    own.entry(h).or_default().insert(SeenDevice { host: host.to_string(), uuid: d.uuid.clone() });
                 }
             }
         }
-        for (i, _) in &mut out {
-            let h = i.start_ms;
-            let trailing: BTreeSet<&SeenDevice> =
-                seen_before.range(h - TRAILING_HOURS * HOUR_MS..h).flat_map(|(_, s)| s.iter()).collect();
-            i.trailing_devices = trailing.into_iter().cloned().collect();
+        for (device, t) in non_finite_devices {
+            if let Some(h) = hour_of(t) {
+                own.entry(h).or_default().insert(device);
+            }
         }
-        // what the next window's trailing day needs, known only if this window's own was
-        let end = last + HOUR_MS;
-        let from = end - TRAILING_HOURS * HOUR_MS;
-        *history = match trailing_read || carried {
-            true => SeenHistory { hours: seen_before.split_off(&from), known: Some((from, end)) },
-            false => SeenHistory::default(),
-        };
+        for ((i, _), devices) in out.iter_mut().zip(carry.window(hours_ms, trailing, own)) {
+            i.trailing_devices = devices;
+        }
         let ksm = |h: i64| (h, h + HOUR_MS);
         let util = |h: i64| (h - UTIL_MARGIN_MS, h + HOUR_MS + UTIL_MARGIN_MS);
         split_ksm(input.requests, &mut out, margin, |r| (&mut r.samples, &mut r.edges), |i, r| i.requests.push(r));
@@ -564,7 +547,7 @@ mod tests {
         assert!(queried.iter().any(|(h, d)| *h == 55 && d == &["GPU-a", "GPU-c"]), "{queried:?}");
         assert!(queried.iter().any(|(h, d)| *h == 30 && d.len() == 2), "{queried:?}");
         // only the first reads it; the others carry it
-        let mut history = SeenHistory::default();
+        let mut history = CarriedDevices::default();
         let mut carried = Vec::new();
         for w in 4..16 {
             let first = w == 4;
@@ -578,6 +561,51 @@ mod tests {
         let f = window(&series, 100, 106, None);
         let _ = f.into_hours_carrying(&hours(100, 106), &mut history);
         assert!(!history.reaches(106 * HOUR_MS), "a window without its trailing day leaves nothing to carry");
+    }
+
+    #[test]
+    fn a_device_whose_samples_are_all_nan_is_seen_as_a_fresh_read_sees_it() {
+        // GPU-n reports only NaN, in hours 30 and 31: the window's read drops the samples, the trailing day's
+        // count_over_time counts them; either way the device was there
+        let mut nan = dcgm("GPU-n", 30, 32);
+        nan.non_finite = nan.samples.drain(..).map(|p| p.t_ms).collect();
+        let series = [dcgm("GPU-a", 20, 60), nan.clone()];
+        let hours = |from: i64, to: i64| (from..to).map(|h| h * HOUR_MS).collect::<Vec<_>>();
+        // the trailing answer of a fresh read counts the NaN device's hours
+        let fresh = |from: i64| {
+            let mut f = window(&series, from, from + 6, Some(TRAILING_HOURS));
+            let answer = vec![RawSeries {
+                samples: (30..32)
+                    .filter(|h| *h < from && *h >= from - TRAILING_HOURS)
+                    .map(|h| Sample { t_ms: (h + 1) * HOUR_MS - 1, v: 1.0 })
+                    .collect(),
+                non_finite: Vec::new(),
+                ..nan.clone()
+            }];
+            f.absorb_seen(answer);
+            trailing(&f.into_hours(&hours(from, from + 6)))
+        };
+        let mut carry = CarriedDevices::default();
+        for w in 4..9 {
+            let mut f = window(&series, w * 6, w * 6 + 6, (w == 4).then_some(TRAILING_HOURS));
+            // the window's own NaN samples, as the read reports them
+            let part = RawSeries {
+                samples: Vec::new(),
+                non_finite: nan
+                    .non_finite
+                    .iter()
+                    .copied()
+                    .filter(|t| *t >= w * 6 * HOUR_MS && *t < (w * 6 + 6) * HOUR_MS)
+                    .collect(),
+                ..nan.clone()
+            };
+            f.absorb(&FetchSpec { matchers: None, team_label: "label_team".into() }, 4, vec![part]);
+            let got = trailing(&f.into_hours_carrying(&hours(w * 6, w * 6 + 6), &mut carry));
+            assert_eq!(got, fresh(w * 6), "window {w}");
+            if w == 5 {
+                assert!(got.iter().all(|(_, d)| d.contains(&"GPU-n".to_string())), "{got:?}");
+            }
+        }
     }
 
     #[test]

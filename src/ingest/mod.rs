@@ -1,5 +1,6 @@
 //! The ingest: whole hours read from Prometheus, metered, and written to Postgres one transaction per batch of hours.
 
+mod carry;
 pub mod config;
 mod fetch;
 pub mod health;
@@ -16,13 +17,14 @@ use futures_util::{StreamExt, stream};
 use serde::Serialize;
 use sqlx::PgPool;
 
-pub use fetch::{FetchSpec, Fetched, SeenHistory, UTIL_MARGIN_MS, ksm_margin_ms, selectors};
+pub use carry::{CarriedDevices, TRAILING_HOURS};
+pub use fetch::{FetchSpec, Fetched, UTIL_MARGIN_MS, ksm_margin_ms, selectors};
 pub use source::{SampleSource, SourceKind, SourceRequest};
 pub use worker::{WorkerCluster, WorkerOptions, run_worker};
 
 use crate::db;
 pub use crate::db::history::RunCommand;
-use crate::metering::{Anomaly, AnomalyKind, HourOutput, MeterConfig, meter_hour};
+use crate::metering::{Anomaly, AnomalyKind, HourOutput, MeterConfig, meter_hour, node_facts};
 use crate::prom::{PromClient, PromError, RetryPolicy};
 use crate::shutdown::Stop;
 use crate::telemetry::ingest as telemetry;
@@ -265,7 +267,7 @@ pub struct ClusterIngest<'a> {
     /// Usage rows stored since the statistics were last checked.
     rows_unchecked: u64,
     /// The devices of the last stored window's trailing day and hours, for the next window.
-    seen: SeenHistory,
+    seen: CarriedDevices,
     fetch: fetch::FetchSpec,
     retry: RetryPolicy,
 }
@@ -307,7 +309,7 @@ impl<'a> ClusterIngest<'a> {
             decode_before,
             summary,
             rows_unchecked: 0,
-            seen: SeenHistory::default(),
+            seen: CarriedDevices::default(),
             fetch: opts.fetch.clone(),
             retry: opts.retry,
         })
@@ -454,15 +456,16 @@ async fn meter_batch(
         let cfg = cfg.clone();
         async move {
             let samples = input_samples(&input);
-            let mut out = tokio::task::spawn_blocking(move || meter_hour(&input, &cfg))
-                .await
-                .expect("metering is pure and does not panic");
+            let (mut out, node_facts) =
+                tokio::task::spawn_blocking(move || (meter_hour(&input, &cfg), node_facts(&input, &cfg)))
+                    .await
+                    .expect("metering is pure and does not panic");
             out.anomalies.extend(non_finite.into_iter().map(|(metric, count)| Anomaly {
                 kind: AnomalyKind::NonFiniteSample,
                 subject: metric,
                 count,
             }));
-            MeteredHour { hour, out, samples }
+            MeteredHour { hour, out, samples, node_facts }
         }
     });
     futures_util::future::join_all(metered).await

@@ -7,7 +7,7 @@ use sqlx::PgPool;
 use super::source::SampleSource;
 use super::{KeptRead, WriteMode};
 use crate::db;
-use crate::metering::HourOutput;
+use crate::metering::{HourOutput, NodeFact};
 
 /// One metered hour, with the samples it was metered from.
 #[derive(Debug)]
@@ -15,6 +15,8 @@ pub struct MeteredHour {
     pub hour: DateTime<Utc>,
     pub out: HourOutput,
     pub samples: u64,
+    /// What each node was taken to be in the hour, with its evidence.
+    pub node_facts: Vec<NodeFact>,
 }
 
 /// What a run is registered with.
@@ -135,6 +137,8 @@ pub async fn store_batch(
     let rows: Vec<db::usage::HourRows> =
         replace.iter().map(|h| db::usage::HourRows { hour: h.hour, out: &h.out }).collect();
     db::usage::replace_hours(&mut tx, cluster, &rows).await?;
+    let facts: Vec<(DateTime<Utc>, &[NodeFact])> = replace.iter().map(|h| (h.hour, h.node_facts.as_slice())).collect();
+    db::node_facts::insert(&mut tx, cluster, &facts).await?;
     let replaced_hours: Vec<DateTime<Utc>> = replace.iter().map(|h| h.hour).collect();
     let samples: Vec<i64> = replace.iter().map(|h| h.samples as i64).collect();
     db::history::record_reads(&mut tx, cluster, &replaced_hours, &samples, run_id).await?;

@@ -28,6 +28,10 @@ pub struct FrozenExtras {
     /// Layout 3 on: the previous month's team totals, as its statement read at the close.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<PreviousMonth>,
+    /// Layout 4 on: the billing time zone (IANA name) its times print in, frozen so that a later change of the
+    /// setting never changes a closed month's bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
 }
 
 /// How much of a month one cluster's stored data covers.

@@ -9,17 +9,21 @@ pub enum Layout {
     V1,
     V2,
     V3,
+    /// Times in the billing time zone (named), one glossary for every word, blockers in the reader's language,
+    /// a team named once, total rows, one number format per CSV column kind (see `docs/frozen.md`).
+    V4,
 }
 
 impl Layout {
     /// The layout of new closes and of open months.
-    pub const CURRENT: Layout = Layout::V3;
+    pub const CURRENT: Layout = Layout::V4;
 
     pub fn number(self) -> u32 {
         match self {
             Layout::V1 => 1,
             Layout::V2 => 2,
             Layout::V3 => 3,
+            Layout::V4 => 4,
         }
     }
 
@@ -28,6 +32,7 @@ impl Layout {
             1 => Some(Layout::V1),
             2 => Some(Layout::V2),
             3 => Some(Layout::V3),
+            4 => Some(Layout::V4),
             _ => None,
         }
     }

@@ -2,6 +2,7 @@
 //! immutable snapshot; restatement lines for changes to closed months on the first open month after them.
 
 pub mod frozen;
+pub mod integrity;
 pub mod layout;
 
 use std::collections::BTreeMap;
@@ -310,15 +311,7 @@ struct Seconds {
 fn read_snapshot(c: &db::bills::ClosedMonth) -> Result<Snapshot, LedgerError> {
     if !c.intact() {
         // loud: someone altered a closed month in the database (the triggers refuse it, so with them bypassed)
-        tracing::error!(
-            month = %c.month, stored = %c.content_hash, actual = %c.actual_hash,
-            "INTEGRITY: a closed month's snapshot does not match its content hash; refusing to serve it"
-        );
-        return Err(LedgerError::Integrity {
-            month: c.month.clone(),
-            stored: c.content_hash.clone(),
-            actual: c.actual_hash.clone(),
-        });
+        return Err(integrity::mismatch(&c.month, &c.content_hash, &c.actual_hash));
     }
     serde_json::from_value(c.snapshot.clone()).map_err(|e| LedgerError::Snapshot(c.month.clone(), e))
 }
@@ -474,8 +467,8 @@ pub async fn close<E: From<LedgerError> + From<sqlx::Error>>(
         ),
         None => None,
     };
-    let mut tx = pool.begin().await?;
-    sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('close:' || $1))", month.to_string()).execute(&mut *tx).await?;
+    // one close of a month at a time; a concurrent one waits without holding a connection this one needs
+    let mut tx = db::turns::begin_holding(pool, &format!("close:{month}")).await?;
     if db::bills::closed(&mut tx, &month.to_string()).await?.is_some() {
         return Err(LedgerError::AlreadyClosed(month).into());
     }
@@ -501,9 +494,6 @@ pub async fn close<E: From<LedgerError> + From<sqlx::Error>>(
     // what is stored must read back: a figure JSON cannot hold (a NaN is written as null) would leave the month
     // unreadable for good
     serde_json::from_value::<Snapshot>(value.clone()).map_err(|e| LedgerError::Snapshot(month.to_string(), e))?;
-    if !db::bills::insert_closed(&mut tx, &month.to_string(), actor, &value).await? {
-        return Err(LedgerError::AlreadyClosed(month).into());
-    }
     let mut summary = serde_json::json!({
         "policy": st.bills.policy, "capacity_cost": st.bills.capacity_cost, "allocated": st.bills.allocated,
         "not_offered": st.bills.not_offered,
@@ -513,7 +503,10 @@ pub async fn close<E: From<LedgerError> + From<sqlx::Error>>(
         summary["override"] = serde_json::json!({"reason": o.reason, "blockers": o.blockers});
     }
     let action = if close_override.is_some() { "month.close_override" } else { "month.close" };
-    db::audit::record(&mut tx, actor, action, &format!("month:{month}"), None, Some(summary)).await?;
+    // the one door into closed_months: the row and its audit entry, together (close_month, SECURITY DEFINER)
+    if !db::bills::insert_closed(&mut tx, &month.to_string(), actor, &value, action, &summary).await? {
+        return Err(LedgerError::AlreadyClosed(month).into());
+    }
     let closed = db::bills::closed(&mut tx, &month.to_string()).await?;
     tx.commit().await?;
     match closed {

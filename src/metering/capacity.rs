@@ -109,10 +109,22 @@ pub(super) fn capacity_rows(
 
 /// Cards held by running pods are in use, hence offered, whatever the node says: a node cordoned for a drain still
 /// runs its pods, and counting their cards as not offered as well as allocated would bill them twice (unallocated
-/// would go negative). Per node-hour the offered card-seconds are raised to the card-seconds its pods held, capped
-/// at its capacity.
-pub(super) fn count_held_cards_as_offered(mut capacity: Vec<CapacityRow>, usage: &[UsageRow]) -> Vec<CapacityRow> {
-    let mut held: HashMap<&str, f64> = HashMap::new();
+/// would go negative). Per node-hour the offered card-seconds are raised to the card-seconds its pods held.
+///
+/// And a node-hour's capacity is never below the cards its pods held (SPEC §3, issue 33): a node whose capacity
+/// series is missing while its pods hold cards gets a capacity row of what they held — taken at face value and
+/// flagged `unverified_node` (a close blocker until configuration settles it). Else the pods' cards would be
+/// billed with no capacity behind them and a spread of the negative unallocated cost would cancel every bill.
+/// (A node advertising fewer units than its pods request is left as it is: the scheduler does not place them,
+/// and billing keeps any excess as the capacity shortfall, never a negative unallocated.)
+pub(super) fn count_held_cards_as_offered(
+    mut capacity: Vec<CapacityRow>,
+    usage: &[UsageRow],
+    hour_seconds: f64,
+    model: impl Fn(&str) -> String,
+    anomalies: &mut Anomalies,
+) -> Vec<CapacityRow> {
+    let mut held: BTreeMap<&str, f64> = BTreeMap::new();
     for r in usage {
         *held.entry(r.node.as_str()).or_default() += r.gpu_seconds;
     }
@@ -120,6 +132,20 @@ pub(super) fn count_held_cards_as_offered(mut capacity: Vec<CapacityRow>, usage:
         if let Some(&h) = held.get(c.node.as_str()) {
             c.offered_card_seconds = c.offered_card_seconds.max(h.min(c.card_seconds));
         }
+    }
+    for (node, h) in held {
+        if h <= 0.0 || capacity.iter().any(|c| c.node == node) {
+            continue;
+        }
+        anomalies.add(AnomalyKind::UnverifiedNode, node.to_string(), 1);
+        capacity.push(CapacityRow {
+            node: node.to_string(),
+            gpu_model: model(node),
+            cards: h / hour_seconds,
+            card_seconds: h,
+            offered_card_seconds: h,
+            offered_source: OfferedSource::Capacity,
+        });
     }
     capacity
 }

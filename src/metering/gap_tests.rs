@@ -147,9 +147,10 @@ fn a_short_gap_is_bridged_with_its_utilization_and_reported() {
     let r = &out.rows[0];
     close(r.gpu_seconds, 2.0 * 3600.0);
     close(r.bridged_gpu_seconds, 2.0 * 600.0);
-    // DCGM kept running: the bridged span is measured like any Running time
-    close(r.effective_gpu_seconds, 0.5 * 3600.0);
-    close(r.unmetered_gpu_seconds, 0.0);
+    // DCGM kept running: the bridged span is measured like any Running time; its first sample, 7 s into the
+    // hour, leaves the hour's first 7 s uncovered (the intersection rule, SPEC §3)
+    close(r.effective_gpu_seconds, 0.5 * (3600.0 - 7.0));
+    close(r.unmetered_gpu_seconds, 2.0 * 7.0);
     assert_eq!(anomalies(&out), [("ksm_gap_bridged", "2025-12-01T00:19:00Z..2025-12-01T00:30:00Z", 1)]);
     // the bridge off: the 10 minutes are lost, and reported as a gap not billed
     let off = meter_hour(&s.input(0, HOUR, MARGIN), &cfg(0));
@@ -159,8 +160,8 @@ fn a_short_gap_is_bridged_with_its_utilization_and_reported() {
     // without DCGM in the span the bridged time is unmetered, not 0 % or 100 %
     s.devices[0].samples.retain(|x| x.t_ms < H + 20 * DT || x.t_ms >= H + 30 * DT);
     let dark = meter_hour(&s.input(0, HOUR, MARGIN), &cfg(15));
-    close(dark.rows[0].unmetered_gpu_seconds, 2.0 * 600.0);
-    close(dark.rows[0].effective_gpu_seconds, 0.5 * 3000.0);
+    close(dark.rows[0].unmetered_gpu_seconds, 2.0 * (600.0 + 7.0));
+    close(dark.rows[0].effective_gpu_seconds, 0.5 * (3000.0 - 7.0));
 }
 
 #[test]

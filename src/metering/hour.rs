@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::Edges;
 use super::capacity::{capacity_rows, count_held_cards_as_offered};
+use super::cover::{Source, integrate};
 use super::gap::{Gap, stamp};
 use super::input::{ContainerKey, DeviceSeries, HourInput, RequestSeries, RunningSeries, UtilMetric};
 use super::memory::{hami_memory_share, unit_memory_share};
@@ -82,6 +83,9 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
                 .chain(input.capacity.iter().map(|s| s.samples.as_slice())),
         )
         .is_none_or(|s| 2 * s < 3 * interval_ms),
+        // utilization is scraped on its own grid: each source's samples cover their own interval (SPEC §3)
+        dcgm_interval_ms: infer_interval_ms(input.devices.iter().map(|d| d.samples.as_slice())).unwrap_or(interval_ms),
+        hami_interval_ms: infer_interval_ms(input.hami.iter().map(|h| h.samples.as_slice())).unwrap_or(interval_ms),
     };
     let silent = Silence::of(input, &grid);
     let nodes = Nodes::new(input, cfg);
@@ -94,6 +98,14 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
             if plain {
                 anomalies.add(AnomalyKind::UnverifiedNode, node.to_string(), 1);
             }
+        }
+        if let Some(trusted) = facts.evidence.conflict {
+            let devices = facts.cards.unwrap_or_default();
+            anomalies.add(
+                AnomalyKind::NodeEvidenceConflict,
+                format!("{node}: DCGM {devices} devices, {trusted} cards by GFD or configuration"),
+                1,
+            );
         }
         if facts.cards_source == CardsSource::FaceValue && matches!(facts.sharing, Sharing::MigSingle { .. }) {
             anomalies.add(AnomalyKind::UnverifiedNode, node.to_string(), 1);
@@ -184,7 +196,9 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
         })
         .collect();
     let capacity = capacity_rows(input, &nodes, cfg, &grid, &mut anomalies);
-    let capacity = count_held_cards_as_offered(capacity, &rows);
+    let hour_seconds = (grid.end - grid.start) as f64 / 1000.0;
+    let capacity =
+        count_held_cards_as_offered(capacity, &rows, hour_seconds, |n| nodes.model(n).to_string(), &mut anomalies);
     // a model nothing names (no DCGM, no GFD product, no configuration) on a node with cards or usage
     let unnamed: BTreeSet<&str> = capacity
         .iter()
@@ -208,6 +222,10 @@ pub(super) struct Grid {
     pub(super) bridge_ms: i64,
     /// Whether KSM gaps are looked for at all: the samples keep the scrape interval.
     pub(super) gaps: bool,
+    /// The scrape intervals of DCGM and of HAMi's monitor (inferred from their samples, else KSM's): what one
+    /// of their samples covers.
+    pub(super) dcgm_interval_ms: i64,
+    pub(super) hami_interval_ms: i64,
 }
 
 impl Grid {
@@ -657,8 +675,9 @@ impl Walk {
         self.gaps.push((AnomalyKind::KsmGapBridged, gap.subject()));
     }
 
-    /// One counted grid point `t` holding `held` cards for `dt` ms: its utilization from the device samples
-    /// matching `t`, or unmetered.
+    /// One counted KSM sample (or bridged grid point) `t` holding `held` cards for `[t, t + dt)`: its
+    /// utilization from the samples whose own interval meets that span (the intersection rule), the rest
+    /// unmetered.
     #[allow(clippy::too_many_arguments)]
     fn point(
         &mut self,
@@ -672,44 +691,60 @@ impl Walk {
     ) {
         let own_hami = plan.kind == Kind::Hami || !hami.is_empty();
         self.gpu_ms += held * dt;
-        let mut used = 0.0;
-        let mut matched = false;
-        let mut fb: Option<f64> = None;
+        let span = (t as f64, t as f64 + dt);
         if own_hami {
-            for series in hami {
-                if let Some(v) = match_at(series, t, grid.half) {
-                    used += (v / 100.0).clamp(0.0, 1.0);
-                    matched = true;
-                    self.source = self.source.merge(UtilSource::Hami);
-                }
+            let percent = |_: i64, v: f64| (v / 100.0).clamp(0.0, 1.0);
+            let sources: Vec<Source> = hami
+                .iter()
+                .map(|s| Source { series: vec![*s], interval_ms: grid.hami_interval_ms, share: &percent })
+                .collect();
+            let c = integrate(span.0, span.1, held, &sources);
+            if c.covering != 0 {
+                self.source = self.source.merge(UtilSource::Hami);
             }
-        } else {
-            for d in &plan.devices {
-                let Some(v) = first_match(&d.util, t, grid.half) else { continue };
-                let ratio = d.source.to_ratio(v);
-                used += if d.mig_profile.is_some() {
-                    plan.fraction * ratio
-                } else if d.per_process {
-                    ratio
-                } else {
-                    ratio / devices.holders_at(d.uuid, t, grid.half).max(1) as f64
-                };
-                matched = true;
-                self.source = self.source.merge(source_of(d));
-                if let Some(m) = first_match(&d.fb, t, grid.half) {
-                    // a time-slicing copy carries the whole card's memory: copies overlap, they do not add up
-                    fb = Some(match fb {
-                        Some(acc) if d.copy => acc.max(m),
-                        Some(acc) => acc + m,
-                        None => m,
-                    });
-                }
-            }
+            self.effective_ms += c.effective_ms;
+            self.unmetered_ms += c.unmetered_ms;
+            return;
         }
-        if matched {
-            self.effective_ms += used.min(held) * dt;
-        } else {
-            self.unmetered_ms += held * dt;
+        let interval = grid.dcgm_interval_ms;
+        // each copy carries the whole card's value: split over the copies on the card at that sample
+        let shares: Vec<Box<dyn Fn(i64, f64) -> f64 + '_>> = plan
+            .devices
+            .iter()
+            .map(|d| -> Box<dyn Fn(i64, f64) -> f64 + '_> {
+                let (metric, uuid, fraction) = (d.source, d.uuid, plan.fraction);
+                if d.mig_profile.is_some() {
+                    Box::new(move |_, v| fraction * metric.to_ratio(v))
+                } else if d.per_process {
+                    Box::new(move |_, v| metric.to_ratio(v))
+                } else {
+                    Box::new(move |u, v| metric.to_ratio(v) / devices.holders_at(uuid, u, interval / 2).max(1) as f64)
+                }
+            })
+            .collect();
+        let sources: Vec<Source> = plan
+            .devices
+            .iter()
+            .zip(&shares)
+            .map(|(d, share)| Source { series: d.util.clone(), interval_ms: interval, share: share.as_ref() })
+            .collect();
+        let c = integrate(span.0, span.1, held, &sources);
+        self.effective_ms += c.effective_ms;
+        self.unmetered_ms += c.unmetered_ms;
+        let mut fb: Option<f64> = None;
+        for (i, d) in plan.devices.iter().enumerate() {
+            if i >= 64 || c.covering & (1 << i) == 0 {
+                continue;
+            }
+            self.source = self.source.merge(source_of(d));
+            if let Some(m) = first_match(&d.fb, t, grid.half) {
+                // a time-slicing copy carries the whole card's memory: copies overlap, they do not add up
+                fb = Some(match fb {
+                    Some(acc) if d.copy => acc.max(m),
+                    Some(acc) => acc + m,
+                    None => m,
+                });
+            }
         }
         if let Some(m) = fb {
             self.peak_fb = Some(self.peak_fb.map_or(m, |p: f64| p.max(m)));

@@ -3,6 +3,7 @@
 //! Nothing here does I/O; `ingest` fetches and stores, this module only counts.
 
 mod capacity;
+mod cover;
 mod gap;
 mod hour;
 mod input;
@@ -20,7 +21,8 @@ pub use input::{
 };
 pub use memory::{hami_memory_share, mig_profile_memory_gb, unit_memory_share};
 pub use node::{
-    CardsSource, ModelSource, NodeSettings, SharingSetting, gfd_mig_profile, gfd_model, mig_instances_per_card,
+    CardsSource, ModelSource, NodeFact, NodeSettings, SharingSetting, gfd_mig_profile, gfd_model,
+    mig_instances_per_card, node_facts,
 };
 pub use output::{Anomaly, AnomalyKind, CapacityRow, HourOutput, OfferedSource, UsageRow, UtilSource};
 pub use resource::{

@@ -72,6 +72,18 @@ pub enum CardsSource {
     FaceValue,
 }
 
+impl CardsSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Dcgm => "dcgm",
+            Self::GfdCount => "gfd_count",
+            Self::GfdReplicas => "gfd_replicas",
+            Self::Config => "config",
+            Self::FaceValue => "face_value",
+        }
+    }
+}
+
 /// Where a node's GPU model came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -111,6 +123,7 @@ pub(super) struct NodeFacts {
     pub(super) shared_replicas: Option<f64>,
     /// The sharing of `nvidia_com_gpu_shared` replicas is MPS.
     pub(super) shared_mps: bool,
+    pub(super) evidence: Evidence,
 }
 
 /// GFD writes the product with dashes for spaces (`NVIDIA-A100-SXM4-80GB`), `-SHARED` appended for renamed
@@ -164,6 +177,8 @@ impl<'a> Nodes<'a> {
         let mut uuids: HashMap<&str, HashSet<&str>> = HashMap::new();
         let mut uuid_host: HashMap<&str, &str> = HashMap::new();
         let mut mig_profiles: HashMap<&str, BTreeMap<&str, usize>> = HashMap::new();
+        // per host and card of the hour: the MIG profiles its series carry (none: an unpartitioned card)
+        let mut partitions: HashMap<&str, BTreeMap<&str, HashSet<Option<&str>>>> = HashMap::new();
         for d in &input.devices {
             let Some(host) = d.host.as_deref() else { continue };
             if let Some(m) = d.model.as_deref() {
@@ -175,8 +190,25 @@ impl<'a> Nodes<'a> {
                 if let Some(p) = d.mig_profile.as_deref() {
                     *mig_profiles.entry(host).or_default().entry(p).or_default() += 1;
                 }
+                partitions
+                    .entry(host)
+                    .or_default()
+                    .entry(d.uuid.as_str())
+                    .or_default()
+                    .insert(d.mig_profile.as_deref());
             }
         }
+        let mut hour_cards: HashMap<&str, usize> = HashMap::new();
+        for (host, cards) in &partitions {
+            hour_cards.insert(host, cards.len());
+        }
+        // a node where any pod asks for a MIG resource runs the mixed strategy
+        let mig_requested: HashSet<&str> = input
+            .requests
+            .iter()
+            .filter(|r| matches!(classify_resource(&r.resource), ResourceKind::Mig { .. }))
+            .map(|r| r.node.as_str())
+            .collect();
         for d in &input.trailing_devices {
             uuids.entry(d.host.as_str()).or_default().insert(d.uuid.as_str());
         }
@@ -233,7 +265,19 @@ impl<'a> Nodes<'a> {
                 mig_profile: mig_profiles
                     .get(node)
                     .and_then(|m| m.iter().max_by_key(|(p, n)| (**n, std::cmp::Reverse(**p))).map(|(p, _)| *p)),
-                advertises_mig: u.keys().any(|r| matches!(classify_resource(r), ResourceKind::Mig { .. })),
+                advertises_mig: u.keys().any(|r| matches!(classify_resource(r), ResourceKind::Mig { .. }))
+                    || mig_requested.contains(node),
+                one_profile: partitions.get(node).and_then(|cards| {
+                    // every card DCGM shows partitioned, all into one profile
+                    let partitioned = cards.values().all(|p| p.iter().any(Option::is_some));
+                    let profiles: HashSet<&str> = cards.values().flatten().flatten().copied().collect();
+                    let mut one = profiles.into_iter();
+                    match (partitioned, one.next(), one.next()) {
+                        (true, Some(p), None) => Some(p),
+                        _ => None,
+                    }
+                }),
+                hour_cards: hour_cards.get(node).copied(),
                 plain: u.get("nvidia_com_gpu").copied(),
                 shared: u.get("nvidia_com_gpu_shared").copied(),
                 gfd: g,
@@ -243,6 +287,11 @@ impl<'a> Nodes<'a> {
             facts.insert(node, ctx.facts(&models, cfg));
         }
         Self { facts }
+    }
+
+    /// Each node's facts as stored with the hour.
+    pub(super) fn facts(&self) -> Vec<NodeFact> {
+        self.facts.iter().map(|(node, f)| f.fact(node)).collect()
     }
 
     pub(super) fn get(&self, node: &str) -> Option<&NodeFacts> {
@@ -259,11 +308,22 @@ impl<'a> Nodes<'a> {
     }
 }
 
+/// The facts of every node of an hour (cards, replicas, strategy) with their evidence: what [`super::meter_hour`]
+/// meters the hour by, decided by the same code.
+pub fn node_facts(input: &HourInput, cfg: &super::MeterConfig) -> Vec<NodeFact> {
+    Nodes::new(input, cfg).facts()
+}
+
 struct NodeCtx<'a> {
     dcgm_model: Option<&'a str>,
     dcgm_cards: Option<usize>,
     mig_profile: Option<&'a str>,
+    /// The node advertises a `nvidia_com_mig_*` resource or a pod on it asks for one: MIG's mixed strategy.
     advertises_mig: bool,
+    /// The one profile every card DCGM shows on the node this hour is partitioned into, if so.
+    one_profile: Option<&'a str>,
+    /// The cards DCGM shows in the hour itself (not the trailing day).
+    hour_cards: Option<usize>,
     plain: Option<f64>,
     shared: Option<f64>,
     gfd: &'a GfdLabels,
@@ -285,21 +345,27 @@ impl NodeCtx<'_> {
         };
         // MIG's single strategy: every `nvidia_com_gpu` is an instance of the node's one profile
         let gfd_profile = self.gfd.product.as_deref().and_then(gfd_mig_profile);
+        // positive evidence only: GFD's strategy label or product name, or (where GFD says nothing of MIG) every
+        // card DCGM shows partitioned into one profile; any MIG resource on the node makes it mixed (SPEC §3)
+        let gfd_strategy = self.gfd.mig_strategy.as_deref();
+        let dcgm_single = matches!(gfd_strategy, None | Some("single")) && self.one_profile.is_some();
         let single = !self.advertises_mig
-            && (self.mig_profile.is_some()
-                || gfd_profile.is_some()
-                || self.gfd.mig_strategy.as_deref() == Some("single"));
-        let profile = if single { self.mig_profile.or(gfd_profile) } else { None };
+            && gfd_strategy != Some("mixed")
+            && (gfd_profile.is_some() || gfd_strategy == Some("single") || dcgm_single);
+        let profile = if single { self.one_profile.or(gfd_profile).or(self.mig_profile) } else { None };
         let advertised = self.plain.or(self.shared).unwrap_or(0.0);
         let replicas_units = |r: u32| (r > 0).then(|| advertised / f64::from(r));
-        let (cards, cards_source) = if let Some(n) = self.dcgm_cards {
-            (Some(n as f64), CardsSource::Dcgm)
-        } else if let Some(n) = self.gfd.count.filter(|n| *n > 0) {
+        // DCGM's distinct devices are a lower bound (an idle time-sliced card's series vanishes before
+        // dcgm-exporter 4.8.2): GFD's count, GFD's replicas and configuration come first where they exist
+        let (cards, cards_source) = if let Some(n) = self.gfd.count.filter(|n| *n > 0) {
             // under the single strategy GFD counts MIG devices, not cards
             let per_card = profile.and_then(|p| mig_instances_per_card(p, &model));
             match (single, per_card) {
                 (true, Some(k)) => (Some((f64::from(n) / f64::from(k)).ceil()), CardsSource::GfdCount),
-                (true, None) => (None, CardsSource::FaceValue),
+                (true, None) => match self.dcgm_cards {
+                    Some(d) => (Some(d as f64), CardsSource::Dcgm),
+                    None => (None, CardsSource::FaceValue),
+                },
                 (false, _) => (Some(f64::from(n)), CardsSource::GfdCount),
             }
         } else if let Some(c) = self.gfd.replicas.and_then(replicas_units).filter(|_| !single) {
@@ -308,10 +374,21 @@ impl NodeCtx<'_> {
             (Some(f64::from(n)), CardsSource::Config)
         } else if let Some(c) = settings.replicas.and_then(replicas_units) {
             (Some(c), CardsSource::Config)
+        } else if let Some(n) = self.dcgm_cards {
+            (Some(n as f64), CardsSource::Dcgm)
         } else if self.hami && self.plain.is_some() {
             (self.plain.map(|u| u / f64::from(cfg.hami_split.max(1))), CardsSource::Config)
         } else {
             (None, CardsSource::FaceValue)
+        };
+        // more devices than the evidence trusted above them: the evidence is wrong, the devices are real
+        let conflict = match (cards, self.dcgm_cards) {
+            (Some(c), Some(d)) if cards_source != CardsSource::Dcgm && (d as f64) > c + 1e-9 => Some((d as f64, c)),
+            _ => None,
+        };
+        let (cards, cards_source) = match conflict {
+            Some((d, _)) => (Some(d), CardsSource::Dcgm),
+            None => (cards, cards_source),
         };
         let cards = cards.filter(|c| *c > 0.0);
         let cards_source = if cards.is_none() { CardsSource::FaceValue } else { cards_source };
@@ -349,6 +426,91 @@ impl NodeCtx<'_> {
             plain_per_card,
             shared_replicas,
             shared_mps: mps,
+            evidence: Evidence {
+                mixed: self.advertises_mig || gfd_strategy == Some("mixed"),
+                renamed: self.shared.is_some(),
+                dcgm_cards: self.dcgm_cards,
+                hour_cards: self.hour_cards,
+                gfd_count: self.gfd.count,
+                gfd_replicas: self.gfd.replicas,
+                configured: self.settings.is_some_and(|s| s.cards.is_some() || s.replicas.is_some()),
+                conflict: conflict.map(|(_, c)| c),
+            },
+        }
+    }
+}
+
+/// What a node's facts were decided from, kept with them (SPEC §3's order of trust made visible).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Evidence {
+    /// A MIG resource is advertised or asked for on the node, or GFD says `mixed`.
+    pub(super) mixed: bool,
+    /// It advertises renamed replicas (`nvidia_com_gpu_shared`).
+    pub(super) renamed: bool,
+    /// Distinct DCGM devices over the trailing day with the hour, and in the hour alone.
+    pub(super) dcgm_cards: Option<usize>,
+    pub(super) hour_cards: Option<usize>,
+    pub(super) gfd_count: Option<u32>,
+    pub(super) gfd_replicas: Option<u32>,
+    /// Cards or replicas are configured for the node.
+    pub(super) configured: bool,
+    /// The cards the trusted evidence said where DCGM showed more devices (which were taken).
+    pub(super) conflict: Option<f64>,
+}
+
+/// One node's facts in one hour, as decided and with what they were decided from (`node_facts_hourly`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeFact {
+    pub node: String,
+    pub gpu_model: String,
+    /// Physical cards; `None` where nothing counts them (a unit taken as a card).
+    pub cards: Option<f64>,
+    /// Units advertised per card: time-slicing or MPS replicas (renamed or not), HAMi's split, MIG instances
+    /// under the single strategy; `None` for whole cards.
+    pub replicas: Option<f64>,
+    /// `whole`, `time-slicing`, `mps`, `mig-single`, `mig-mixed` or `hami`.
+    pub strategy: &'static str,
+    pub cards_source: CardsSource,
+    /// Every piece of evidence seen, e.g. `dcgm=6,dcgm_hour=4,gfd_count=8,gfd_replicas=4`.
+    pub evidence: String,
+    /// DCGM showed more devices than the trusted evidence counted cards.
+    pub conflict: bool,
+}
+
+impl NodeFacts {
+    pub(super) fn fact(&self, node: &str) -> NodeFact {
+        let e = &self.evidence;
+        let (strategy, replicas) = match &self.sharing {
+            Sharing::Hami => ("hami", Some(self.plain_per_card)),
+            Sharing::MigSingle { .. } => ("mig-single", Some(self.plain_per_card)),
+            Sharing::Replicas { replicas, mps } => (if *mps { "mps" } else { "time-slicing" }, Some(*replicas)),
+            Sharing::Exclusive if e.renamed => {
+                (if self.shared_mps { "mps" } else { "time-slicing" }, self.shared_replicas)
+            }
+            Sharing::Exclusive if e.mixed => ("mig-mixed", None),
+            Sharing::Exclusive => ("whole", None),
+        };
+        let mut evidence = Vec::new();
+        let mut push = |k: &str, v: Option<String>| {
+            if let Some(v) = v {
+                evidence.push(format!("{k}={v}"));
+            }
+        };
+        push("dcgm", e.dcgm_cards.map(|n| n.to_string()));
+        push("dcgm_hour", e.hour_cards.map(|n| n.to_string()));
+        push("gfd_count", e.gfd_count.map(|n| n.to_string()));
+        push("gfd_replicas", e.gfd_replicas.map(|n| n.to_string()));
+        push("config", e.configured.then(|| "yes".to_string()));
+        push("mig", e.mixed.then(|| "mixed".to_string()));
+        NodeFact {
+            node: node.to_string(),
+            gpu_model: self.model.clone(),
+            cards: self.cards,
+            replicas,
+            strategy,
+            cards_source: self.cards_source,
+            evidence: evidence.join(","),
+            conflict: e.conflict.is_some(),
         }
     }
 }

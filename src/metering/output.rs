@@ -131,6 +131,9 @@ pub enum AnomalyKind {
     /// A kube-state-metrics scrape gap bridged: pods Running on both sides counted through it. Subject as
     /// `KsmGap`, count the pods bridged in the hour.
     KsmGapBridged,
+    /// DCGM shows more devices on a node than GFD's labels or its configuration count cards: the devices were
+    /// taken (DCGM is a lower bound), the labels or the configuration are wrong.
+    NodeEvidenceConflict,
 }
 
 impl AnomalyKind {
@@ -146,6 +149,7 @@ impl AnomalyKind {
             Self::UnknownGpuModel => "unknown_gpu_model",
             Self::KsmGap => "ksm_gap",
             Self::KsmGapBridged => "ksm_gap_bridged",
+            Self::NodeEvidenceConflict => "node_evidence_conflict",
         }
     }
 }

@@ -447,3 +447,55 @@ proptest! {
         prop_assert_eq!(out.capacity[0].cards, f64::from(cards));
     }
 }
+
+#[test]
+fn dcgm_is_a_lower_bound_gfd_counts_first_and_a_conflict_is_reported() {
+    // 2 cards × 4 replicas by GFD; DCGM saw one card over the day: GFD's count wins
+    let mut i = input();
+    i.capacity.push(capacity("ts", "nvidia_com_gpu", 8.0));
+    i.node_labels.push(gfd("ts", GfdLabels { count: Some(2), replicas: Some(4), ..GfdLabels::default() }));
+    i.requests.push(request("p", "nvidia_com_gpu", 1.0, "ts"));
+    i.running.push(running("p", 0, 60));
+    i.devices.push(device(None, UtilMetric::GrEngineActive, "GPU-a", "ts", 0, 0.6));
+    let out = meter_hour(&i, &MeterConfig::default());
+    assert_eq!((only_row(&out).kind, only_row(&out).fraction), ("timeslice", 0.25));
+    assert!(out.anomalies.is_empty(), "{:?}", out.anomalies);
+    let facts = crate::metering::node_facts(&i, &MeterConfig::default());
+    assert_eq!(
+        (facts[0].cards, facts[0].cards_source, facts[0].strategy),
+        (Some(2.0), CardsSource::GfdCount, "time-slicing")
+    );
+    assert_eq!(facts[0].evidence, "dcgm=1,dcgm_hour=1,gfd_count=2,gfd_replicas=4");
+    // DCGM shows three devices: the labels are wrong, the devices real (a lower bound), the conflict reported
+    for u in ["GPU-b", "GPU-c"] {
+        i.devices.push(device(None, UtilMetric::GrEngineActive, u, "ts", 0, 0.0));
+    }
+    let out = meter_hour(&i, &MeterConfig::default());
+    close(out.rows[0].fraction, 3.0 / 8.0);
+    assert_eq!(out.anomalies.iter().map(|a| a.kind).collect::<Vec<_>>(), [AnomalyKind::NodeEvidenceConflict]);
+    assert!(crate::metering::node_facts(&i, &MeterConfig::default())[0].conflict);
+}
+
+#[test]
+fn mig_single_needs_positive_evidence_and_any_mig_request_makes_a_node_mixed() {
+    let mut i = input();
+    i.capacity.push(capacity("m", "nvidia_com_gpu", 1.0));
+    i.requests.push(request("w", "nvidia_com_gpu", 1.0, "m"));
+    i.running.push(running("w", 0, 60));
+    let mut slice = device(None, UtilMetric::GrEngineActive, "GPU-a", "m", 0, 0.5);
+    slice.mig_profile = Some("3g.40gb".into());
+    i.devices.push(slice);
+    // the one card DCGM shows is partitioned into one profile and nothing says otherwise: single strategy
+    assert_eq!(only_row(&meter_hour(&i, &MeterConfig::default())).kind, "mig");
+    // a whole card beside it: not every card is partitioned, so not single
+    i.devices.push(device(Some("w"), UtilMetric::GrEngineActive, "GPU-b", "m", 0, 0.8));
+    let r = meter_hour(&i, &MeterConfig::default()).rows.remove(0);
+    assert_eq!((r.kind, r.fraction), ("whole", 1.0));
+    // every card partitioned but a pod asks for a MIG resource: mixed, a plain unit is a whole card
+    i.devices.pop();
+    i.requests.push(request("s", "nvidia_com_mig_3g_40gb", 1.0, "m"));
+    let out = meter_hour(&i, &MeterConfig::default());
+    let w = out.rows.iter().find(|r| r.key.pod == "w").unwrap();
+    assert_eq!((w.kind, w.fraction), ("whole", 1.0));
+    assert_eq!(crate::metering::node_facts(&i, &MeterConfig::default())[0].strategy, "mig-mixed");
+}

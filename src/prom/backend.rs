@@ -82,14 +82,9 @@ pub fn range_ends(serves_export: bool, build: Option<&BuildInfo>) -> (RangeEnds,
 
 impl PromClient {
     /// The server's build info: `None` if it has none (any answer that is not one); an error only if it cannot be
-    /// asked (unreachable, a timeout, a 5xx or 429 — worth asking again).
+    /// asked (unreachable, a timeout, a 5xx or 429 — worth asking again) or refuses who asks (401, 403).
     pub async fn build_info(&self) -> Result<Option<BuildInfo>, PromError> {
-        let resp = self
-            .http()
-            .get(format!("{}{BUILD_INFO_PATH}", self.base_url()))
-            .send()
-            .await
-            .map_err(|e| self.transport_error(e))?;
+        let resp = self.send(self.request(reqwest::Method::GET, BUILD_INFO_PATH).await?).await?;
         let status = resp.status();
         let body = resp.bytes().await.map_err(|e| self.transport_error(e))?;
         if status.is_server_error() || status.as_u16() == 429 {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::PromError;
+use super::auth::SourceAuth;
 use super::backend::RangeEnds;
 use super::model::{RawSeries, parse_response};
 
@@ -21,6 +22,8 @@ pub struct PromClient {
     decode_ns: Arc<AtomicU64>,
     /// The server's range ends once its build info was read, shared by every clone.
     range_ends: Arc<tokio::sync::OnceCell<RangeEnds>>,
+    /// Who asks: credentials, client certificate, headers (its `Debug` redacts every secret).
+    auth: Arc<SourceAuth>,
 }
 
 /// Prometheus' time parameter: seconds with millisecond precision, exact for integer milliseconds.
@@ -30,19 +33,31 @@ pub(super) fn prom_time(ms: i64) -> String {
 
 impl PromClient {
     pub fn new(base: &str, timeout: Duration) -> Result<Self, PromError> {
+        Self::with_auth(base, timeout, SourceAuth::default())
+    }
+
+    /// A client that tells the server who asks: `auth`'s TLS settings are read now, its credential files at every
+    /// request.
+    pub fn with_auth(base: &str, timeout: Duration, auth: SourceAuth) -> Result<Self, PromError> {
         Self::check_url(base)?;
-        let http = reqwest::Client::builder()
+        let credentials = |reason: String| PromError::Credentials { url: base.to_string(), reason };
+        auth.check(base).map_err(credentials)?;
+        let builder = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .user_agent(concat!("cardhour/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("cardhour/", env!("CARGO_PKG_VERSION")));
+        let http = auth
+            .configure(builder)
+            .map_err(credentials)?
             .build()
-            .map_err(|e| PromError::Unreachable { url: base.to_string(), reason: e.to_string() })?;
+            .map_err(|e| credentials(format!("the HTTP client cannot be built: {e}")))?;
         Ok(Self {
             http,
             base: base.trim_end_matches('/').to_string(),
             timeout,
             decode_ns: Arc::default(),
             range_ends: Arc::default(),
+            auth: Arc::new(auth),
         })
     }
 
@@ -59,8 +74,25 @@ impl PromClient {
         &self.base
     }
 
-    pub(super) fn http(&self) -> &reqwest::Client {
-        &self.http
+    /// A request to `path` of the server, with the credentials and headers of [`Self::with_auth`].
+    pub(super) async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+    ) -> Result<reqwest::RequestBuilder, PromError> {
+        let request = self.http.request(method, format!("{}{path}", self.base));
+        self.auth.apply(request).await.map_err(|reason| PromError::Credentials { url: self.base.clone(), reason })
+    }
+
+    /// Sends `request`; a refusal of who asks (401, 403) is [`PromError::Denied`], whichever API was asked.
+    pub(super) async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, PromError> {
+        let resp = request.send().await.map_err(|e| self.transport_error(e))?;
+        let status = resp.status().as_u16();
+        if matches!(status, 401 | 403) {
+            let body: String = resp.text().await.unwrap_or_default().chars().take(200).collect();
+            return Err(PromError::Denied { url: self.base.clone(), status, body: body.trim().to_string() });
+        }
+        Ok(resp)
     }
 
     pub(super) fn range_ends_cell(&self) -> &tokio::sync::OnceCell<RangeEnds> {
@@ -97,8 +129,7 @@ impl PromClient {
         path: &str,
         form: &[(&str, String)],
     ) -> Result<(reqwest::StatusCode, bytes::Bytes), PromError> {
-        let url = format!("{}{}", self.base, path);
-        let resp = self.http.post(&url).form(form).send().await.map_err(|e| self.transport_error(e))?;
+        let resp = self.send(self.request(reqwest::Method::POST, path).await?.form(form)).await?;
         let status = resp.status();
         let body = resp.bytes().await.map_err(|e| self.transport_error(e))?;
         Ok((status, body))
@@ -106,14 +137,19 @@ impl PromClient {
 
     pub(super) fn transport_error(&self, e: reqwest::Error) -> PromError {
         if e.is_timeout() {
-            PromError::Timeout { url: self.base.clone(), seconds: self.timeout.as_secs() }
+            return PromError::Timeout { url: self.base.clone(), seconds: self.timeout.as_secs() };
+        }
+        let mut reason = e.to_string();
+        let mut tls = false;
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            reason = format!("{reason}: {s}");
+            tls |= is_tls_failure(s);
+            source = s.source();
+        }
+        if tls {
+            PromError::Tls { url: self.base.clone(), reason }
         } else {
-            let mut reason = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                reason = format!("{reason}: {s}");
-                source = s.source();
-            }
             PromError::Unreachable { url: self.base.clone(), reason }
         }
     }
@@ -172,6 +208,21 @@ impl PromClient {
         }
         Ok(merged.into_values().collect())
     }
+}
+
+/// A TLS failure among an error's sources: rustls reports a failed handshake (a certificate refused on either
+/// side, an alert from the peer) as an I/O error of kind `InvalidData` carrying its own error, which the connector
+/// may wrap in further I/O errors (whose `source` skips what they carry, so they are unwrapped here).
+fn is_tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut e = e;
+    while let Some(io) = e.downcast_ref::<std::io::Error>() {
+        match io.get_ref() {
+            Some(_) if io.kind() == std::io::ErrorKind::InvalidData => return true,
+            Some(inner) => e = inner,
+            None => return false,
+        }
+    }
+    false
 }
 
 /// The instant query (and its time) whose range selector covers `[start_ms, end_ms)` on every backend.

@@ -1,6 +1,7 @@
 //! Prometheus HTTP API client (also Thanos, Mimir, VictoriaMetrics): raw samples in, typed errors out — by the
 //! query API, by remote read with streamed XOR chunks, or by VictoriaMetrics' export API.
 
+pub mod auth;
 pub mod backend;
 mod client;
 mod model;
@@ -11,6 +12,7 @@ pub mod selector;
 pub mod vm_export;
 pub mod xor;
 
+pub use auth::SourceAuth;
 pub use backend::RangeEnds;
 pub use client::{PromClient, QUERY_RANGE_MAX_POINTS, trim};
 pub use model::{RawSeries, parse_response};
@@ -37,6 +39,24 @@ pub enum PromError {
     /// The VictoriaMetrics export source failed: absent, or an answer that does not decode.
     #[error("vm export at {url}: {reason}")]
     VmExport { url: String, reason: String, transient: bool },
+    /// The source (or the proxy in front of it) refused who asks: HTTP 401 or 403.
+    #[error(
+        "Prometheus at {url} refused the request: HTTP {status} {}: {body} (check the cluster's bearer token, \
+         basic auth, client certificate or tenant header)",
+        denial(.status)
+    )]
+    Denied { url: String, status: u16, body: String },
+    /// The TLS handshake failed: an unknown CA, a name that does not match, a client certificate missing or refused.
+    #[error("TLS handshake with {url} failed: {reason} (check the cluster's CA file and client certificate)")]
+    Tls { url: String, reason: String },
+    /// A credential could not be read, or a certificate or key does not parse.
+    #[error("credentials for {url}: {reason}")]
+    Credentials { url: String, reason: String },
+}
+
+/// The reason phrase of a refusal's status.
+fn denial(status: &u16) -> &'static str {
+    if *status == 401 { "Unauthorized" } else { "Forbidden" }
 }
 
 impl PromError {
@@ -46,7 +66,7 @@ impl PromError {
             Self::Unreachable { .. } | Self::Timeout { .. } | Self::Malformed(_) => true,
             Self::Status { status, .. } => *status >= 500 || *status == 429,
             Self::Query { error_type, .. } => error_type == "timeout" || error_type == "unavailable",
-            Self::BadUrl(_) => false,
+            Self::BadUrl(_) | Self::Denied { .. } | Self::Tls { .. } | Self::Credentials { .. } => false,
             Self::RemoteRead { transient, .. } | Self::VmExport { transient, .. } => *transient,
         }
     }

@@ -183,16 +183,14 @@ impl PromClient {
 
     /// Sends a remote-read request; the response once its status and content type say it is a streamed answer.
     async fn remote_read_response(&self, body: Vec<u8>) -> Result<reqwest::Response, PromError> {
-        let resp = self
-            .http()
-            .post(format!("{}{REMOTE_READ_PATH}", self.base_url()))
+        let request = self
+            .request(reqwest::Method::POST, REMOTE_READ_PATH)
+            .await?
             .header("Content-Type", "application/x-protobuf")
             .header("Content-Encoding", "snappy")
             .header("X-Prometheus-Remote-Read-Version", "0.1.0")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| self.transport_error(e))?;
+            .body(body);
+        let resp = self.send(request).await?;
         if !resp.status().is_success() {
             let (why, transient) =
                 super::client::refusal(resp, "not a Prometheus ≥ 2.13, or remote read is not served here").await;

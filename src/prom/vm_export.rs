@@ -234,13 +234,7 @@ impl PromClient {
             ("start", super::client::prom_time(start_ms)),
             ("end", super::client::prom_time(end_ms)),
         ];
-        let resp = self
-            .http()
-            .post(format!("{}{VM_EXPORT_PATH}", self.base_url()))
-            .form(&form)
-            .send()
-            .await
-            .map_err(|e| self.transport_error(e))?;
+        let resp = self.send(self.request(reqwest::Method::POST, VM_EXPORT_PATH).await?.form(&form)).await?;
         if !resp.status().is_success() {
             let (why, transient) =
                 super::client::refusal(resp, "not a VictoriaMetrics, or its export is not served here").await;

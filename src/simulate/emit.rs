@@ -1,5 +1,5 @@
 //! Writes the simulated cluster as OpenMetrics: kube-state-metrics families on the grid, then
-//! the DCGM families and HAMi's per-container utilization at each node's exporter offset.
+//! the DCGM families and HAMi's per-container utilization on the utilization grid at each node's exporter offset.
 //!
 //! Families are written one after another (each contiguous), and within a family one series at
 //! a time in increasing time, which is what `promtool tsdb create-blocks-from openmetrics`
@@ -38,9 +38,9 @@ pub fn write_metrics<W: Write>(c: &Cluster, grid: &Grid, out: W) -> io::Result<(
     let pods = requests(&mut w, c, grid)?;
     phases(&mut w, c, grid)?;
     for m in DCGM_METRICS {
-        dcgm_family(&mut w, c, grid, m)?;
+        dcgm_family(&mut w, c, m)?;
     }
-    hami_family(&mut w, c, grid)?;
+    hami_family(&mut w, c)?;
     let counts = Counts { series: w.series, samples: w.samples, pods };
     let out = w.finish()?;
     Ok((counts, out))
@@ -278,7 +278,7 @@ fn device_labels(node: &Node, e: &Emitter) -> Vec<(&'static str, String)> {
     l
 }
 
-fn dcgm_family<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid, metric: Metric) -> io::Result<()> {
+fn dcgm_family<W: Write>(w: &mut OmWriter<W>, c: &Cluster, metric: Metric) -> io::Result<()> {
     w.family(metric.name())?;
     for node in &c.nodes {
         let card_mem = node.ty.card_mem_mib();
@@ -330,7 +330,7 @@ fn dcgm_family<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid, metric: 
                             if drop_idle && key == Key::Plain && node_busy(c, node, k) {
                                 continue;
                             }
-                            let s = grid.at(k) + node.offset_ms;
+                            let s = c.util.at(k) + node.offset_ms;
                             let v = match (style, h) {
                                 (Style::PerPod, Some(h)) => {
                                     let pod = &c.pods[h.pod];
@@ -365,7 +365,7 @@ fn node_busy(c: &Cluster, node: &Node, k: u64) -> bool {
     node.emitters.clone().any(|e| !c.emitters[e].seg_at(k).holders.is_empty())
 }
 
-fn hami_family<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::Result<()> {
+fn hami_family<W: Write>(w: &mut OmWriter<W>, c: &Cluster) -> io::Result<()> {
     w.family(HAMI_UTIL)?;
     for node in c.nodes.iter().filter(|n| matches!(n.ty, NodeType::HamiA100 | NodeType::HamiWholeA100)) {
         for ei in node.emitters.clone() {
@@ -390,7 +390,7 @@ fn hami_family<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::R
                     let seg = &e.segs[si];
                     let Some(h) = holder_for(c, &seg.holders, key, Style::HamiPods) else { continue };
                     for k in seg.ka..seg.kb {
-                        let s = grid.at(k) + node.offset_ms;
+                        let s = c.util.at(k) + node.offset_ms;
                         w.sample_int(hami_percent(c, h, s), s)?;
                     }
                 }

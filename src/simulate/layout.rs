@@ -24,6 +24,11 @@ pub enum Profile {
     /// default names and renamed, 4 and 10 replicas, dcgm-exporter before and after 4.8.2, MPS, HAMi with
     /// whole-card requests, MIG's single strategy (known by DCGM and by GFD alone), a node nothing counts.
     Shared,
+    /// Every setup the differential exactness harness (`tests/exactness.rs`) reads back by every path
+    /// (`EXACT_NODE_TYPES`): the standard and shared node types, time-slicing renamed under dcgm-exporter 4.8.2 and
+    /// plain without GFD before it, MIG mixed on an A30 (4 slices), MIG single known by DCGM alone; the exporters on
+    /// their own interval (1.5 times KSM's by default) and phase, and some pods shorter than one interval.
+    Exactness,
 }
 
 impl std::str::FromStr for Profile {
@@ -32,7 +37,8 @@ impl std::str::FromStr for Profile {
         match s {
             "standard" => Ok(Self::Standard),
             "shared" => Ok(Self::Shared),
-            other => Err(format!("unknown profile `{other}` (expected standard or shared)")),
+            "exactness" => Ok(Self::Exactness),
+            other => Err(format!("unknown profile `{other}` (expected standard, shared or exactness)")),
         }
     }
 }
@@ -42,6 +48,7 @@ impl Profile {
         match self {
             Self::Standard => "standard",
             Self::Shared => "shared",
+            Self::Exactness => "exactness",
         }
     }
 
@@ -49,6 +56,7 @@ impl Profile {
         match self {
             Self::Standard => &ALL_NODE_TYPES,
             Self::Shared => &SHARED_NODE_TYPES,
+            Self::Exactness => &EXACT_NODE_TYPES,
         }
     }
 }
@@ -104,7 +112,42 @@ pub enum NodeType {
     /// Shared profile: L40S time-sliced 4 ways under the default names with nothing to count its cards (no
     /// DCGM, no GFD): taken at face value until configured.
     UncountableL40S,
+    /// Exactness profile: A30 in MIG mixed strategy (4 compute slices): cards 0–3 partitioned, 4–7 whole, and
+    /// whole-card pods requesting `nvidia_com_gpu` beside the slices; its capacity lists `nvidia_com_gpu` alone, so
+    /// only the pods' `nvidia_com_mig_*` requests say the node is mixed.
+    MigMixedA30,
+    /// Exactness profile: L40S time-sliced 4 ways, renamed (`nvidia_com_gpu_shared`), dcgm-exporter 4.8.2 per-pod
+    /// series beside the device series, no GFD labels.
+    TsRenamedPodL40S,
+    /// Exactness profile: A100 time-sliced 4 ways under the default names, copies with idle cards dropped
+    /// (dcgm-exporter < 4.8.2), no GFD labels: its cards are counted from DCGM over a day.
+    TsPlainDropA100,
+    /// Exactness profile: A100 in MIG's single strategy (two 3g.40gb per card) known by DCGM alone (no GFD).
+    MigSingleDcgmA100,
 }
+
+/// The exactness profile's node types; node `i` gets type `i mod 19`.
+pub const EXACT_NODE_TYPES: [NodeType; 19] = [
+    NodeType::WholeA100,
+    NodeType::WholeH100,
+    NodeType::WholeL40S,
+    NodeType::NoDcgmH100,
+    NodeType::MigA100,
+    NodeType::MigMixedA30,
+    NodeType::TimeSliceL40S,
+    NodeType::TsPlainL40S,
+    NodeType::TsPlainDropA100,
+    NodeType::TsRenamedA100,
+    NodeType::TsPodSeriesA100,
+    NodeType::TsRenamedPodL40S,
+    NodeType::MpsL40S,
+    NodeType::HamiA100,
+    NodeType::HamiWholeA100,
+    NodeType::MigSingleA100,
+    NodeType::MigSingleDcgmA100,
+    NodeType::MigSingleA30,
+    NodeType::UncountableL40S,
+];
 
 /// The shared profile's node types; node `i` gets type `i mod 9`.
 pub const SHARED_NODE_TYPES: [NodeType; 9] = [
@@ -160,6 +203,10 @@ impl NodeType {
             NodeType::MigSingleA100 => "a100-migs",
             NodeType::MigSingleA30 => "a30-migs-gfd",
             NodeType::UncountableL40S => "l40s-uncounted",
+            NodeType::MigMixedA30 => "a30-mig",
+            NodeType::TsRenamedPodL40S => "l40s-tsr4pod",
+            NodeType::TsPlainDropA100 => "a100-ts4drop",
+            NodeType::MigSingleDcgmA100 => "a100-migs-dcgm",
         }
     }
 
@@ -172,14 +219,17 @@ impl NodeType {
             | NodeType::TsRenamedA100
             | NodeType::TsPodSeriesA100
             | NodeType::HamiWholeA100
-            | NodeType::MigSingleA100 => A100,
+            | NodeType::MigSingleA100
+            | NodeType::TsPlainDropA100
+            | NodeType::MigSingleDcgmA100 => A100,
             NodeType::WholeH100 | NodeType::NoDcgmH100 => H100,
             NodeType::WholeL40S
             | NodeType::TimeSliceL40S
             | NodeType::TsPlainL40S
             | NodeType::MpsL40S
-            | NodeType::UncountableL40S => L40S,
-            NodeType::MigSingleA30 => A30,
+            | NodeType::UncountableL40S
+            | NodeType::TsRenamedPodL40S => L40S,
+            NodeType::MigSingleA30 | NodeType::MigMixedA30 => A30,
         }
     }
 
@@ -210,8 +260,8 @@ impl NodeType {
     /// How its dcgm-exporter reports shared cards.
     pub fn exporter(self) -> Exporter {
         match self {
-            NodeType::TsPlainL40S | NodeType::TsRenamedA100 => Exporter::CopiesDropIdle,
-            NodeType::TsPodSeriesA100 => Exporter::PerPod,
+            NodeType::TsPlainL40S | NodeType::TsRenamedA100 | NodeType::TsPlainDropA100 => Exporter::CopiesDropIdle,
+            NodeType::TsPodSeriesA100 | NodeType::TsRenamedPodL40S => Exporter::PerPod,
             NodeType::MpsL40S | NodeType::HamiA100 | NodeType::HamiWholeA100 => Exporter::DeviceOnly,
             _ => Exporter::Copies,
         }
@@ -226,9 +276,12 @@ impl NodeType {
     /// Replicas per card of a time-slicing or MPS node (0 elsewhere).
     pub fn replicas(self) -> u32 {
         match self {
-            NodeType::TimeSliceL40S | NodeType::TsPlainL40S | NodeType::MpsL40S | NodeType::UncountableL40S => {
-                TS_REPLICAS
-            }
+            NodeType::TimeSliceL40S
+            | NodeType::TsPlainL40S
+            | NodeType::MpsL40S
+            | NodeType::UncountableL40S
+            | NodeType::TsRenamedPodL40S
+            | NodeType::TsPlainDropA100 => TS_REPLICAS,
             NodeType::TsRenamedA100 | NodeType::TsPodSeriesA100 => TS_REPLICAS_10,
             _ => 0,
         }
@@ -237,15 +290,29 @@ impl NodeType {
     /// The KSM resource its time-slicing or MPS pods request.
     pub fn shared_resource(self) -> &'static str {
         match self {
-            NodeType::TimeSliceL40S | NodeType::TsRenamedA100 => "nvidia_com_gpu_shared",
+            NodeType::TimeSliceL40S | NodeType::TsRenamedA100 | NodeType::TsRenamedPodL40S => "nvidia_com_gpu_shared",
             _ => "nvidia_com_gpu",
+        }
+    }
+
+    /// Compute slices of the card (MIG): 4 on an A30, 7 on the others.
+    pub fn mig_slices(self) -> u32 {
+        if self.model() == A30 { 4 } else { MIG_SLICES }
+    }
+
+    /// The mixed-strategy partition of a MIG node: (card, profile, GPU_I_ID); the other cards are whole.
+    pub fn mig_layout(self) -> &'static [(u32, MigProfile, u32)] {
+        match self {
+            NodeType::MigA100 => &MIG_LAYOUT,
+            NodeType::MigMixedA30 => &MIG_LAYOUT_A30,
+            _ => &[],
         }
     }
 
     /// The MIG profile of a single-strategy node, and the compute slices of its card.
     pub fn mig_single(self) -> Option<(MigProfile, u32)> {
         match self {
-            NodeType::MigSingleA100 => Some((MIG_3G, MIG_SLICES)),
+            NodeType::MigSingleA100 | NodeType::MigSingleDcgmA100 => Some((MIG_3G, MIG_SLICES)),
             NodeType::MigSingleA30 => Some((MIG_2G_A30, 4)),
             _ => None,
         }
@@ -310,6 +377,10 @@ impl NodeType {
                 ("nvidia_com_mig_3g_40gb", 3),
                 ("nvidia_com_mig_7g_80gb", 1),
             ],
+            // kube-state-metrics exporting the card resource alone: only the pods' requests tell the MIG resources
+            NodeType::MigMixedA30 => &[("nvidia_com_gpu", 4)],
+            NodeType::TsRenamedPodL40S => &[("nvidia_com_gpu_shared", GPUS_PER_NODE * TS_REPLICAS)],
+            NodeType::TsPlainDropA100 => &[("nvidia_com_gpu", GPUS_PER_NODE * TS_REPLICAS)],
             NodeType::TimeSliceL40S => &[("nvidia_com_gpu_shared", GPUS_PER_NODE * TS_REPLICAS)],
             NodeType::HamiA100 | NodeType::HamiWholeA100 => &[("nvidia_com_gpu", GPUS_PER_NODE * HAMI_SPLIT)],
             NodeType::TsPlainL40S | NodeType::MpsL40S | NodeType::UncountableL40S => {
@@ -317,7 +388,7 @@ impl NodeType {
             }
             NodeType::TsRenamedA100 => &[("nvidia_com_gpu_shared", GPUS_PER_NODE * TS_REPLICAS_10)],
             NodeType::TsPodSeriesA100 => &[("nvidia_com_gpu", GPUS_PER_NODE * TS_REPLICAS_10)],
-            NodeType::MigSingleA100 | NodeType::MigSingleA30 => {
+            NodeType::MigSingleA100 | NodeType::MigSingleA30 | NodeType::MigSingleDcgmA100 => {
                 &[("nvidia_com_gpu", GPUS_PER_NODE * MIG_SINGLE_PER_CARD)]
             }
         }
@@ -351,6 +422,11 @@ pub const MIG_7G: MigProfile =
 /// The A30's 2g.12gb (under the single strategy its units are plain `nvidia_com_gpu`).
 pub const MIG_2G_A30: MigProfile =
     MigProfile { g: 2, name: "2g.12gb", resource: "nvidia_com_mig_2g_12gb", mem_mib: 11776, mem_gb: 12 };
+/// The A30's 1g.6gb and 4g.24gb (of 4 compute slices).
+pub const MIG_1G_A30: MigProfile =
+    MigProfile { g: 1, name: "1g.6gb", resource: "nvidia_com_mig_1g_6gb", mem_mib: 5836, mem_gb: 6 };
+pub const MIG_4G_A30: MigProfile =
+    MigProfile { g: 4, name: "4g.24gb", resource: "nvidia_com_mig_4g_24gb", mem_mib: 24062, mem_gb: 24 };
 /// MIG instances per card on the single-strategy nodes (two 3g.40gb on an A100, two 2g.12gb on an A30).
 pub const MIG_SINGLE_PER_CARD: u32 = 2;
 
@@ -370,6 +446,20 @@ pub const MIG_LAYOUT: [(u32, MigProfile, u32); 14] = [
     (2, MIG_3G, 1),
     (2, MIG_3G, 2),
     (3, MIG_7G, 0),
+];
+
+/// The A30 MIG node's partition (mixed strategy): (card, profile, GPU_I_ID). Cards 4–7 are whole.
+pub const MIG_LAYOUT_A30: [(u32, MigProfile, u32); 10] = [
+    (0, MIG_1G_A30, 3),
+    (0, MIG_1G_A30, 4),
+    (0, MIG_1G_A30, 5),
+    (0, MIG_1G_A30, 6),
+    (1, MIG_2G_A30, 1),
+    (1, MIG_2G_A30, 2),
+    (2, MIG_2G_A30, 1),
+    (2, MIG_1G_A30, 5),
+    (2, MIG_1G_A30, 6),
+    (3, MIG_4G_A30, 0),
 ];
 
 /// Cards of the MIG node that are not partitioned.

@@ -49,6 +49,9 @@ pub struct SimParams {
     /// kube-state-metrics outages (restarts), some short enough for cardhour's default bridge, some longer,
     /// some across an hour's end; off by default, so the standard profile's samples stay as they were.
     pub ksm_gaps: bool,
+    /// Scrape interval of the utilization exporters (DCGM, HAMi's monitor) in seconds, each node on its own phase;
+    /// `None`: the profile's default (the KSM interval; the exactness profile's 1.5 times it).
+    pub util_interval_s: Option<u32>,
 }
 
 /// What a run wrote.
@@ -73,6 +76,8 @@ pub enum SimError {
     Hours(u32),
     #[error("scrape interval must be between 5 and 600 seconds, got {0}")]
     ScrapeInterval(u32),
+    #[error("utilization scrape interval must be between 5 and 600 seconds, got {0}")]
+    UtilInterval(u32),
     #[error("end must be on a whole hour (minutes, seconds and fractions zero), got {0}")]
     EndNotOnHour(DateTime<Utc>),
     #[error("the simulated window of {hours} hours ending {end} starts before 1970 or is out of range")]
@@ -96,6 +101,14 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SimError + '_ {
     move |source| SimError::Io { path: path.to_path_buf(), source }
 }
 
+/// The utilization exporters' scrape interval of a run (seconds).
+pub fn util_interval_s(p: &SimParams) -> u32 {
+    p.util_interval_s.unwrap_or(match p.profile {
+        Profile::Exactness => p.scrape_interval_s * 3 / 2,
+        _ => p.scrape_interval_s,
+    })
+}
+
 /// Check the parameters; returns the window's start.
 fn validate(p: &SimParams) -> Result<DateTime<Utc>, SimError> {
     if p.gpus == 0 || !p.gpus.is_multiple_of(layout::GPUS_PER_NODE) {
@@ -106,6 +119,9 @@ fn validate(p: &SimParams) -> Result<DateTime<Utc>, SimError> {
     }
     if !(5..=600).contains(&p.scrape_interval_s) {
         return Err(SimError::ScrapeInterval(p.scrape_interval_s));
+    }
+    if !(5..=600).contains(&util_interval_s(p)) {
+        return Err(SimError::UtilInterval(util_interval_s(p)));
     }
     if p.end.minute() != 0 || p.end.second() != 0 || p.end.nanosecond() != 0 {
         return Err(SimError::EndNotOnHour(p.end));
@@ -126,7 +142,12 @@ pub fn run(params: &SimParams) -> Result<SimSummary, SimError> {
         params.end.timestamp_millis(),
         params.scrape_interval_s as i64 * 1000,
     );
-    let cluster = schedule::build(params.profile, params.gpus, params.seed, grid, params.ksm_gaps);
+    let util = model::Grid::new(
+        start.timestamp_millis(),
+        params.end.timestamp_millis(),
+        util_interval_s(params) as i64 * 1000,
+    );
+    let cluster = schedule::build(params.profile, params.gpus, params.seed, grid, util, params.ksm_gaps);
 
     fs::create_dir_all(&params.out).map_err(io_err(&params.out))?;
     let metrics_path = params.out.join(METRICS_FILE);
@@ -142,6 +163,7 @@ pub fn run(params: &SimParams) -> Result<SimSummary, SimError> {
         seed: params.seed,
         profile: params.profile.as_str().to_string(),
         ksm_gaps: params.ksm_gaps,
+        util_interval_s: util_interval_s(params),
         start: fmt(start),
         end: fmt(params.end),
     };

@@ -315,6 +315,9 @@ pub struct Cluster {
     /// kube-state-metrics outages (`--ksm-gaps`): every KSM series misses the sample indices `[ka, kb)` (sorted,
     /// disjoint, never the first or the last grid point). DCGM and HAMi are scraped on.
     pub ksm_gaps: Vec<(u64, u64)>,
+    /// The utilization scrape grid (DCGM, HAMi's monitor): sample `j` of a node is at `util.at(j)` + its offset.
+    /// Exporter sample indices (`Seg`, `Node::gaps_k`, `Node::nan_ks`) are indices of this grid.
+    pub util: Grid,
 }
 
 impl Cluster {

@@ -9,8 +9,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::layout::{
-    GPUS_PER_NODE, HAMI_LANE_LAYOUTS, MIG_1G, MIG_2G, MIG_3G, MIG_7G, MIG_LAYOUT, MIG_SINGLE_PER_CARD, MIG_SLICES,
-    MIG_WHOLE_CARDS, MigProfile, NS_SANDBOX, NodeType, Profile,
+    Exporter, GPUS_PER_NODE, HAMI_LANE_LAYOUTS, MIG_1G, MIG_1G_A30, MIG_2G, MIG_2G_A30, MIG_3G, MIG_4G_A30, MIG_7G,
+    MIG_SINGLE_PER_CARD, MIG_SLICES, MIG_WHOLE_CARDS, MigProfile, NS_SANDBOX, NodeType, Profile,
 };
 use super::model::{Cluster, DAY_MS, Emitter, EmitterKind, Grid, HOUR_MS, Hold, Kind, Lane, LaneRef, Node, Pod};
 use super::workload::{Class, Draw, Pattern, hash2, hash3};
@@ -71,6 +71,8 @@ enum GroupKind {
 struct Builder {
     profile: Profile,
     grid: Grid,
+    /// The utilization scrape grid (DCGM, HAMi's monitor): exporter sample indices are its indices.
+    util: Grid,
     seed: u64,
     nodes: Vec<Node>,
     emitters: Vec<Emitter>,
@@ -81,13 +83,14 @@ struct Builder {
     force_restart: bool,
 }
 
-/// Build the cluster of `profile` for `gpus` cards (a multiple of 8) on `grid`, with kube-state-metrics outages
-/// when `ksm_gaps`.
-pub fn build(profile: Profile, gpus: u32, seed: u64, grid: Grid, ksm_gaps: bool) -> Cluster {
+/// Build the cluster of `profile` for `gpus` cards (a multiple of 8) with kube-state-metrics on `grid` and the
+/// exporters on `util`, with kube-state-metrics outages when `ksm_gaps`.
+pub fn build(profile: Profile, gpus: u32, seed: u64, grid: Grid, util: Grid, ksm_gaps: bool) -> Cluster {
     let n_nodes = (gpus / GPUS_PER_NODE) as usize;
     let mut b = Builder {
         profile,
         grid,
+        util,
         seed,
         nodes: Vec::with_capacity(n_nodes),
         emitters: Vec::new(),
@@ -106,11 +109,11 @@ pub fn build(profile: Profile, gpus: u32, seed: u64, grid: Grid, ksm_gaps: bool)
     b.unknown_pods();
     for e in &mut b.emitters {
         let off = b.nodes[e.node].offset_ms;
-        e.build_segs(&b.grid, off);
+        e.build_segs(&b.util, off);
     }
     b.anomalies();
     let ksm_gaps = if ksm_gaps { ksm_outages(seed, &grid) } else { Vec::new() };
-    Cluster { nodes: b.nodes, emitters: b.emitters, pods: b.pods, names: b.names, ksm_gaps }
+    Cluster { nodes: b.nodes, emitters: b.emitters, pods: b.pods, names: b.names, ksm_gaps, util }
 }
 
 /// kube-state-metrics restarts: from the second hour to the last but one, one outage per hour, in turn short
@@ -178,10 +181,15 @@ impl Builder {
 
     fn add_node(&mut self, i: usize) {
         let ty = NodeType::of_node(self.profile, i);
-        let shared_profile = self.profile == Profile::Shared;
+        // the shared profile, and the exactness profile's nodes whose exporter drops idle cards, start idle
+        // (but the GFD-labelled one, whose last card stays idle throughout: only GFD counts it)
+        let shared_profile = self.profile == Profile::Shared
+            || (self.profile == Profile::Exactness
+                && ty.exporter() == Exporter::CopiesDropIdle
+                && ty != NodeType::TsPlainL40S);
         let mut rng = self.rng(i as u64, SALT_LAYOUT);
         let frac = OFFSET_FRACTIONS[rng.random_range(0..OFFSET_FRACTIONS.len())];
-        let offset_ms = (frac * self.grid.step_ms as f64).round() as i64;
+        let offset_ms = (frac * self.util.step_ms as f64).round() as i64;
         let first = self.emitters.len();
         let push = |b: &mut Builder, rng: &mut ChaCha8Rng, card: u32, kind: EmitterKind, budgets: &[u32]| {
             let lanes = budgets
@@ -207,8 +215,8 @@ impl Builder {
             b.emitters.push(Emitter { node: i, gpu: card, uuid, kind, lanes, segs: Vec::new() });
         };
         match ty {
-            NodeType::MigA100 => {
-                for (card, profile, gi_id) in MIG_LAYOUT {
+            NodeType::MigA100 | NodeType::MigMixedA30 => {
+                for &(card, profile, gi_id) in ty.mig_layout() {
                     push(self, &mut rng, card, EmitterKind::MigInstance { profile, gi_id }, &[0]);
                 }
                 for card in MIG_WHOLE_CARDS {
@@ -282,17 +290,30 @@ impl Builder {
                 .collect()
         };
         match ty {
-            NodeType::MigA100 => {
+            NodeType::MigA100 | NodeType::MigMixedA30 => {
                 let whole = lanes_of(self, &|k| *k == EmitterKind::Whole);
                 self.fill(&mut rng, i, &whole, GroupKind::Whole, Constraint::Any);
-                for p in [MIG_1G, MIG_2G, MIG_3G, MIG_7G] {
+                let profiles = if ty == NodeType::MigA100 {
+                    [MIG_1G, MIG_2G, MIG_3G, MIG_7G]
+                } else {
+                    [MIG_1G_A30, MIG_2G_A30, MIG_4G_A30, MIG_4G_A30]
+                };
+                for (n, p) in profiles.into_iter().enumerate() {
+                    if profiles[..n].contains(&p) {
+                        continue;
+                    }
                     let group =
                         lanes_of(self, &|k| matches!(k, EmitterKind::MigInstance { profile, .. } if *profile == p));
                     self.fill(&mut rng, i, &group, GroupKind::Mig(p), Constraint::Any);
                 }
             }
             _ if ty.replicas() > 0 => {
-                let all = lanes_of(self, &|_| true);
+                let mut all = lanes_of(self, &|_| true);
+                if self.profile == Profile::Exactness && ty == NodeType::TsPlainL40S {
+                    // one card idle throughout while the others are busy: dcgm-exporter before 4.8.2 never shows it
+                    let last = self.nodes[i].emitters.end - 1;
+                    all.retain(|r| r.emitter != last);
+                }
                 self.fill(&mut rng, i, &all, GroupKind::TimeSlice, Constraint::SameCard);
             }
             _ if ty.mig_single().is_some() => {
@@ -479,7 +500,13 @@ impl Builder {
             // Squatters hold their card through the whole window and beyond.
             dur = end - pod.t1 + 10 * DAY_MS;
         }
-        pod.t2 = sec(pod.t1 + dur.max(MIN_MS));
+        if self.profile == Profile::Exactness && class != Class::Squatter && rng.random_bool(0.08) {
+            // shorter than a scrape interval: seen by one KSM scrape or none, by one utilization sample or none
+            dur = rng.int(1_000, 40_000);
+        } else {
+            dur = dur.max(MIN_MS);
+        }
+        pod.t2 = sec(pod.t1 + dur).max(pod.t1 + 1_000);
         let linger = if force_fail { rng.int(10 * MIN_MS, 20 * MIN_MS) } else { rng.int(10 * MIN_MS, 120 * MIN_MS) };
         pod.t3 = sec(pod.t2 + linger);
         let idx = self.pods.len();
@@ -548,7 +575,7 @@ impl Builder {
                 // under the single strategy a MIG instance is a plain nvidia_com_gpu
                 let (resource, slices) = match ty.mig_single() {
                     Some((_, slices)) => ("nvidia_com_gpu", slices),
-                    None => (p.resource, MIG_SLICES),
+                    None => (p.resource, ty.mig_slices()),
                 };
                 pod.resource = resource;
                 pod.f = p.g as f64 / slices as f64;
@@ -652,7 +679,7 @@ impl Builder {
                             continue;
                         }
                         self.nodes[i].gaps_t.push((gs, ge));
-                        let (ka, kb) = self.grid.range(gs, ge, off);
+                        let (ka, kb) = self.util.range(gs, ge, off);
                         if ka < kb {
                             self.nodes[i].gaps_k.push((ka, kb));
                         }
@@ -663,7 +690,7 @@ impl Builder {
                     let mut all = Vec::new();
                     for d in 0..days {
                         let ds = start + d * DAY_MS;
-                        let (da, db) = self.grid.range(ds, ds + DAY_MS, 0);
+                        let (da, db) = self.util.range(ds, ds + DAY_MS, 0);
                         let mut cands = self.nan_candidates(e, da, db);
                         let n = cands.len().min(3);
                         for j in 0..n {
@@ -691,7 +718,7 @@ impl Builder {
             let lo = (seg.ka + 1).max(da);
             let hi = seg.kb.saturating_sub(1).min(db);
             for k in lo..hi {
-                if self.pods[h.pod].running_at(self.grid.at(k)) && self.grid.hour_of(k - 1) == self.grid.hour_of(k + 1)
+                if self.pods[h.pod].running_at(self.util.at(k)) && self.util.hour_of(k - 1) == self.util.hour_of(k + 1)
                 {
                     out.push(k);
                 }

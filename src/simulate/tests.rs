@@ -2,7 +2,7 @@
 //! well-formedness of the OpenMetrics file, and a small reference meter that re-derives every
 //! pod's figures from the written file per docs/metering.md and must agree with the truth.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, TimeZone, Utc};
 
@@ -22,6 +22,7 @@ fn params(dir: &Path, gpus: u32, hours: u32, step: u32, seed: u64) -> SimParams 
         out: dir.to_path_buf(),
         profile: Profile::Standard,
         ksm_gaps: false,
+        util_interval_s: None,
     }
 }
 
@@ -376,8 +377,12 @@ struct RefPod {
 /// window; the simulator's devices use one source throughout, so per-hour source selection
 /// gives the same result). KSM gaps of at most `bridge_ms` a pod was Running across count their
 /// missing grid points (the simulated outages keep KSM's phase).
-fn reference_meter(series: &[PSeries], start: i64, step: i64, bridge_ms: i64) -> BTreeMap<(String, String), RefPod> {
-    let grid_of = |s: i64| start + (s - start + step / 2).div_euclid(step) * step;
+fn reference_meter(
+    series: &[PSeries],
+    step: i64,
+    util_step: i64,
+    bridge_ms: i64,
+) -> BTreeMap<(String, String), RefPod> {
     let mut running: HashMap<&str, HashSet<i64>> = HashMap::new();
     for s in series.iter().filter(|s| s.name == "kube_pod_status_phase" && s.l("phase") == Some("Running")) {
         let set = running.entry(s.l("uid").unwrap()).or_default();
@@ -414,7 +419,7 @@ fn reference_meter(series: &[PSeries], start: i64, step: i64, bridge_ms: i64) ->
         if let Some(_v) = s.l("vgpu") {
             for &(t, v) in &s.samples {
                 if !v.is_nan() {
-                    *copies.entry((uuid, s.name.as_str(), grid_of(t))).or_default() += 1;
+                    *copies.entry((uuid, s.name.as_str(), t)).or_default() += 1;
                 }
             }
         }
@@ -422,7 +427,7 @@ fn reference_meter(series: &[PSeries], start: i64, step: i64, bridge_ms: i64) ->
         let m = devs.entry((ns, pod, ctr)).or_default().entry(key).or_default().entry(s.name.as_str()).or_default();
         for &(t, v) in &s.samples {
             if !v.is_nan() {
-                m.insert(grid_of(t), v);
+                m.insert(t, v);
             }
         }
     }
@@ -471,42 +476,56 @@ fn reference_meter(series: &[PSeries], start: i64, step: i64, bridge_ms: i64) ->
             if bridged {
                 acc.bridged += qf * step_s;
             }
-            let (mut u, mut present, mut fb): (f64, bool, Option<f64>) = (0.0, false, None);
-            for ((uuid, _, vgpu), metrics) in my_devs {
-                if kind == "hami" {
-                    if let Some(v) = metrics.get("hami_container_device_utilization_ratio").and_then(|m| m.get(&t)) {
-                        u += v / 100.0;
-                        present = true;
+            // the intersection rule: each utilization sample covers [ts, ts + util_step) of [t, t + step)
+            let (lo, hi) = (t, t + step);
+            let mut times: BTreeSet<i64> = BTreeSet::new();
+            for metrics in my_devs.values() {
+                for m in metrics.values() {
+                    times.extend(m.keys().filter(|&&ts| ts < hi && ts + util_step > lo));
+                }
+            }
+            let mut covered = 0;
+            for ts in times {
+                let (mut u, mut present, mut fb): (f64, bool, Option<f64>) = (0.0, false, None);
+                for ((uuid, _, vgpu), metrics) in my_devs {
+                    if kind == "hami" {
+                        if let Some(v) = metrics.get("hami_container_device_utilization_ratio").and_then(|m| m.get(&ts))
+                        {
+                            u += v / 100.0;
+                            present = true;
+                        }
+                        continue;
                     }
+                    if let Some(v) = metrics.get("DCGM_FI_DEV_FB_USED").and_then(|m| m.get(&ts)) {
+                        fb = Some(if kind == "timeslice" { fb.unwrap_or(0.0).max(*v) } else { fb.unwrap_or(0.0) + v });
+                    }
+                    let src = ["DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"]
+                        .into_iter()
+                        .find(|m| metrics.get(m).is_some_and(|x| !x.is_empty()));
+                    let Some(src) = src else { continue };
+                    let Some(&raw) = metrics[src].get(&ts) else { continue };
+                    let v = if src == "DCGM_FI_DEV_GPU_UTIL" { raw / 100.0 } else { raw }.clamp(0.0, 1.0);
+                    present = true;
+                    u += match kind {
+                        "mig" => f * v,
+                        "timeslice" => {
+                            assert!(!vgpu.is_empty());
+                            v / copies[&(uuid.as_str(), src, ts)] as f64
+                        }
+                        _ => v,
+                    };
+                }
+                if !present {
                     continue;
                 }
-                if let Some(v) = metrics.get("DCGM_FI_DEV_FB_USED").and_then(|m| m.get(&t)) {
-                    fb = Some(if kind == "timeslice" { fb.unwrap_or(0.0).max(*v) } else { fb.unwrap_or(0.0) + v });
+                let ov = hi.min(ts + util_step) - lo.max(ts);
+                covered += ov;
+                acc.eff += u.min(qf) * ov as f64 / 1000.0;
+                if let Some(fb) = fb {
+                    acc.peak_fb = Some(acc.peak_fb.map_or(fb, |p: f64| p.max(fb)));
                 }
-                let src = ["DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"]
-                    .into_iter()
-                    .find(|m| metrics.get(m).is_some_and(|x| !x.is_empty()));
-                let Some(src) = src else { continue };
-                let Some(&raw) = metrics[src].get(&t) else { continue };
-                let v = if src == "DCGM_FI_DEV_GPU_UTIL" { raw / 100.0 } else { raw }.clamp(0.0, 1.0);
-                present = true;
-                u += match kind {
-                    "mig" => f * v,
-                    "timeslice" => {
-                        assert!(!vgpu.is_empty());
-                        v / copies[&(uuid.as_str(), src, t)] as f64
-                    }
-                    _ => v,
-                };
             }
-            if present {
-                acc.eff += u.min(qf) * step_s;
-            } else {
-                acc.unm += qf * step_s;
-            }
-            if let Some(fb) = fb {
-                acc.peak_fb = Some(acc.peak_fb.map_or(fb, |p: f64| p.max(fb)));
-            }
+            acc.unm += qf * (step - covered) as f64 / 1000.0;
         }
     }
     out
@@ -517,7 +536,7 @@ fn truth_matches_reference_meter_on_written_samples() {
     for (gpus, hours, step, seed) in [(56, 3, 60, 21), (56, 2, 15, 22)] {
         let r = sim(gpus, hours, step, seed);
         let series = parse_checked(&r.metrics);
-        let meter = reference_meter(&series, r.summary.start.timestamp_millis(), step as i64 * 1000, 0);
+        let meter = reference_meter(&series, step as i64 * 1000, step as i64 * 1000, 0);
         let truth: BTreeMap<(String, String), &truth::PodRow> =
             r.truth.by_pod.iter().map(|p| ((p.namespace.clone(), p.pod.clone()), p)).collect();
         for ((ns, pod), m) in &meter {
@@ -643,7 +662,7 @@ fn ksm_outages_are_written_and_the_truth_bridges_the_short_ones() {
     let cap: f64 = t.capacity.iter().map(|c| c.card_hours).sum();
     assert!(close(cap, 56.0 * (f64::from(HOURS) - lost as f64 / 60.0)), "{cap}");
     // and the written samples, metered independently with the default bridge, agree pod by pod
-    let meter = reference_meter(&series, start, 60_000, 15 * 60_000);
+    let meter = reference_meter(&series, 60_000, 60_000, 15 * 60_000);
     for p in &t.by_pod {
         let m = meter.get(&(p.namespace.clone(), p.pod.clone()));
         let m = m.map_or((0.0, 0.0, 0.0, 0.0), |m| (m.gpu, m.eff, m.unm, m.bridged));
@@ -656,4 +675,73 @@ fn ksm_outages_are_written_and_the_truth_bridges_the_short_ones() {
         assert_fig(&f, &p.figures, &format!("{}/{}", p.namespace, p.pod));
         assert!(close(m.3 / 3600.0, p.figures.bridged_gpu_hours), "{}/{} bridged", p.namespace, p.pod);
     }
+}
+
+#[test]
+fn exactness_profile_scrapes_the_exporters_on_their_own_grid_and_its_truth_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = SimParams { profile: Profile::Exactness, ksm_gaps: true, ..params(dir.path(), 152, 4, 30, 34) };
+    run(&p).unwrap();
+    let metrics = std::fs::read_to_string(dir.path().join(METRICS_FILE)).unwrap();
+    let truth: Truth = serde_json::from_str(&std::fs::read_to_string(dir.path().join(TRUTH_FILE)).unwrap()).unwrap();
+    assert_eq!((truth.params.profile.as_str(), truth.params.util_interval_s), ("exactness", 45));
+    let series = parse_checked(&metrics);
+    // every one of the 19 node types, once
+    let types: BTreeSet<&str> = truth.nodes.iter().map(|n| n.node_type.as_str()).collect();
+    assert_eq!(types.len(), 19, "{types:?}");
+    // KSM every 30 s, the exporters every 45 s
+    let spacing = |name: &str| {
+        let s = series.iter().filter(|s| s.name == name).max_by_key(|s| s.samples.len()).unwrap();
+        s.samples[1].0 - s.samples[0].0
+    };
+    assert_eq!(spacing("kube_node_status_capacity"), 30_000);
+    assert_eq!(spacing("DCGM_FI_DEV_FB_USED"), 45_000);
+    assert_eq!(spacing("hami_container_device_utilization_ratio"), 45_000);
+    // MIG mixed on an A30: slices of 4, and whole cards beside them
+    let a30: Vec<&truth::PodRow> = truth.by_pod.iter().filter(|p| p.node.contains("a30-mig-")).collect();
+    assert!(a30.iter().any(|p| p.kind == "mig" && [0.25, 0.5, 1.0].contains(&p.fraction)));
+    assert!(a30.iter().any(|p| p.kind == "whole" && p.fraction == 1.0));
+    assert!(a30.iter().any(|p| p.resource == "nvidia_com_mig_1g_6gb"));
+    // pods shorter than an interval, and the KSM outages
+    assert!(
+        truth
+            .by_pod
+            .iter()
+            .any(|p| p.continuous_gpu_hours > 0.0
+                && p.continuous_gpu_hours * 3600.0 < 30.0 * p.units as f64 * p.fraction)
+    );
+    assert!(!truth.ksm_gaps.is_empty());
+    // per pod-hour sums to per pod
+    let mut per_pod: BTreeMap<(&str, &str), Figures> = BTreeMap::new();
+    for r in &truth.by_pod_hour {
+        let e = per_pod.entry((r.namespace.as_str(), r.pod.as_str())).or_default();
+        e.gpu_hours += r.figures.gpu_hours;
+        e.effective_gpu_hours += r.figures.effective_gpu_hours;
+        e.unmetered_gpu_hours += r.figures.unmetered_gpu_hours;
+    }
+    for p in &truth.by_pod {
+        let got = per_pod.get(&(p.namespace.as_str(), p.pod.as_str())).copied().unwrap_or_default();
+        assert_fig(&got, &p.figures, &format!("{}/{} by hour", p.namespace, p.pod));
+    }
+    // the written samples, metered independently on the two grids, agree pod by pod where the reference meter knows
+    // the setup (whole cards, MIG of 7 slices, renamed time-slicing copies, HAMi)
+    let meter = reference_meter(&series, 30_000, 45_000, 15 * 60_000);
+    let known = ["a100", "h100", "l40s", "h100-nodcgm", "a100-mig", "l40s-ts", "a100-hami"];
+    let type_of: BTreeMap<&str, &str> = truth.nodes.iter().map(|n| (n.node.as_str(), n.node_type.as_str())).collect();
+    let mut checked = 0;
+    for p in truth.by_pod.iter().filter(|p| known.contains(&type_of[p.node.as_str()])) {
+        let Some(m) = meter.get(&(p.namespace.clone(), p.pod.clone())) else {
+            assert_eq!(p.figures.gpu_hours, 0.0, "{}/{} not metered", p.namespace, p.pod);
+            continue;
+        };
+        let f = Figures {
+            gpu_hours: m.gpu / 3600.0,
+            effective_gpu_hours: m.eff / 3600.0,
+            unmetered_gpu_hours: m.unm / 3600.0,
+            ..Figures::default()
+        };
+        assert_fig(&f, &p.figures, &format!("{}/{} on {}", p.namespace, p.pod, p.node));
+        checked += 1;
+    }
+    assert!(checked > 50, "{checked} pods checked");
 }

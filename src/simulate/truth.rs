@@ -1,10 +1,11 @@
 //! Ground truth (`truth.json`), computed from the simulation's own events — the pod schedule,
 //! the holders of each device and the value functions — never from the written series.
 //!
-//! It follows `docs/metering.md` to the sample: at each grid point where a pod's container is
-//! Running it holds `q·f·Δ`; the device samples that match the point are the exporter's samples
-//! at `g + offset` unless the exporter is down, the node has none, or the value is NaN; with no
-//! matching device the time is unmetered, otherwise `min(u, q·f)·Δ` is effective.
+//! It follows SPEC §3 to the sample: at each grid point `g` where kube-state-metrics sees a pod's
+//! container Running it holds `q·f·Δ` over `[g, g + Δ)`; a utilization sample of the pod (the
+//! exporter's, at `u + offset` on its own interval, unless the exporter is down, the node has none,
+//! or the value is NaN) covers `[s, s + interval)` of that span and adds `min(u, q·f)` times the
+//! overlap to effective; the span no sample covers is unmetered (intersection rule).
 
 use std::collections::BTreeMap;
 
@@ -41,6 +42,9 @@ pub struct ParamsOut {
     pub profile: String,
     #[serde(default)]
     pub ksm_gaps: bool,
+    /// Scrape interval of the utilization exporters (DCGM, HAMi's monitor), each node on its own phase.
+    #[serde(default)]
+    pub util_interval_s: u32,
     pub start: String,
     pub end: String,
 }
@@ -83,6 +87,20 @@ pub struct HourLineRow {
     pub team: String,
     /// DCGM `modelName` as metered; null on the node without DCGM (stored as `unknown`).
     pub gpu_model: Option<String>,
+    pub kind: String,
+    #[serde(flatten)]
+    pub figures: Figures,
+}
+
+/// One hour of one pod name in one namespace (its restarts together): what the stored rows of the hour sum to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PodHourRow {
+    pub hour: String,
+    pub namespace: String,
+    pub pod: String,
+    pub node: String,
+    /// The node's type (`NodeRow::node_type`): the setup the pod ran in.
+    pub node_type: String,
     pub kind: String,
     #[serde(flatten)]
     pub figures: Figures,
@@ -211,6 +229,9 @@ pub struct Truth {
     pub by_hour_namespace: Vec<HourNamespaceRow>,
     pub by_hour_line: Vec<HourLineRow>,
     pub by_pod: Vec<PodRow>,
+    /// Per hour and pod (hours it held nothing in are left out).
+    #[serde(default)]
+    pub by_pod_hour: Vec<PodHourRow>,
     pub capacity: Vec<CapacityRow>,
     pub unknown_resources: Vec<UnknownRow>,
     pub non_finite_samples: u64,
@@ -274,11 +295,21 @@ struct Measured {
     fb: Option<f64>,
 }
 
-/// The device samples of pod `p` that match grid point `k`, per docs/metering.md.
-fn measure(c: &Cluster, grid: &Grid, p: usize, k: u64) -> Measured {
+/// The utilization samples `j` of a node's exporter (at `util.at(j) + off`, each covering one utilization
+/// interval) that meet `[a, b)`, with the length of the overlap in ms.
+fn util_samples_over(util: &Grid, off: i64, a: i64, b: i64) -> impl Iterator<Item = (u64, i64)> + '_ {
+    let (ja, jb) = util.range(a - util.step_ms + 1, b, off);
+    (ja..jb).map(move |j| {
+        let s = util.at(j) + off;
+        (j, (s + util.step_ms).min(b) - s.max(a))
+    })
+}
+
+/// What pod `p`'s devices report at utilization sample `k` (at `c.util.at(k)` + the node's offset).
+fn measure(c: &Cluster, p: usize, k: u64) -> Measured {
     let pod = &c.pods[p];
     let node = &c.nodes[pod.node];
-    let s = grid.at(k) + node.offset_ms;
+    let s = c.util.at(k) + node.offset_ms;
     let mut m = Measured { present: false, u: 0.0, fb: None };
     // each card a pod holds, once (a pod may hold several replicas, or all HAMi lanes, of one card)
     let mut cards: Vec<usize> = pod.devices.iter().map(|r| r.emitter).collect();
@@ -380,6 +411,7 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
     let mut by_hour = vec![Acc::default(); hours * n_ns];
     let mut by_pod: BTreeMap<(&str, &str), PodAcc> = BTreeMap::new();
     let mut by_line: BTreeMap<(usize, usize, Option<&str>, &str), Acc> = BTreeMap::new();
+    let mut by_pod_hour: BTreeMap<(usize, &str, &str), (usize, Acc)> = BTreeMap::new();
     let mut unknown = Vec::new();
 
     for (p, pod) in c.pods.iter().enumerate() {
@@ -424,26 +456,35 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
                 // not seen by kube-state-metrics, and not counted through: lost
                 let a = Acc { unbilled: qf * step_s, ..Acc::default() };
                 entry.acc.add(&a);
+                by_pod_hour.entry((grid.hour_of(k), ns, c.pod_name(p))).or_insert((p, Acc::default())).1.add(&a);
                 by_hour[grid.hour_of(k) * n_ns + pod.ns].add(&a);
                 by_line.entry(line).or_default().add(&a);
                 continue;
             }
             entry.memory_s += step_s * pod.q as f64 * memory_per_unit(c, pod);
-            let m = measure(c, grid, p, k);
             let mut a = Acc { gpu: qf * step_s, ..Acc::default() };
             if gap.is_some() {
                 a.bridged = a.gpu;
             }
-            if m.present {
-                a.eff = m.u.min(qf) * step_s;
+            // SPEC §3's intersection rule: each utilization sample covers [s, s + interval) of this KSM sample's
+            // [g, g + Δ); what no sample of the pod covers is unmetered
+            let (g0, g1) = (grid.at(k), grid.at(k) + grid.step_ms);
+            let mut covered_ms = 0i64;
+            for (j, ov_ms) in util_samples_over(&c.util, c.nodes[pod.node].offset_ms, g0, g1) {
+                let m = measure(c, p, j);
+                if !m.present {
+                    continue;
+                }
+                covered_ms += ov_ms;
+                a.eff += m.u.min(qf) * ov_ms as f64 / 1000.0;
                 entry.any_device = true;
-            } else {
-                a.unm = a.gpu;
+                if let Some(fb) = m.fb {
+                    entry.peak_fb = Some(entry.peak_fb.map_or(fb, |x| x.max(fb)));
+                }
             }
-            if let Some(fb) = m.fb {
-                entry.peak_fb = Some(entry.peak_fb.map_or(fb, |x| x.max(fb)));
-            }
+            a.unm = qf * (grid.step_ms - covered_ms) as f64 / 1000.0;
             entry.acc.add(&a);
+            by_pod_hour.entry((grid.hour_of(k), ns, c.pod_name(p))).or_insert((p, Acc::default())).1.add(&a);
             by_hour[grid.hour_of(k) * n_ns + pod.ns].add(&a);
             by_line.entry(line).or_default().add(&a);
         }
@@ -549,6 +590,23 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
         })
         .collect();
 
+    let by_pod_hour = by_pod_hour
+        .into_iter()
+        .filter(|(_, (_, a))| a.gpu > 0.0 || a.unbilled > 0.0)
+        .map(|((h, ns, pod), (p, a))| {
+            let node = &c.nodes[c.pods[p].node];
+            PodHourRow {
+                hour: rfc3339(grid.start_ms + h as i64 * HOUR_MS),
+                namespace: ns.to_string(),
+                pod: pod.to_string(),
+                node: node.name.clone(),
+                node_type: node.ty.slug().to_string(),
+                kind: c.pods[p].kind.as_str().to_string(),
+                figures: a.hours(),
+            }
+        })
+        .collect();
+
     let cards = super::layout::GPUS_PER_NODE;
     // every node has capacity on both sides of each outage: the short ones are bridged, the long ones lost
     let scrapes =
@@ -603,6 +661,7 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
         by_hour_namespace,
         by_hour_line,
         by_pod: pod_rows,
+        by_pod_hour,
         capacity,
         unknown_resources: unknown,
         non_finite_samples: c.nodes.iter().map(|n| n.nan_ks.len() as u64).sum(),

@@ -59,8 +59,10 @@ pub fn published(ty: NodeType, kind: &EmitterKind) -> &'static [Metric] {
         (NodeType::WholeL40S, _) => &[GpuUtil, FbUsed],
         (NodeType::MigA100, EmitterKind::MigInstance { .. }) => &[SmActive, GrEngineActive, FbUsed],
         (NodeType::MigA100, _) => &[SmActive, GrEngineActive, GpuUtil, FbUsed],
-        (NodeType::MigSingleA100, _) => &[SmActive, GrEngineActive, FbUsed],
-        (NodeType::TsPodSeriesA100, _) => &[GrEngineActive, GpuUtil, FbUsed],
+        (NodeType::MigMixedA30, EmitterKind::MigInstance { .. }) => &[GrEngineActive, FbUsed],
+        (NodeType::MigMixedA30, _) => &[GrEngineActive, GpuUtil, FbUsed],
+        (NodeType::MigSingleA100 | NodeType::MigSingleDcgmA100, _) => &[SmActive, GrEngineActive, FbUsed],
+        (NodeType::TsPodSeriesA100 | NodeType::TsRenamedPodL40S, _) => &[GrEngineActive, GpuUtil, FbUsed],
         _ => &[GrEngineActive, FbUsed],
     }
 }

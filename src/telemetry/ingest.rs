@@ -24,6 +24,9 @@ pub fn error_kind(e: &PromError) -> &'static str {
         PromError::BadUrl(_) => "bad_url",
         PromError::RemoteRead { .. } => "remote_read",
         PromError::VmExport { .. } => "vm_export",
+        PromError::Denied { .. } => "denied",
+        PromError::Tls { .. } => "tls",
+        PromError::Credentials { .. } => "credentials",
     }
 }
 
@@ -136,6 +139,9 @@ mod tests {
             PromError::BadUrl(url()),
             PromError::RemoteRead { url: url(), reason: String::new(), transient: false },
             PromError::VmExport { url: url(), reason: String::new(), transient: true },
+            PromError::Denied { url: url(), status: 401, body: String::new() },
+            PromError::Tls { url: url(), reason: String::new() },
+            PromError::Credentials { url: url(), reason: String::new() },
         ]
         .iter()
         .map(error_kind)
@@ -150,7 +156,10 @@ mod tests {
                 "bad_answer",
                 "bad_url",
                 "remote_read",
-                "vm_export"
+                "vm_export",
+                "denied",
+                "tls",
+                "credentials"
             ]
         );
         // the catalogue's help names them all

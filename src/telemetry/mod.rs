@@ -142,7 +142,7 @@ pub const CATALOGUE: &[Family] = &[
         Counter,
         &["cluster", "kind"],
         Process,
-        "Failed requests to the cluster's source (every attempt), by kind: unreachable, timeout, http_status, query_rejected, bad_answer, bad_url, remote_read, vm_export.",
+        "Failed requests to the cluster's source (every attempt), by kind: unreachable, timeout, http_status, query_rejected, bad_answer, bad_url, remote_read, vm_export, denied (401/403), tls, credentials.",
     ),
     family(
         SOURCE_RETRIES,

@@ -6,7 +6,7 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 
 use super::{Error, Services};
-use crate::access::Scope;
+use crate::access::{Scope, Writer};
 use crate::billing::{Month, PolicyChoice};
 use crate::db::{self, audit, budgets::Alert, budgets::Budget};
 use crate::money::Money;
@@ -47,12 +47,13 @@ pub async fn budgets(s: &Services, scope: &Scope, month: Month) -> Result<Vec<Bu
 /// and 1.0). Audited; a budget set below what is spent already alerts now.
 pub async fn set_budget(
     s: &Services,
-    actor: &str,
+    by: &Writer,
     month: Month,
     team: &str,
     amount: Decimal,
     thresholds: Option<Vec<Decimal>>,
 ) -> Result<Budget, Error> {
+    let actor = &by.actor();
     let mut errors = Vec::new();
     if !validate::BUDGET_AMOUNT.contains(amount) {
         errors.push(Invalid::new("amount", format!("must be {}", validate::BUDGET_AMOUNT.describe())));
@@ -61,7 +62,7 @@ pub async fn set_budget(
     thresholds.sort();
     thresholds.dedup();
     if thresholds.is_empty() || thresholds.iter().any(|t| !validate::BUDGET_THRESHOLD.contains(*t)) {
-        errors.push(Invalid::new("thresholds", "each must be in (0, 10]"));
+        errors.push(Invalid::new("thresholds", format!("each must be {}", validate::BUDGET_THRESHOLD.describe())));
     }
     if !errors.is_empty() {
         return Err(Error::Invalid(errors));
@@ -70,17 +71,13 @@ pub async fn set_budget(
     if db::teams::get(&mut tx, team).await?.is_none() {
         return Err(Error::NotFound(format!("team {team}")));
     }
-    let budget = Budget { team_id: team.to_string(), month: month.to_string(), amount: amount.round_dp(2), thresholds };
-    let before = db::budgets::upsert(&mut tx, &budget, actor).await?;
-    audit::record(
-        &mut tx,
-        actor,
-        "budget.put",
-        &format!("budget:{team}:{month}"),
-        before.and_then(|b| serde_json::to_value(b).ok()),
-        serde_json::to_value(&budget).ok(),
-    )
-    .await?;
+    let budget = Budget { team_id: team.to_string(), month: month.to_string(), amount, thresholds };
+    // the audit entry holds the rows as stored, so each entry's `before` is the `after` of the one before it;
+    // a put of the values stored writes nothing, audits nothing and has nothing to check again
+    let change = db::budgets::put(&mut tx, &budget, actor).await?;
+    if !audit::record_change(&mut tx, actor, "budget.put", &format!("budget:{team}:{month}"), &change).await? {
+        return Ok(budget);
+    }
     tx.commit().await?;
     crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(month.first_day())).await;
     Ok(budget)

@@ -5,7 +5,7 @@ use chrono::Utc;
 
 use super::statements::statement;
 use super::{Error, Services, global_only};
-use crate::access::Scope;
+use crate::access::{Scope, Writer};
 use crate::billing::{BillPolicy, Month, PolicyChoice};
 use crate::ledger::{self, CloseRequest, Statement};
 use crate::readiness::Readiness;
@@ -17,15 +17,16 @@ pub async fn readiness(s: &Services, scope: &Scope, month: Month) -> Result<Read
     Ok(crate::readiness::readiness(&s.pool, month, s.billing_tz, &st.bills, Utc::now()).await?)
 }
 
-/// Closes an ended month under `policy` (finance decides it: always named), by `actor`, freezing with it the
+/// Closes an ended month under `policy` (finance decides it: always named), by writer `by`, freezing with it the
 /// extras its representations print ([`super::extras::month_extras`]).
 pub async fn close(
     s: &Services,
     month: Month,
     policy: BillPolicy,
     override_reason: Option<String>,
-    actor: &str,
+    by: &Writer,
 ) -> Result<Statement, Error> {
+    let actor = &by.actor();
     let req = CloseRequest { policy, override_reason };
     ledger::close(&s.pool, month, req, s.billing_tz, actor, async || super::extras::month_extras(s, month).await).await
 }

@@ -7,14 +7,23 @@ use super::statements::Selection;
 use super::{Error, Services};
 use crate::export::{Lang, Prepared};
 
-/// The selection's bill lines as CSV (an export of every team ends with the cluster rows from layout 2 on).
-pub fn csv(sel: &Selection) -> Result<Vec<u8>, Error> {
-    crate::export::bill_csv(&sel.statement, sel.include(), sel.every_team()).map_err(|e| Error::Internal(e.into()))
+/// The selection's bill lines as CSV (an export of every team ends with the cluster rows from layout 2 on, and a
+/// total row from layout 4 on); `words`: layout 4 on, the header and the words in that language (`None`: codes).
+pub fn csv(sel: &Selection, words: Option<Lang>) -> Result<Vec<u8>, Error> {
+    crate::export::bill_csv(&sel.statement, sel.include(), sel.every_team(), words)
+        .map_err(|e| Error::Internal(e.into()))
 }
 
-/// The selection's statements as an Excel workbook.
-pub fn xlsx(sel: &Selection) -> Result<Vec<u8>, Error> {
-    crate::export::bill_xlsx(&sel.statement, sel.include(), sel.every_team()).map_err(|e| Error::Internal(e.into()))
+/// The selection's statements as an Excel workbook; from layout 4 on in `lang`, its times in the statement's zone.
+pub fn xlsx(s: &Services, sel: &Selection, lang: Lang) -> Result<Vec<u8>, Error> {
+    let tz = zone(s, &sel.statement);
+    crate::export::bill_xlsx(&sel.statement, sel.include(), sel.every_team(), lang, tz)
+        .map_err(|e| Error::Internal(e.into()))
+}
+
+/// The time zone a statement's times print in: the one its close froze (layout 4 on), else the billing time zone.
+pub fn zone(s: &Services, st: &crate::ledger::Statement) -> chrono_tz::Tz {
+    st.frozen.as_ref().and_then(|f| f.time_zone.as_deref()).and_then(|z| z.parse().ok()).unwrap_or(s.billing_tz)
 }
 
 /// A draft's preparer: who asks for it, now, to the minute (a closed month's preparer is its close).

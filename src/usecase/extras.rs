@@ -85,6 +85,9 @@ pub async fn statement_extras(
         extras.budgets = month_budgets(s, month, scope).await?;
         extras.previous = previous_month(s, month, scope).await?;
     }
+    if layout >= Layout::V4 {
+        extras.time_zone = Some(s.billing_tz);
+    }
     Ok(extras)
 }
 
@@ -101,6 +104,7 @@ pub async fn month_extras(s: &Services, month: Month) -> Result<FrozenExtras, Er
         coverage: if v3 { Some(month_coverage(s, month).await?) } else { None },
         budgets: if v3 { Some(month_budgets(s, month, &all).await?) } else { None },
         previous: if v3 { previous_month(s, month, &all).await? } else { None },
+        time_zone: (Layout::CURRENT >= Layout::V4).then(|| s.billing_tz.name().to_string()),
     })
 }
 

@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::teams::json;
 use super::{Error, Services};
-use crate::access::Scope;
+use crate::access::{Scope, Writer};
 use crate::db::{self, audit, teams::Mapping};
 use crate::mappings::{self, ImportError, ImportReport, RowAction};
 use crate::validate::{self, Invalid, TeamId};
@@ -17,6 +17,7 @@ pub async fn mappings(s: &Services, scope: &Scope) -> Result<Vec<Mapping>, Error
 }
 
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct MappingInput {
     /// Omit for every cluster.
     pub cluster: Option<String>,
@@ -26,7 +27,8 @@ pub struct MappingInput {
 }
 
 /// Maps a namespace to a team from a date (finance); stored usage is re-attributed. Audited.
-pub async fn create_mapping(s: &Services, actor: &str, input: &MappingInput) -> Result<Mapping, Error> {
+pub async fn create_mapping(s: &Services, by: &Writer, input: &MappingInput) -> Result<Mapping, Error> {
+    let actor = &by.actor();
     let mut tx = s.pool.begin().await?;
     let m = insert_checked(&mut tx, input, actor, "").await?;
     tx.commit().await?;
@@ -82,7 +84,8 @@ async fn check(tx: &mut sqlx::PgConnection, input: &MappingInput, at: &str) -> R
 /// Maps a namespace to a team from a date, or points the stored mapping of that cluster, namespace and day at
 /// another team (finance; the portal's form): what it did, and the mapping as stored. Audited as the import
 /// audits (`mapping.create`, `mapping.update`); an equal mapping writes nothing.
-pub async fn put_mapping(s: &Services, actor: &str, input: &MappingInput) -> Result<(RowAction, Mapping), Error> {
+pub async fn put_mapping(s: &Services, by: &Writer, input: &MappingInput) -> Result<(RowAction, Mapping), Error> {
+    let actor = &by.actor();
     let mut tx = s.pool.begin().await?;
     let c = check(&mut tx, input, "").await?;
     let (action, m) = match db::teams::mapping_at(&mut tx, c.cluster.as_deref(), &c.ns, c.valid_from).await? {
@@ -116,9 +119,8 @@ pub struct Preview {
 /// The digest of what an import decides: each row's action and team before, and how many teams it creates. A
 /// preview and its apply agree exactly when their digests do.
 pub fn plan_digest(report: &ImportReport) -> String {
-    use sha2::{Digest, Sha256};
     let decided = serde_json::json!({ "rows": report.rows, "teams_created": report.teams_created });
-    Sha256::digest(decided.to_string().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    crate::digest::sha256_hex(decided.to_string().as_bytes())
 }
 
 /// Previews an import of `bytes` (the same decoding, parsing and decisions as [`import`]); writes nothing.
@@ -140,7 +142,8 @@ pub async fn preview(s: &Services, bytes: &[u8]) -> Result<Preview, Error> {
 
 /// Imports `bytes` exactly as previewed: when the import would now decide anything else than the preview whose
 /// digest is `plan` (the mappings changed meanwhile), nothing is written and it is a conflict on `file`.
-pub async fn apply_previewed(s: &Services, actor: &str, bytes: &[u8], plan: &str) -> Result<ImportReport, Error> {
+pub async fn apply_previewed(s: &Services, by: &Writer, bytes: &[u8], plan: &str) -> Result<ImportReport, Error> {
+    let actor = &by.actor();
     import_checked(s, actor, bytes, false, Some(plan)).await
 }
 
@@ -151,9 +154,10 @@ fn import_error(e: ImportError) -> Error {
     }
 }
 
-/// Imports a CMDB export (the file's bytes: UTF-8 or GBK/GB18030) by `actor`: all rows or none; `dry_run`
+/// Imports a CMDB export (the file's bytes: UTF-8 or GBK/GB18030) by writer `by`: all rows or none; `dry_run`
 /// reports what each row would do and writes nothing. A change re-checks the budgets from its earliest day.
-pub async fn import(s: &Services, actor: &str, bytes: &[u8], dry_run: bool) -> Result<ImportReport, Error> {
+pub async fn import(s: &Services, by: &Writer, bytes: &[u8], dry_run: bool) -> Result<ImportReport, Error> {
+    let actor = &by.actor();
     import_checked(s, actor, bytes, dry_run, None).await
 }
 

@@ -7,7 +7,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::{Error, Services, global_only};
-use crate::access::Scope;
+use crate::access::{Scope, Writer};
 use crate::db::{self, audit, rates::StoredCloudRates, rates::StoredRate};
 use crate::money::RatePerCardHour;
 use crate::pricing::{CloudRates, ModelCatalog, RateBreakdown, RateSource, RentVsBuild, TcoInputs, rent_vs_build};
@@ -32,10 +32,11 @@ pub async fn model_aliases(s: &Services, _scope: &Scope) -> Result<Vec<ModelAlia
 /// Prices DCGM model name `model_name` under `pricing_model` (finance); open months follow at once. Audited.
 pub async fn put_model_alias(
     s: &Services,
-    actor: &str,
+    by: &Writer,
     model_name: &str,
     pricing_model: &str,
 ) -> Result<ModelAlias, Error> {
+    let actor = &by.actor();
     let model_name = validate::model_name("model_name", model_name)?;
     let key = validate::model_name("pricing_model", pricing_model)?;
     let mut tx = s.pool.begin().await?;
@@ -79,7 +80,8 @@ pub struct RateInput {
 }
 
 /// Adds a rate version (finance). Two versions of one model on the same date are refused. Audited.
-pub async fn create_rate(s: &Services, actor: &str, input: RateInput) -> Result<StoredRate, Error> {
+pub async fn create_rate(s: &Services, by: &Writer, input: RateInput) -> Result<StoredRate, Error> {
+    let actor = &by.actor();
     let model = validate::model_name("gpu_model", &input.gpu_model)?;
     let effective_from = validate::date("effective_from", input.effective_from)?;
     let (rate, tco) = match (input.tco, input.rate) {
@@ -111,7 +113,8 @@ pub async fn create_rate(s: &Services, actor: &str, input: RateInput) -> Result<
 }
 
 /// Removes rate version `id` (finance). Closed months keep their bills; open months are recomputed. Audited.
-pub async fn delete_rate(s: &Services, actor: &str, id: i64) -> Result<(), Error> {
+pub async fn delete_rate(s: &Services, by: &Writer, id: i64) -> Result<(), Error> {
+    let actor = &by.actor();
     let mut tx = s.pool.begin().await?;
     // deleted and read back in one statement: of concurrent deletions one finds the row, the others not found
     let before = db::rates::delete(&mut tx, id).await?.ok_or_else(|| Error::NotFound(format!("rate {id}")))?;
@@ -135,7 +138,8 @@ pub async fn cloud_rates(s: &Services, _scope: &Scope) -> Result<Vec<StoredCloud
 }
 
 /// Sets the cloud reference rates (yuan per card-hour) of `model` (finance). Audited.
-pub async fn put_cloud_rates(s: &Services, actor: &str, model: &str, rates: CloudRates) -> Result<CloudRates, Error> {
+pub async fn put_cloud_rates(s: &Services, by: &Writer, model: &str, rates: CloudRates) -> Result<CloudRates, Error> {
+    let actor = &by.actor();
     let mut errors = Vec::new();
     for (field, v) in [("on_demand", rates.on_demand), ("spot", rates.spot), ("reserved", rates.reserved)] {
         if v.is_some_and(|v| !crate::pricing::CLOUD_RATE.contains(v)) {
@@ -150,10 +154,11 @@ pub async fn put_cloud_rates(s: &Services, actor: &str, model: &str, rates: Clou
     }
     let model = ModelCatalog::new().key_for(model.trim());
     let mut tx = s.pool.begin().await?;
-    db::rates::put_cloud_rates(&mut tx, &model, &rates).await?;
-    audit::record(&mut tx, actor, "cloud_rates.put", &format!("model:{model}"), None, serde_json::to_value(rates).ok())
-        .await?;
-    tx.commit().await?;
+    // the entry's `before` is the row as it was, read under its lock; the same values again write nothing
+    let change = db::rates::put_cloud_rates(&mut tx, &model, &rates).await?;
+    if audit::record_change(&mut tx, actor, "cloud_rates.put", &format!("model:{model}"), &change).await? {
+        tx.commit().await?;
+    }
     Ok(rates)
 }
 

@@ -5,7 +5,7 @@
 use chrono::NaiveDate;
 
 use super::{Error, Services, global_only};
-use crate::access::Scope;
+use crate::access::{Scope, Writer};
 use crate::billing::{ReplicaBilling, ReplicaPolicyVersion};
 use crate::db;
 use crate::validate;
@@ -30,12 +30,13 @@ pub async fn list(s: &Services, scope: &Scope) -> Result<Vec<ReplicaPolicyVersio
 /// the caller checks the role). Every field is checked before anything is written; audited.
 pub async fn set(
     s: &Services,
-    actor: &str,
+    by: &Writer,
     cluster: &str,
     pool: Option<&str>,
     from: NaiveDate,
     policy: ReplicaBilling,
 ) -> Result<ReplicaPolicyVersion, Error> {
+    let actor = &by.actor();
     let cluster = validate::cluster("cluster", cluster);
     let pool = pool.map(|p| pool_name("pool", p)).transpose();
     let from = validate::date("from", from);
@@ -54,11 +55,12 @@ pub async fn set(
 /// Puts node `node` of `cluster` into node pool `pool` (or out of any with `None`); audited.
 pub async fn set_node_pool(
     s: &Services,
-    actor: &str,
+    by: &Writer,
     cluster: &str,
     node: &str,
     pool: Option<&str>,
 ) -> Result<(), Error> {
+    let actor = &by.actor();
     let cluster = validate::cluster("cluster", cluster)?;
     let pool = pool.map(|p| pool_name("pool", p)).transpose()?;
     let mut tx = s.pool.begin().await?;

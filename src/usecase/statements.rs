@@ -20,6 +20,10 @@ pub struct StatementCache {
     /// Keyed by the content hash and kept under one fixed version: a closed month never changes. Requests
     /// arriving while it is read wait for that one read instead of each decoding the snapshot.
     closed: crate::cache::StampedCache<(Month, String), Statement>,
+    /// The data version under which each cached closed month was last verified against its stored hash: a
+    /// snapshot altered in the database behind its triggers is found by the first request after the data version
+    /// moved (or at once, when this process found it altered elsewhere), never served from memory after that.
+    verified: std::sync::Mutex<std::collections::HashMap<Month, db::version::DataVersion>>,
 }
 
 impl StatementCache {
@@ -45,10 +49,29 @@ impl StatementCache {
                         ledger_statement(pool, month, PolicyChoice::NONE).await
                     })
                     .await?;
+                self.verify_closed(pool, month, version).await?;
                 ledger::check_frozen_policy(month, st.bills.policy, choice)?;
                 Ok(st)
             }
         }
+    }
+
+    /// Verifies closed `month` against its stored hash again unless that was done under `version` already and no
+    /// integrity alarm is up for it (an alarm keeps it verified on every request).
+    async fn verify_closed(
+        &self,
+        pool: &PgPool,
+        month: Month,
+        version: db::version::DataVersion,
+    ) -> Result<(), LedgerError> {
+        let alarmed = ledger::integrity::alarmed(month);
+        let verified = || self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if !alarmed && verified().get(&month).is_some_and(|v| *v >= version) {
+            return Ok(());
+        }
+        ledger::integrity::verify_closed(pool, month).await?;
+        verified().insert(month, version);
+        Ok(())
     }
 }
 

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Error, Services};
-use crate::access::Scope;
+use crate::access::{Scope, Writer};
 use crate::db::{self, audit, teams::Team};
 use crate::validate::{self, Invalid, TeamId};
 
@@ -23,24 +23,29 @@ pub async fn team(s: &Services, scope: &Scope, id: &str) -> Result<Team, Error> 
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TeamInput {
     pub name: String,
     pub owner: Option<String>,
 }
 
 /// Creates or renames team `id` (finance). Every field checked, all errors reported at once. Audited.
-pub async fn put_team(s: &Services, actor: &str, id: &str, input: &TeamInput) -> Result<Team, Error> {
+pub async fn put_team(s: &Services, by: &Writer, id: &str, input: &TeamInput) -> Result<Team, Error> {
+    let actor = &by.actor();
     let team = validate_team(id, &input.name, input.owner.as_deref()).map_err(Error::Invalid)?;
     let mut tx = s.pool.begin().await?;
-    let before = db::teams::upsert(&mut tx, &team).await?;
-    audit::record(&mut tx, actor, "team.put", &format!("team:{id}"), json(&before), json(&team)).await?;
-    tx.commit().await?;
+    // a put of the name and owner stored writes nothing and audits nothing
+    let change = db::teams::upsert(&mut tx, &team).await?;
+    if audit::record_change(&mut tx, actor, "team.put", &format!("team:{id}"), &change).await? {
+        tx.commit().await?;
+    }
     Ok(team)
 }
 
 /// Creates team `id` (finance; the portal's create form): as [`put_team`], but a team that exists is a conflict on
 /// `id` and stays as it is. Audited as `put_team` audits.
-pub async fn create_team(s: &Services, actor: &str, id: &str, input: &TeamInput) -> Result<Team, Error> {
+pub async fn create_team(s: &Services, by: &Writer, id: &str, input: &TeamInput) -> Result<Team, Error> {
+    let actor = &by.actor();
     let team = validate_team(id, &input.name, input.owner.as_deref()).map_err(Error::Invalid)?;
     let mut tx = s.pool.begin().await?;
     if !db::teams::create(&mut tx, &team).await? {

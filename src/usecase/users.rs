@@ -2,7 +2,7 @@
 //! disabling one, setting a new password — every change audited in its own transaction — and checking a login.
 
 use super::{Error, Services};
-use crate::access::{Credential, Principal, Role};
+use crate::access::{Administrator, Credential, Principal, Role};
 use crate::auth::password;
 use crate::db::{self, audit, users::User};
 use crate::validate::{Invalid, TeamId};
@@ -44,12 +44,13 @@ fn audited(u: &User) -> Option<serde_json::Value> {
 /// without a team or a team for another role, an unknown team, a password too short or too long.
 pub async fn create(
     s: &Services,
-    actor: &str,
+    by: &Administrator,
     name: &str,
     role: Role,
     teams: &[String],
     pw: &str,
 ) -> Result<User, Error> {
+    let actor = &by.actor();
     let mut problems = Vec::new();
     let name = username("username", name).map_err(|e| problems.push(e)).ok();
     let pw = new_password("password", pw).map_err(|e| problems.push(e)).ok();
@@ -101,7 +102,8 @@ pub async fn last_logins(s: &Services) -> Result<std::collections::HashMap<i64, 
 }
 
 /// Disables user `name`: it can no longer log in, and its sessions stop working at their next request.
-pub async fn disable(s: &Services, actor: &str, name: &str) -> Result<User, Error> {
+pub async fn disable(s: &Services, by: &Administrator, name: &str) -> Result<User, Error> {
+    let actor = &by.actor();
     let mut tx = s.pool.begin().await?;
     let before = db::users::get_for_update(&mut tx, name).await?.ok_or_else(|| not_found(name))?;
     let after = db::users::disable(&mut tx, before.id).await?;
@@ -115,11 +117,12 @@ pub async fn disable(s: &Services, actor: &str, name: &str) -> Result<User, Erro
 /// password is signed out with it.
 pub async fn set_password(
     s: &Services,
-    actor: &str,
+    by: &Administrator,
     name: &str,
     pw: &str,
     keep: Option<&tower_sessions::session::Id>,
 ) -> Result<User, Error> {
+    let actor = &by.actor();
     let pw = new_password("password", pw)?;
     let mut tx = s.pool.begin().await?;
     let before = db::users::get_for_update(&mut tx, name).await?.ok_or_else(|| not_found(name))?;
@@ -169,12 +172,14 @@ pub async fn check_login(s: &Services, name: &str, pw: &str) -> Result<Option<Us
 
 /// The login throttle: a name with [`MAX_FAILURES_PER_NAME`] failed logins within [`THROTTLE_WINDOW`], or an
 /// address with [`MAX_FAILURES_PER_ADDRESS`], is refused without its password being checked until the oldest of
-/// those failures leaves the window. Refused attempts are not counted (waiting is enough to get in again); a
-/// success forgets its name's failures. The address limit is higher because an office behind one NAT shares it:
-/// one user mistyping does not lock out the colleagues, but guessing across many names from one address does.
+/// those failures leaves the window. An attempt takes its place among the failures before its password is checked
+/// (atomically, in the database: a burst of attempts is admitted up to the limit and no further), and a success
+/// forgets its name's failures. Refused attempts are not counted (waiting is enough to get in again). The address
+/// limit is higher because an office behind one NAT shares it: one user mistyping does not lock out the
+/// colleagues, but guessing across many names from one address does.
 pub const THROTTLE_WINDOW: chrono::TimeDelta = chrono::TimeDelta::minutes(15);
-pub const MAX_FAILURES_PER_NAME: i64 = 5;
-pub const MAX_FAILURES_PER_ADDRESS: i64 = 20;
+pub const MAX_FAILURES_PER_NAME: i32 = 5;
+pub const MAX_FAILURES_PER_ADDRESS: i32 = 20;
 
 /// What a login attempt came to.
 #[derive(Debug)]
@@ -190,33 +195,25 @@ pub enum Login {
 
 /// A login attempt of `name` with `pw` from `address`, throttled (see [`THROTTLE_WINDOW`]).
 pub async fn login(s: &Services, name: &str, pw: &str, address: std::net::IpAddr) -> Result<Login, Error> {
-    let now = chrono::Utc::now();
-    let since = now - THROTTLE_WINDOW;
     // the name as tried, bounded: counted whether or not it exists (else the throttle tells which names do)
     let key: String = name.chars().take(64).collect::<String>().to_lowercase();
-    let address = address.to_string();
-    let recent = db::logins::recent(&s.pool, &key, &address, since).await?;
-    let free_at = [
-        (recent.by_name >= MAX_FAILURES_PER_NAME).then_some(recent.oldest_by_name).flatten(),
-        (recent.by_address >= MAX_FAILURES_PER_ADDRESS).then_some(recent.oldest_by_address).flatten(),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|oldest| oldest + THROTTLE_WINDOW)
-    .max();
-    if let Some(free_at) = free_at {
-        return Ok(Login::Throttled { retry_after_secs: (free_at - now).num_seconds().max(1) });
+    let limits = db::logins::Limits {
+        window: THROTTLE_WINDOW,
+        by_name: MAX_FAILURES_PER_NAME,
+        by_address: MAX_FAILURES_PER_ADDRESS,
+    };
+    if let Some(free_at) = db::logins::admit(&s.pool, &key, &address.to_string(), limits).await? {
+        let retry_after_secs = (free_at - chrono::Utc::now()).num_seconds().max(1);
+        return Ok(Login::Throttled { retry_after_secs });
     }
+    // admitted, and counted as a failure until it proves otherwise
     match check_login(s, name, pw).await? {
         Some(user) => {
             db::logins::forget(&s.pool, &key).await?;
             db::users::record_login(&s.pool, user.id).await?;
             Ok(Login::Ok(user))
         }
-        None => {
-            db::logins::record_failure(&s.pool, &key, &address, since).await?;
-            Ok(Login::Refused)
-        }
+        None => Ok(Login::Refused),
     }
 }
 

@@ -18,57 +18,80 @@ const SCALE: usize = 10;
 static DECIMAL: LazyLock<Regex> = LazyLock::new(|| Regex::new(DECIMAL_PATTERN).expect("a valid pattern"));
 
 /// The values a decimal field takes: from `min` (excluded when `min_exclusive`) to `max` (included), whole
-/// bounds. One constant per rule, read by the check and by the OpenAPI document ([`DecimalRange::pattern`]).
+/// bounds, written with at most `decimals` decimals (`None`: as many as [`DECIMAL_PATTERN`] allows). One constant
+/// per rule, read by the check and by the OpenAPI document ([`DecimalRange::pattern`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecimalRange {
     pub min: u64,
     pub min_exclusive: bool,
     pub max: u64,
+    pub decimals: Option<u32>,
 }
 
 impl DecimalRange {
     /// `[min, max]`.
     pub const fn closed(min: u64, max: u64) -> Self {
-        DecimalRange { min, min_exclusive: false, max }
+        DecimalRange { min, min_exclusive: false, max, decimals: None }
     }
 
     /// `(min, max]`.
     pub const fn above(min: u64, max: u64) -> Self {
-        DecimalRange { min, min_exclusive: true, max }
+        DecimalRange { min, min_exclusive: true, max, decimals: None }
     }
 
+    /// The range written with at most `decimals` decimals (money: 2, fen); more are refused, not rounded.
+    pub const fn with_decimals(self, decimals: u32) -> Self {
+        DecimalRange { decimals: Some(decimals), ..self }
+    }
+
+    /// The most decimals a value of the range may be written with.
+    fn scale(&self) -> usize {
+        self.decimals.map_or(SCALE, |d| (d as usize).min(SCALE))
+    }
+
+    /// Whether `v` is in the range and, for a range with a number of decimals, written with no more (as typed:
+    /// `5.10` has two).
     pub fn contains(&self, v: Decimal) -> bool {
         let (min, max) = (Decimal::from(self.min), Decimal::from(self.max));
-        (if self.min_exclusive { v > min } else { v >= min }) && v <= max
+        let decimals_ok = self.decimals.is_none_or(|d| v.scale() <= d);
+        (if self.min_exclusive { v > min } else { v >= min }) && v <= max && decimals_ok
     }
 
-    /// "between 0 and 1,000,000" / "more than 0 and at most 5", for messages.
+    /// "between 0 and 1,000,000" / "more than 0 and at most 5" / "… with at most 2 decimals", for messages.
     pub fn describe(&self) -> String {
         let (min, max) = (thousands(&self.min.to_string()), thousands(&self.max.to_string()));
-        if self.min_exclusive {
+        let bounds = if self.min_exclusive {
             format!("more than {min} and at most {max}")
         } else {
             format!("between {min} and {max}")
+        };
+        match self.decimals {
+            Some(d) => format!("{bounds}, with at most {d} decimals"),
+            None => bounds,
         }
     }
 
     /// The strings of [`DECIMAL_PATTERN`] whose value is in the range, as an anchored regex: what JSON Schema
     /// cannot say of a string with `minimum`/`maximum`, it says with a pattern.
     pub fn pattern(&self) -> String {
-        let any_fraction = format!(r"(\.[0-9]{{1,{SCALE}}})?");
-        let zero_fraction = format!(r"(\.0{{1,{SCALE}}})?");
+        let scale = self.scale();
+        // no decimals at all: no fraction, not even `.0`
+        let (any_fraction, zero_fraction) = match scale {
+            0 => (String::new(), String::new()),
+            _ => (format!(r"(\.[0-9]{{1,{scale}}})?"), format!(r"(\.0{{1,{scale}}})?")),
+        };
         let mut alternatives = Vec::new();
         // the integer part below `max` takes any fraction; at `min` (excluded) only a fraction that is not zero
         let first_whole = if self.min_exclusive { self.min + 1 } else { self.min };
         if self.max > first_whole {
             alternatives.push(format!("{}{any_fraction}", integers(first_whole, self.max - 1)));
         }
-        if self.min_exclusive && self.min < self.max {
+        if self.min_exclusive && self.min < self.max && scale > 0 {
             let non_zero: Vec<String> =
-                (0..SCALE).map(|z| format!("0{{{z}}}[1-9][0-9]{{0,{}}}", SCALE - 1 - z)).collect();
+                (0..scale).map(|z| format!("0{{{z}}}[1-9][0-9]{{0,{}}}", scale - 1 - z)).collect();
             alternatives.push(format!(r"{}\.(?:{})", self.min, non_zero.join("|")));
         }
-        if self.max >= first_whole || (self.min_exclusive && self.min < self.max) {
+        if self.max >= first_whole || (self.min_exclusive && self.min < self.max && scale > 0) {
             alternatives.push(format!("{}{zero_fraction}", self.max));
         }
         format!("^(?:{})$", alternatives.join("|"))
@@ -178,7 +201,9 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const RANGES: [DecimalRange; 7] = [
+    const RANGES: [DecimalRange; 9] = [
+        DecimalRange::above(0, 10_000_000_000).with_decimals(2),
+        DecimalRange::closed(1, 10).with_decimals(0),
         DecimalRange::closed(0, 1_000_000),
         DecimalRange::closed(0, 1_000_000_000),
         DecimalRange::above(0, 10_000_000_000),

@@ -7,7 +7,7 @@ mod fragmentation;
 mod oversubscription;
 mod utilization;
 
-pub use budget::{Basis, crossings, forecast};
+pub use budget::{Basis, Covered, covered_forecast, crossings, forecast};
 pub use fragmentation::{Fragmentation, NodeFree, NodeHourSums, fragmentation};
 pub use oversubscription::{
     CapacityDay, HeldDay, OversubscriptionReport, OversubscriptionRow, oversubscription, promised_memory_seconds,
@@ -130,7 +130,8 @@ pub struct IdlePod {
     pub peak_fb_used_mib: f64,
     pub still_running: bool,
     pub rate: Option<RatePerCardHour>,
-    /// Money actually spent idle in the window: held card-hours × rate × (1 − utilization). The list is ranked
+    /// Money actually spent idle in the window: held (metered) card-hours × rate × (1 − utilization), the
+    /// low-utilization report's `wasted_amount` for the same pod and window ([`idle_money`]). The list is ranked
     /// and totalled by it.
     pub idle_spend: Money,
     /// A projection, for pods still running: cards × rate × 730 h, what holding these cards costs a month.
@@ -191,15 +192,32 @@ pub struct WastefulPod {
     pub wasted_per_month: Money,
 }
 
+/// What a pod spent idle over a window, the one figure the idle list and the low-utilization report print for it
+/// (SPEC §7: held card-hours × rate × (1 − utilization)): the held card-hours that were metered, times one minus
+/// the utilization measured over them — that is metered − effective card-hours (time without a utilization
+/// sample is not judged: it is neither idle nor busy), × the rate, to the fen (0.00 unpriced). Returns the idle
+/// card-hours and the money.
+pub fn idle_money(
+    gpu_seconds: f64,
+    effective_gpu_seconds: f64,
+    unmetered_gpu_seconds: f64,
+    rate: Option<RatePerCardHour>,
+) -> (Decimal, Money) {
+    let metered = gpu_seconds - unmetered_gpu_seconds;
+    let idle_card_hours = card_hours_from_seconds((metered - effective_gpu_seconds).max(0.0));
+    // unpriced: 0.00, written with its two decimals like every amount
+    (idle_card_hours, rate.map_or(Money::round_fen(Decimal::ZERO), |r| r.amount(idle_card_hours)))
+}
+
 /// A pod's row of the low-utilization top N from its sums over a range `range_seconds` long.
 pub fn wasteful_pod(p: PodSums, range_seconds: i64) -> WastefulPod {
     let metered = p.gpu_seconds - p.unmetered_gpu_seconds;
     let wasted = (metered - p.effective_gpu_seconds).max(0.0);
-    let wasted_card_hours = card_hours_from_seconds(wasted);
+    let (wasted_card_hours, wasted_amount) =
+        idle_money(p.gpu_seconds, p.effective_gpu_seconds, p.unmetered_gpu_seconds, p.rate);
     let per_month = wasted_card_hours * Decimal::from(HOURS_PER_MONTH * 3600) / Decimal::from(range_seconds.max(1));
     WastefulPod {
-        // unpriced: 0.00, written with its two decimals like every amount
-        wasted_amount: p.rate.map_or(Money::round_fen(Decimal::ZERO), |r| r.amount(wasted_card_hours)),
+        wasted_amount,
         wasted_per_month: p.rate.map_or(Money::round_fen(Decimal::ZERO), |r| r.amount(per_month)),
         cluster: p.cluster,
         namespace: p.namespace,
@@ -241,9 +259,8 @@ pub fn idle_list(usage: &[PodUsage], rule: IdleRule, only_running: bool) -> Vec<
                 return None;
             }
             let cards = Decimal::from_f64_retain(p.cards).unwrap_or_default().round_dp(6);
-            let idle_card_hours =
-                Decimal::from_f64_retain(p.gpu_seconds / 3600.0 * (1.0 - utilization)).unwrap_or_default().round_dp(6);
-            let idle_spend = p.rate.map_or(Money::ZERO, |r| r.amount(idle_card_hours));
+            // one figure per pod: the low-utilization report's wasted amount over the same window
+            let (_, idle_spend) = idle_money(p.gpu_seconds, p.effective_gpu_seconds, p.unmetered_gpu_seconds, p.rate);
             let monthly_projection = p
                 .still_running
                 .then(|| p.rate.map_or(Money::ZERO, |r| r.amount(cards * Decimal::from(HOURS_PER_MONTH))));
@@ -336,6 +353,31 @@ mod tests {
         assert_eq!(list[0].monthly_projection, None);
         assert!(list[0].monthly_waste.is_zero());
         assert_eq!(list[1].monthly_projection.map(|m| m.to_string()).as_deref(), Some("7300.00"));
+    }
+
+    #[test]
+    fn one_figure_per_pod_in_the_idle_list_and_the_low_utilization_report() {
+        // 2 cards held 24 h, 0.5 h of it unmetered, 4 % busy over the metered time, 12.5 yuan: idle card-hours =
+        // (48 − 1) × 0.96 = 45.12; × 12.5 = 564.00 in both
+        let mut p = pod("p", 2.0, 0.0, Some(4096.0), Some(dec!(12.5)));
+        p.unmetered_gpu_seconds = 3600.0;
+        p.effective_gpu_seconds = (p.gpu_seconds - 3600.0) * 0.04;
+        let idle = idle_list(std::slice::from_ref(&p), IdleRule::WEEKLY, false);
+        let sums = PodSums {
+            cluster: p.cluster.clone(),
+            namespace: p.namespace.clone(),
+            pod: p.pod.clone(),
+            team: p.team.clone(),
+            owner: None,
+            gpu_model: p.gpu_model.clone(),
+            gpu_seconds: p.gpu_seconds,
+            effective_gpu_seconds: p.effective_gpu_seconds,
+            unmetered_gpu_seconds: p.unmetered_gpu_seconds,
+            rate: p.rate,
+        };
+        let low = wasteful_pod(sums, 7 * 24 * 3600);
+        assert_eq!(idle[0].idle_spend.to_string(), "564.00");
+        assert_eq!(low.wasted_amount, idle[0].idle_spend);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use axum::routing::get;
 use chrono::Utc;
 use serde::Deserialize;
 
+use super::capability::PageWriter;
 use super::fmt::{card_hours, yuan};
 use super::i18n::{PageLang, t};
 use super::layout::{Chrome, PageError};
@@ -147,7 +148,7 @@ async fn month_page(
             unallocated: yuan(b.unallocated),
             platform_kept: yuan(b.platform_kept),
         }),
-        may_close: user.principal.role.writes() && st.status == MonthStatus::Open,
+        may_close: super::capability::may_write(&user) && st.status == MonthStatus::Open,
         c: Chrome::new(&user, lang, "/bills", format!("{} {month}", t(lang, "bills.month"))),
     })
 }
@@ -213,7 +214,7 @@ async fn team_csv(
     Path((month, team)): Path<(String, String)>,
 ) -> Result<Response, PageError> {
     let sel = selection(&s, &user, &month, &team).await?;
-    let body = exports::csv(&sel)?;
+    let body = exports::csv(&sel, None)?;
     Ok(download(&sel, "text/csv; charset=utf-8", "csv", body))
 }
 
@@ -284,18 +285,15 @@ pub struct CloseForm {
 const REASON_MAX: usize = 2000;
 
 /// The close confirmation of `month`: what will be frozen (the draft under the default policy), what stands in
-/// the way, the form. Writers only: for anyone else the page does not exist.
+/// the way, the form. Writers only (for anyone else the page does not exist): it takes the writer's page.
 async fn confirmation(
     s: &AppState,
-    user: &PageUser,
+    PageWriter { user, .. }: &PageWriter,
     lang: crate::export::Lang,
     month: Month,
     form: CloseForm,
     errors: Vec<(String, String)>,
 ) -> Result<ClosePage, PageError> {
-    if !user.principal.role.writes() {
-        return Err(PageError::NotFound);
-    }
     let scope = user.principal.scope();
     let st = statements::statement(&s.cases, month, PolicyChoice::NONE).await?;
     if st.status == MonthStatus::Closed {
@@ -322,7 +320,7 @@ async fn confirmation(
 
 async fn close_page(
     State(s): State<AppState>,
-    user: PageUser,
+    user: PageWriter,
     PageLang(lang): PageLang,
     Path(month): Path<String>,
 ) -> Result<ClosePage, PageError> {
@@ -371,15 +369,12 @@ fn check_close(
 
 async fn close_submit(
     State(s): State<AppState>,
-    user: PageUser,
+    user: PageWriter,
     PageLang(lang): PageLang,
     Path(month): Path<String>,
     CsrfForm(form): CsrfForm<CloseForm>,
 ) -> Result<Response, PageError> {
     let month = month_of(&month)?;
-    if !user.principal.role.writes() {
-        return Err(PageError::NotFound);
-    }
     let (policy, reason) = match check_close(&form, lang) {
         Ok(v) => v,
         Err(errors) => {
@@ -388,7 +383,7 @@ async fn close_submit(
         }
     };
     // the audit names the caller as its credential says (`user:…`, or `sso:…` behind the SSO proxy)
-    match closing::close(&s.cases, month, policy, reason, &user.principal.actor()).await {
+    match closing::close(&s.cases, month, policy, reason, &user.writer).await {
         Ok(_) => Ok(Redirect::to(&format!("/bills/{month}")).into_response()),
         // refused (not ready without a reason, not ended, closed meanwhile): the form back with why
         Err(e) => match close_refusal(&e, lang) {

@@ -1,7 +1,7 @@
 //! The budgets page: per team the month's budget against the spend so far and the forecast, the share used and
 //! the alerts raised ([`usecase::budgets`], the API's `/budgets/{month}`); finance and admin set a team's budget
-//! for a month with a form. A team lead sees its own teams only; a POST from anyone but a writer is refused as the
-//! API refuses it (a team lead: not found; a viewer: forbidden).
+//! for a month with a form. A team lead sees its own teams only; a POST from anyone but a writer gets the not-found
+//! page before its form is read ([`PageWriter`]), as every page a role may not open.
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -14,6 +14,7 @@ use chrono::Utc;
 use rust_decimal::Decimal;
 use serde::Deserialize;
 
+use super::capability::PageWriter;
 use super::field_errors::{self as fields, FieldErrors};
 use super::fmt::{percent, yuan};
 use super::i18n::{Lang, PageLang, Word, t};
@@ -158,7 +159,7 @@ async fn render(
     let list = budgets::budgets(&s.cases, &scope, month).await?;
     let names: Vec<(String, String)> =
         usecase::teams::teams(&s.cases, &scope).await?.into_iter().map(|t| (t.id, t.name)).collect();
-    let writes = user.principal.role.writes();
+    let writes = super::capability::may_write(user);
     let form = BudgetForm { month: if form.month.is_empty() { month.to_string() } else { form.month }, ..form };
     Ok(BudgetsPage {
         c: Chrome::new(user, lang, "/budgets", format!("{} {month}", t(lang, "budgets.title"))),
@@ -196,12 +197,6 @@ async fn page(
             Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
         }
     }
-}
-
-/// The refusal of a writer's page or form to a reader: the not-found page, as for every page a role may not open
-/// (the portal's one rule; the API answers a viewer's write with 403).
-pub(super) fn refused() -> Response {
-    PageError::NotFound.into_response()
 }
 
 /// A budget as a form sets it: `amount` yuan for `team` in `month`, alerting at `thresholds` (default: the use
@@ -263,21 +258,17 @@ async fn form_back(
 
 async fn submit(
     State(s): State<AppState>,
-    user: PageUser,
+    PageWriter { user, writer }: PageWriter,
     PageLang(lang): PageLang,
     CsrfForm(form): CsrfForm<BudgetForm>,
 ) -> Result<Response, PageError> {
-    if !user.principal.role.writes() {
-        return Ok(refused());
-    }
     let teams = usecase::teams::teams(&s.cases, &user.principal.scope()).await?;
     let known: Vec<&str> = teams.iter().map(|t| t.id.as_str()).collect();
     let BudgetChange { month, team, amount, thresholds } = match check(&form, &known) {
         Ok(v) => v,
         Err(errors) => return form_back(&s, &user, lang, form, errors).await,
     };
-    let actor = user.principal.actor();
-    match budgets::set_budget(&s.cases, &actor, month, &team, amount, thresholds).await {
+    match budgets::set_budget(&s.cases, &writer, month, &team, amount, thresholds).await {
         Ok(_) => Ok(Redirect::to(&format!("/budgets?month={month}&saved=1")).into_response()),
         Err(e) => match FieldErrors::from_usecase(e, "") {
             Ok(errors) => form_back(&s, &user, lang, form, errors).await,

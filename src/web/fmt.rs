@@ -7,7 +7,7 @@ pub use crate::export::present::{card_hours, card_hours_f64, change, percent, yu
 
 /// An instant as a reader in the billing time zone reads it: `2026-11-03 14:00 (Asia/Shanghai)`.
 pub fn when(t: &DateTime<Utc>, tz: chrono_tz::Tz) -> String {
-    format!("{} ({})", t.with_timezone(&tz).format("%Y-%m-%d %H:%M"), tz.name())
+    crate::export::present::when(*t, tz)
 }
 
 #[cfg(test)]

@@ -79,7 +79,7 @@ async fn home(
         return Ok(team_page(&s, &user, lang, &first, month, "/").await?.into_response());
     }
     let now = Utc::now();
-    let o = months::overview(&s.cases, &scope, month, now).await?;
+    let o = months::overview(&s.cases, &scope, month, crate::billing::PolicyChoice::NONE, now).await?;
     let f = &o.figures;
     Ok(OverviewPage {
         c: Chrome::new(&user, lang, "/", t(lang, "home.overview")),
@@ -88,8 +88,9 @@ async fn home(
         closed: o.status == MonthStatus::Closed,
         status: super::bills::status_word(lang, o.status),
         total: yuan(o.total),
-        change: change(o.total, o.previous_total),
-        forecast: o.forecast.map(yuan),
+        // like with like: both months under the view's policy, extrapolated from covered hours unless complete
+        change: change(o.comparison.current, o.comparison.previous),
+        forecast: o.forecast.as_ref().map(|f| yuan(f.forecast)),
         capacity_cost: yuan(o.capacity_cost),
         allocated: yuan(o.allocated),
         unallocated: yuan(o.unallocated),

@@ -1,7 +1,9 @@
 //! The login and logout pages: a form of `username` and `password` (with its CSRF token) at `/login`, and
 //! `POST /logout`. A wrong name or password gets the form back (401) with one message that does not say which
 //! was wrong; too many failures get it with 429 and `Retry-After` (the rule: [`usecase::users::THROTTLE_WINDOW`]);
-//! a login moves the visitor to a new session id and on to `next` (a local path) or `/`.
+//! a login moves the visitor to a new session id and on to `next` (a local path) or `/`. An anonymous visitor gets
+//! no session: the form's CSRF token is a double-submit cookie ([`session::LoginToken`]), and the session is made
+//! at sign-in.
 //!
 //! In SSO mode ([`crate::auth::proxy`]) the proxy signs users in: `/login` goes on to `next` (the proxy has signed
 //! the visitor in already, or will), the form is not taken, and logging out ends the portal's session and goes to
@@ -14,14 +16,15 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use axum::Extension;
 use axum::extract::{ConnectInfo, Query, State};
+use axum::http::HeaderMap;
 use axum::http::StatusCode;
-use axum::http::header::{CACHE_CONTROL, HeaderValue, RETRY_AFTER};
+use axum::http::header::{CACHE_CONTROL, HeaderValue, RETRY_AFTER, SET_COOKIE};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use crate::auth::{CsrfForm, PageRejection, local_next, session};
+use crate::auth::{CsrfForm, LoginCsrfForm, PageRejection, local_next, session};
 use crate::state::AppState;
 use crate::usecase;
 use crate::usecase::users::Login;
@@ -61,15 +64,17 @@ fn no_store(status: StatusCode, page: LoginPage) -> Response {
     r
 }
 
-async fn form(State(st): State<AppState>, session: Session, Query(q): Query<NextQuery>) -> Response {
+async fn form(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    session: Session,
+    Query(q): Query<NextQuery>,
+) -> Response {
     let next = local_next(q.next.as_deref()).to_string();
     if st.sso.is_some() {
         return Redirect::to(&next).into_response();
     }
-    let csrf = match session::csrf_token(&session).await {
-        Ok(t) => t,
-        Err(e) => return internal(e),
-    };
+    // reading a session that was never made stores nothing
     let signed_in = match session::user_id(&session).await {
         Ok(Some(id)) => match usecase::users::session_user(&st.cases, id).await {
             Ok(found) => found.map(|(u, _)| u.username),
@@ -78,7 +83,36 @@ async fn form(State(st): State<AppState>, session: Session, Query(q): Query<Next
         Ok(None) => None,
         Err(e) => return internal(e),
     };
-    no_store(StatusCode::OK, LoginPage { csrf, next, username: String::new(), error: None, signed_in })
+    let secure = st.portal.session.secure;
+    match signed_in {
+        // the page offers to sign out: that form carries the session's token
+        Some(name) => match session::csrf_token(&session).await {
+            Ok(csrf) => no_store(
+                StatusCode::OK,
+                LoginPage { csrf, next, username: String::new(), error: None, signed_in: Some(name) },
+            ),
+            Err(e) => internal(e),
+        },
+        None => {
+            let (token, new) = session::LoginToken::from_headers_or_new(&headers, secure);
+            let page = LoginPage {
+                csrf: token.as_str().to_string(),
+                next,
+                username: String::new(),
+                error: None,
+                signed_in: None,
+            };
+            with_token(no_store(StatusCode::OK, page), new.then_some(&token), secure)
+        }
+    }
+}
+
+/// Sets the login token's cookie on `r` when it is new.
+fn with_token(mut r: Response, token: Option<&session::LoginToken>, secure: bool) -> Response {
+    if let Some(t) = token {
+        r.headers_mut().append(SET_COOKIE, t.set_cookie(secure));
+    }
+    r
 }
 
 #[derive(Deserialize)]
@@ -98,16 +132,23 @@ fn peer(connect: Option<Extension<ConnectInfo<SocketAddr>>>) -> IpAddr {
 async fn login(
     State(st): State<AppState>,
     connect: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
     session: Session,
-    CsrfForm(f): CsrfForm<LoginForm>,
+    LoginCsrfForm(f): LoginCsrfForm<LoginForm>,
 ) -> Response {
     let next = local_next(f.next.as_deref()).to_string();
     let name = f.username.trim();
+    let secure = st.portal.session.secure;
     let (status, message, retry_after) = match usecase::users::login(&st.cases, name, &f.password, peer(connect)).await
     {
         Ok(Login::Ok(user)) => {
             return match session::sign_in(&session, user.id).await {
-                Ok(()) => Redirect::to(&next).into_response(),
+                Ok(()) => {
+                    let mut r = Redirect::to(&next).into_response();
+                    // the session's own token takes over from here
+                    r.headers_mut().append(SET_COOKIE, session::LoginToken::clear_cookie(secure));
+                    r
+                }
                 Err(e) => internal(e),
             };
         }
@@ -121,13 +162,16 @@ async fn login(
         }
         Err(e) => return internal(e),
     };
-    let csrf = match session::csrf_token(&session).await {
-        Ok(t) => t,
-        Err(e) => return internal(e),
+    // the form again, under the token it was sent with (the extractor checked the cookie holds it)
+    let (token, new) = session::LoginToken::from_headers_or_new(&headers, secure);
+    let page = LoginPage {
+        csrf: token.as_str().to_string(),
+        next,
+        username: name.chars().take(64).collect(),
+        error: Some(message),
+        signed_in: None,
     };
-    let page =
-        LoginPage { csrf, next, username: name.chars().take(64).collect(), error: Some(message), signed_in: None };
-    let mut r = no_store(status, page);
+    let mut r = with_token(no_store(status, page), new.then_some(&token), secure);
     if let Some(secs) = retry_after {
         r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
     }

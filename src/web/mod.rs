@@ -1,12 +1,14 @@
 //! The portal: server-rendered pages (askama templates in `templates/`) for finance, team leads and the platform
 //! team, over the same use cases as the JSON API. Every handler takes the signed-in [`PageUser`] and hands its
-//! scope to the use cases; what a caller may not see is the same not-found page as what does not exist.
+//! scope to the use cases, or the capability it needs ([`capability`]: a writer, a global reader, an admin); what
+//! a caller may not see is the same not-found page as what does not exist.
 //!
 //! [`PageUser`]: crate::auth::PageUser
 
 mod admin;
 mod bills;
 mod budgets;
+mod capability;
 mod chart;
 mod field_errors;
 mod fmt;

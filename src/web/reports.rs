@@ -12,11 +12,11 @@ use axum::Router;
 use axum::extract::{Query, State};
 use axum::routing::get;
 
+use super::capability::PageGlobalReader;
 use super::fmt::{card_hours_f64, percent, yuan};
 use super::i18n::{self, Lang, PageLang, t};
 use super::layout::{Chrome, MonthQuery, PageError};
 use crate::auth::PageUser;
-use crate::billing::Month;
 use crate::state::AppState;
 use crate::usecase::{reports, tiers};
 
@@ -166,14 +166,6 @@ impl FieldErrors {
     }
 }
 
-/// The month asked for, or the current one; a user who may not read cluster-wide figures gets not found.
-fn month_for(s: &AppState, user: &PageUser, q: &MonthQuery) -> Result<Month, PageError> {
-    if !user.principal.scope().is_global() {
-        return Err(PageError::NotFound);
-    }
-    q.month(s)
-}
-
 pub struct DayRow {
     pub day: String,
     pub gpu_hours: String,
@@ -205,11 +197,11 @@ fn day_row(day: String, f: &crate::waste::Figures) -> DayRow {
 
 async fn utilization(
     State(s): State<AppState>,
-    user: PageUser,
+    PageGlobalReader(user): PageGlobalReader,
     PageLang(lang): PageLang,
     Query(q): Query<MonthQuery>,
 ) -> Result<UtilizationPage, PageError> {
-    let month = month_for(&s, &user, &q)?;
+    let month = q.month(&s)?;
     let scope = user.principal.scope();
     let report = reports::month_utilization(&s.cases, &scope, month).await?;
     let map = tiers::heatmap(&s.cases, &scope, month).await?;
@@ -249,11 +241,11 @@ pub struct TiersPage {
 /// The tiers page is also the ranking: teams by efficiency, each with its tier.
 async fn tiers_page(
     State(s): State<AppState>,
-    user: PageUser,
+    PageGlobalReader(user): PageGlobalReader,
     PageLang(lang): PageLang,
     Query(q): Query<MonthQuery>,
 ) -> Result<TiersPage, PageError> {
-    let month = month_for(&s, &user, &q)?;
+    let month = q.month(&s)?;
     let ranking = reports::team_ranking(&s.cases, &user.principal.scope(), month).await?;
     Ok(TiersPage {
         c: Chrome::new(&user, lang, "/reports/utilization", format!("{} {month}", t(lang, "tiers.title"))),

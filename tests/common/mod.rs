@@ -16,6 +16,7 @@
 pub mod api;
 pub mod browser;
 pub mod contract;
+pub mod exactness;
 pub mod months;
 pub mod pg;
 pub mod portal;

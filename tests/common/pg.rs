@@ -135,6 +135,32 @@ impl TestPostgres {
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
+
+    /// Serves TLS only (as a managed database does): installs `cert_pem`/`key_pem` as the server's certificate,
+    /// refuses every unencrypted TCP connection in pg_hba.conf, and restarts the server.
+    pub fn require_tls(&self, cert_pem: &str, key_pem: &str) -> Result<()> {
+        let data = self.dir.path().join("data");
+        fs::write(data.join("server.crt"), cert_pem)?;
+        fs::write(data.join("server.key"), key_pem)?;
+        fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 127.0.0.1/32 reject\n",
+        )?;
+        let mut conf = fs::read_to_string(data.join("postgresql.conf"))?;
+        conf.push_str("\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n");
+        fs::write(data.join("postgresql.conf"), conf)?;
+        if running_as_root() {
+            let out = Command::new("chown").args(["-R", "postgres:postgres"]).arg(&data).output()?;
+            if !out.status.success() {
+                bail!("chown postgres {}: {}", data.display(), String::from_utf8_lossy(&out.stderr));
+            }
+        }
+        // the server refuses a key others can read
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(data.join("server.key"), fs::Permissions::from_mode(0o600))?;
+        self.stop()?;
+        self.restart()
+    }
 }
 
 impl Drop for TestPostgres {

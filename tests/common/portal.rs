@@ -1,8 +1,6 @@
 //! An in-process portal (the whole application, served with each connection's peer address as `cardhour serve`
 //! does) with a signed-in-able user per role, and a browser-like client: a cookie store, no automatic redirects.
 
-use std::net::SocketAddr;
-
 use cardhour::auth::{CsrfForm, PageUser, PortalConfig, Role};
 use cardhour::server::app;
 use cardhour::state::AppState;
@@ -16,6 +14,11 @@ pub struct TestPortal {
     /// `http://127.0.0.1:<port>`, no trailing slash.
     pub base: String,
     pub pool: PgPool,
+}
+
+/// The command line's operator (an admin), as the tests' seeding writes under it.
+pub fn operator() -> cardhour::access::Administrator {
+    cardhour::access::Administrator::of(&cardhour::access::Principal::operator("test")).unwrap()
 }
 
 /// A visitor: its own cookies, redirects not followed (so a test sees each 303).
@@ -72,7 +75,7 @@ impl TestPortal {
             ("viewer", Role::Viewer, vec![]),
             ("lead", Role::TeamLead, vec!["vision".to_string()]),
         ] {
-            cardhour::usecase::users::create(&state.cases, "test", name, role, &teams, PASSWORD).await.unwrap();
+            cardhour::usecase::users::create(&state.cases, &operator(), name, role, &teams, PASSWORD).await.unwrap();
         }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -83,8 +86,10 @@ impl TestPortal {
             .route("/test/echo", axum::routing::post(echo))
             .layer(cardhour::auth::session::layer(pool.clone(), &state.portal.session))
             .with_state(state.clone());
-        let service = app(state).merge(probes).into_make_service_with_connect_info::<SocketAddr>();
-        tokio::spawn(async move { axum::serve(listener, service).await.unwrap() });
+        // served as `cardhour serve` serves: each request knows its peer's address
+        let app = app(state).merge(probes);
+        let limits = cardhour::server::ClientLimits::default();
+        tokio::spawn(cardhour::server::serve(listener, app, limits, std::future::pending()));
         TestPortal { base, pool }
     }
 

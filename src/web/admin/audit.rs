@@ -8,10 +8,10 @@ use axum::extract::{Query, State};
 use axum::routing::get;
 use serde::Deserialize;
 
-use super::{Need, Tab, allow, tabs};
-use crate::auth::PageUser;
+use super::{Tab, tabs};
 use crate::state::AppState;
 use crate::usecase::audit;
+use crate::web::capability::PageGlobalReader;
 use crate::web::fmt::when;
 use crate::web::i18n::{PageLang, t};
 use crate::web::layout::{Chrome, PageError};
@@ -56,11 +56,10 @@ fn json(v: Option<serde_json::Value>) -> String {
 
 async fn list(
     State(s): State<AppState>,
-    user: PageUser,
+    PageGlobalReader(user): PageGlobalReader,
     PageLang(lang): PageLang,
     Query(q): Query<AuditQuery>,
 ) -> Result<AuditPage, PageError> {
-    allow(&user, Need::Reader)?;
     // a cursor that is no id is no page
     let before = match q.before.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
         Some(b) => Some(b.parse::<i64>().map_err(|_| PageError::NotFound)?),

@@ -17,13 +17,14 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tower_sessions::Session;
 
-use super::{FieldErrors, Need, Tab, allow, blank_none, refused, tabs};
+use super::{FieldErrors, Tab, blank_none, refused, tabs};
 use crate::access::Scope;
 use crate::auth::{CsrfForm, CsrfUpload, PageUser};
 use crate::db::teams::Team;
 use crate::mappings::{ImportReport, RowAction};
 use crate::state::AppState;
 use crate::usecase::{self, mappings, teams};
+use crate::web::capability::{PageGlobalReader, PageWriter};
 use crate::web::fmt::when;
 use crate::web::i18n::{Lang, PageLang, t};
 use crate::web::layout::{Chrome, PageError};
@@ -93,7 +94,6 @@ async fn page(
     errors: FieldErrors,
     upload_errors: FieldErrors,
 ) -> Result<MappingsPage, PageError> {
-    allow(user, Need::Reader)?;
     let all = Scope::all();
     let teams = teams::teams(&s.cases, &all).await?;
     let name = |id: &str| teams.iter().find(|t| t.id == id).map_or_else(String::new, |t| t.name.clone());
@@ -121,7 +121,7 @@ async fn page(
         tabs: tabs(user, lang, "/admin/mappings"),
         rows,
         teams,
-        may_write: user.principal.role.writes(),
+        may_write: crate::web::capability::may_write(user),
         form,
         errors,
         upload_errors,
@@ -148,7 +148,7 @@ struct ListQuery {
 
 async fn list(
     State(s): State<AppState>,
-    user: PageUser,
+    PageGlobalReader(user): PageGlobalReader,
     PageLang(lang): PageLang,
     Query(q): Query<ListQuery>,
 ) -> Result<MappingsPage, PageError> {
@@ -193,13 +193,12 @@ fn input(lang: Lang, form: &MappingForm) -> Result<mappings::MappingInput, Field
 
 async fn put(
     State(s): State<AppState>,
-    user: PageUser,
+    PageWriter { user, writer }: PageWriter,
     PageLang(lang): PageLang,
     CsrfForm(form): CsrfForm<MappingForm>,
 ) -> Result<Response, PageError> {
-    allow(&user, Need::Writer)?;
     let errors = match input(lang, &form) {
-        Ok(input) => match mappings::put_mapping(&s.cases, &user.principal.actor(), &input).await {
+        Ok(input) => match mappings::put_mapping(&s.cases, &writer, &input).await {
             Ok((_, m)) => {
                 return Ok(
                     Redirect::to(&format!("/admin/mappings?{}", query(&[("saved", &m.namespace)]))).into_response()
@@ -288,7 +287,7 @@ fn sign(key: &str, file: &[u8], plan: &str) -> String {
     mac.update(b"cardhour mappings preview\0");
     mac.update(&Sha256::digest(file));
     mac.update(plan.as_bytes());
-    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    crate::digest::hex(&mac.finalize().into_bytes())
 }
 
 /// The session's key of previews.
@@ -384,12 +383,11 @@ async fn preview_page(
 
 async fn preview(
     State(s): State<AppState>,
-    user: PageUser,
+    PageWriter { user, .. }: PageWriter,
     PageLang(lang): PageLang,
     session: Session,
     upload: CsrfUpload,
 ) -> Result<Response, PageError> {
-    allow(&user, Need::Writer)?;
     let Some(file) = upload.part("file").filter(|f| !f.bytes.is_empty()) else {
         let mut errors = FieldErrors::default();
         errors.push(lang, "file", "choose a file (CSV) to upload");
@@ -416,12 +414,11 @@ pub struct ApplyForm {
 
 async fn apply(
     State(s): State<AppState>,
-    user: PageUser,
+    PageWriter { user, writer }: PageWriter,
     PageLang(lang): PageLang,
     session: Session,
     CsrfForm(form): CsrfForm<ApplyForm>,
 ) -> Result<Response, PageError> {
-    allow(&user, Need::Writer)?;
     let key = preview_key(&session).await?;
     let bytes = URL_SAFE_NO_PAD.decode(form.file.as_bytes()).ok().filter(|b| signed_by(&key, b, &form.plan, &form.sig));
     let Some(bytes) = bytes else {
@@ -429,7 +426,7 @@ async fn apply(
         errors.push(lang, "file", "the previewed file was altered: nothing was imported; upload it again");
         return Ok(refused(page(&s, &user, lang, MappingForm::default(), FieldErrors::default(), errors).await?));
     };
-    match mappings::apply_previewed(&s.cases, &user.principal.actor(), &bytes, &form.plan).await {
+    match mappings::apply_previewed(&s.cases, &writer, &bytes, &form.plan).await {
         Ok(r) => {
             let q = query(&[
                 ("added", &r.inserted.to_string()),

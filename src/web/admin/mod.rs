@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use super::field_errors::localize;
 use super::i18n::{self, Lang, Word};
 use super::layout::PageError;
-use crate::access::Role;
+use crate::access::{Administrator, Principal};
 use crate::auth::PageUser;
 use crate::state::AppState;
 use crate::usecase;
@@ -32,30 +32,27 @@ pub fn routes() -> Router<AppState> {
         .merge(audit::routes())
 }
 
-/// Who a page or form is for.
+/// Who a tab is for (what the header offers; the pages themselves take [`PageGlobalReader`], [`PageWriter`] or
+/// [`PageAdmin`]).
+///
+/// [`PageGlobalReader`]: crate::web::capability::PageGlobalReader
+/// [`PageWriter`]: crate::web::capability::PageWriter
+/// [`PageAdmin`]: crate::web::capability::PageAdmin
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Need {
+enum Need {
     /// Reads every team (viewer, finance, admin): the lists.
     Reader,
-    /// Changes teams and mappings (finance, admin): as the API's writers.
-    Writer,
     /// Users and tokens: admin only.
     Admin,
 }
 
 impl Need {
-    fn admits(self, role: Role) -> bool {
+    fn admits(self, p: &Principal) -> bool {
         match self {
-            Need::Reader => role.reads_globally(),
-            Need::Writer => role.writes(),
-            Need::Admin => role == Role::Admin,
+            Need::Reader => p.scope().is_global(),
+            Need::Admin => Administrator::of(p).is_some(),
         }
     }
-}
-
-/// The caller may open it, or it does not exist for the caller.
-pub fn allow(user: &PageUser, need: Need) -> Result<(), PageError> {
-    if need.admits(user.principal.role) { Ok(()) } else { Err(PageError::NotFound) }
 }
 
 /// One tab of the admin section.
@@ -75,7 +72,7 @@ pub fn tabs(user: &PageUser, lang: Lang, active: &str) -> Vec<Tab> {
         ("/admin/audit", "admin.audit", Need::Reader),
     ];
     ALL.iter()
-        .filter(|(.., need)| need.admits(user.principal.role))
+        .filter(|(.., need)| need.admits(&user.principal))
         .map(|(href, key, _)| Tab { href, label: i18n::t(lang, key), active: *href == active })
         .collect()
 }
@@ -264,6 +261,7 @@ pub(in crate::web) const WORDS: &[Word] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::access::Role;
     use crate::web::layout::tests::user;
 
     #[test]
@@ -289,9 +287,7 @@ mod tests {
         );
         assert_eq!(hrefs(Role::Finance), ["/admin/teams", "/admin/mappings", "/admin/audit"]);
         assert_eq!(hrefs(Role::Viewer), hrefs(Role::Finance));
-        assert!(allow(&user(Role::TeamLead, &["vision"]), Need::Reader).is_err());
-        assert!(allow(&user(Role::Finance, &[]), Need::Admin).is_err());
-        assert!(allow(&user(Role::Viewer, &[]), Need::Writer).is_err());
+        assert!(hrefs(Role::TeamLead).is_empty());
         assert_eq!(team_list(" vision,nlp ，x  "), ["vision", "nlp", "x"]);
     }
 }

@@ -9,12 +9,13 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use serde::Deserialize;
 
-use super::{FieldErrors, Need, Tab, allow, blank_none, refused, tabs};
+use super::{FieldErrors, Tab, blank_none, refused, tabs};
 use crate::access::Scope;
 use crate::auth::{CsrfForm, PageUser};
 use crate::db::teams::Team;
 use crate::state::AppState;
 use crate::usecase::teams::{self, TeamInput};
+use crate::web::capability::{PageGlobalReader, PageWriter};
 use crate::web::i18n::{Lang, PageLang, t};
 use crate::web::layout::{Chrome, PageError};
 
@@ -66,13 +67,12 @@ async fn page(
     form: TeamForm,
     errors: FieldErrors,
 ) -> Result<TeamsPage, PageError> {
-    allow(user, Need::Reader)?;
     let title = t(lang, if editing.is_some() { "admin.team_edit" } else { "admin.teams" });
     Ok(TeamsPage {
         c: Chrome::new(user, lang, "/admin/teams", title),
         tabs: tabs(user, lang, "/admin/teams"),
         teams: teams::teams(&s.cases, &Scope::all()).await?,
-        may_write: user.principal.role.writes(),
+        may_write: crate::web::capability::may_write(user),
         editing,
         form,
         errors,
@@ -82,7 +82,7 @@ async fn page(
 
 async fn list(
     State(s): State<AppState>,
-    user: PageUser,
+    PageGlobalReader(user): PageGlobalReader,
     PageLang(lang): PageLang,
     Query(q): Query<SavedQuery>,
 ) -> Result<TeamsPage, PageError> {
@@ -94,12 +94,11 @@ async fn list(
 
 async fn create(
     State(s): State<AppState>,
-    user: PageUser,
+    PageWriter { user, writer }: PageWriter,
     PageLang(lang): PageLang,
     CsrfForm(form): CsrfForm<TeamForm>,
 ) -> Result<Response, PageError> {
-    allow(&user, Need::Writer)?;
-    match teams::create_team(&s.cases, &user.principal.actor(), form.id.trim(), &form.input()).await {
+    match teams::create_team(&s.cases, &writer, form.id.trim(), &form.input()).await {
         Ok(team) => Ok(Redirect::to(&format!("/admin/teams?saved={}", team.id)).into_response()),
         Err(e) => {
             let errors = FieldErrors::from_refusal(lang, e)?;
@@ -116,11 +115,10 @@ async fn existing(s: &AppState, id: &str) -> Result<Team, PageError> {
 
 async fn edit_page(
     State(s): State<AppState>,
-    user: PageUser,
+    PageWriter { user, .. }: PageWriter,
     PageLang(lang): PageLang,
     Path(id): Path<String>,
 ) -> Result<TeamsPage, PageError> {
-    allow(&user, Need::Writer)?;
     let team = existing(&s, &id).await?;
     let form = TeamForm { id: team.id.clone(), name: team.name, owner: team.owner.unwrap_or_default() };
     page(&s, &user, lang, Some(team.id), form, FieldErrors::default()).await
@@ -128,16 +126,15 @@ async fn edit_page(
 
 async fn edit(
     State(s): State<AppState>,
-    user: PageUser,
+    PageWriter { user, writer }: PageWriter,
     PageLang(lang): PageLang,
     Path(id): Path<String>,
     CsrfForm(mut form): CsrfForm<TeamForm>,
 ) -> Result<Response, PageError> {
-    allow(&user, Need::Writer)?;
     let team = existing(&s, &id).await?;
     // the id is the path's: a form cannot move the edit to another team
     form.id = team.id.clone();
-    match teams::put_team(&s.cases, &user.principal.actor(), &team.id, &form.input()).await {
+    match teams::put_team(&s.cases, &writer, &team.id, &form.input()).await {
         Ok(team) => Ok(Redirect::to(&format!("/admin/teams?saved={}", team.id)).into_response()),
         Err(e) => {
             let errors = FieldErrors::from_refusal(lang, e)?;

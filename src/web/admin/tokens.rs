@@ -13,11 +13,12 @@ use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use super::{FieldErrors, Need, ROLES, Tab, allow, refused, role_word, tabs, team_list};
+use super::{FieldErrors, ROLES, Tab, refused, role_word, tabs, team_list};
 use crate::access::Role;
 use crate::auth::{CsrfForm, PageUser};
 use crate::state::AppState;
 use crate::usecase::{self, tokens};
+use crate::web::capability::PageAdmin;
 use crate::web::fmt::when;
 use crate::web::i18n::{Lang, PageLang, t};
 use crate::web::layout::{Chrome, PageError};
@@ -78,7 +79,6 @@ async fn page(
     form: TokenForm,
     errors: FieldErrors,
 ) -> Result<TokensPage, PageError> {
-    allow(user, Need::Admin)?;
     let (tz, now) = (s.billing_tz, Utc::now());
     let at = |t: &DateTime<Utc>| when(t, tz);
     let tokens = tokens::list(&s.cases)
@@ -116,7 +116,7 @@ struct NoticeQuery {
 
 async fn list(
     State(s): State<AppState>,
-    user: PageUser,
+    PageAdmin { user, .. }: PageAdmin,
     PageLang(lang): PageLang,
     Query(q): Query<NoticeQuery>,
 ) -> Result<TokensPage, PageError> {
@@ -154,13 +154,12 @@ fn request(lang: Lang, form: &TokenForm, tz: chrono_tz::Tz) -> Result<tokens::To
 
 async fn create(
     State(s): State<AppState>,
-    user: PageUser,
+    PageAdmin { user, admin }: PageAdmin,
     PageLang(lang): PageLang,
     CsrfForm(form): CsrfForm<TokenForm>,
 ) -> Result<Response, PageError> {
-    allow(&user, Need::Admin)?;
     let errors = match request(lang, &form, s.billing_tz) {
-        Ok(req) => match tokens::create(&s.cases, &user.principal.actor(), &req).await {
+        Ok(req) => match tokens::create(&s.cases, &admin, &req).await {
             Ok(issued) => {
                 let mut p = page(&s, &user, lang, TokenForm::default(), FieldErrors::default()).await?;
                 p.issued = Some((issued.id, issued.secret));
@@ -181,13 +180,12 @@ pub struct NoFields {}
 
 async fn revoke(
     State(s): State<AppState>,
-    user: PageUser,
+    PageAdmin { admin, .. }: PageAdmin,
     Path(id): Path<String>,
     CsrfForm(_): CsrfForm<NoFields>,
 ) -> Result<Response, PageError> {
-    allow(&user, Need::Admin)?;
     let id: i64 = id.parse().map_err(|_| PageError::NotFound)?;
-    match tokens::revoke(&s.cases, &user.principal.actor(), id).await {
+    match tokens::revoke(&s.cases, &admin, id).await {
         Ok(()) => Ok(Redirect::to(&format!("/admin/tokens?revoked={id}")).into_response()),
         // unknown or revoked already: no such active token
         Err(usecase::Error::NotFoundField { .. }) => Err(PageError::NotFound),

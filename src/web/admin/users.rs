@@ -11,12 +11,13 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::{FieldErrors, Need, ROLES, Tab, allow, refused, role_word, tabs, team_list};
+use super::{FieldErrors, ROLES, Tab, refused, role_word, tabs, team_list};
 use crate::access::Role;
 use crate::auth::{CsrfForm, PageUser};
 use crate::db::users::User;
 use crate::state::AppState;
 use crate::usecase::{self, users};
+use crate::web::capability::PageAdmin;
 use crate::web::fmt::when;
 use crate::web::i18n::{Lang, PageLang, t};
 use crate::web::layout::{Chrome, PageError};
@@ -77,7 +78,6 @@ async fn page(
     form: UserForm,
     errors: FieldErrors,
 ) -> Result<UsersPage, PageError> {
-    allow(user, Need::Admin)?;
     let tz = s.billing_tz;
     let logins = users::last_logins(&s.cases).await?;
     let users = users::list(&s.cases)
@@ -113,7 +113,7 @@ struct NoticeQuery {
 
 async fn list(
     State(s): State<AppState>,
-    user: PageUser,
+    PageAdmin { user, .. }: PageAdmin,
     PageLang(lang): PageLang,
     Query(q): Query<NoticeQuery>,
 ) -> Result<UsersPage, PageError> {
@@ -130,11 +130,10 @@ async fn list(
 
 async fn create(
     State(s): State<AppState>,
-    user: PageUser,
+    PageAdmin { user, admin }: PageAdmin,
     PageLang(lang): PageLang,
     CsrfForm(mut form): CsrfForm<UserForm>,
 ) -> Result<Response, PageError> {
-    allow(&user, Need::Admin)?;
     let pw = std::mem::take(&mut form.password);
     let errors = match Role::parse(form.role.trim()) {
         None => {
@@ -144,7 +143,7 @@ async fn create(
         }
         Some(role) => {
             let teams = team_list(&form.teams);
-            match users::create(&s.cases, &user.principal.actor(), form.username.trim(), role, &teams, &pw).await {
+            match users::create(&s.cases, &admin, form.username.trim(), role, &teams, &pw).await {
                 Ok(u) => return Ok(Redirect::to(&format!("/admin/users?created={}", u.username)).into_response()),
                 Err(e) => FieldErrors::from_refusal(lang, e)?,
             }
@@ -164,19 +163,18 @@ pub struct NoFields {}
 
 async fn disable(
     State(s): State<AppState>,
-    user: PageUser,
+    PageAdmin { user, admin }: PageAdmin,
     PageLang(lang): PageLang,
     Path(name): Path<String>,
     CsrfForm(_): CsrfForm<NoFields>,
 ) -> Result<Response, PageError> {
-    allow(&user, Need::Admin)?;
     let target = existing(&s, &name).await?;
     if target.username == user.username {
         let mut errors = FieldErrors::default();
         errors.push(lang, "disable", "you cannot disable yourself");
         return Ok(refused(page(&s, &user, lang, UserForm::default(), errors).await?));
     }
-    match users::disable(&s.cases, &user.principal.actor(), &target.username).await {
+    match users::disable(&s.cases, &admin, &target.username).await {
         Ok(u) => Ok(Redirect::to(&format!("/admin/users?disabled={}", u.username)).into_response()),
         Err(usecase::Error::NotFoundField { .. }) => Err(PageError::NotFound),
         Err(e) => Err(e.into()),
@@ -203,11 +201,10 @@ fn password_form(user: &PageUser, lang: Lang, username: String, errors: FieldErr
 
 async fn password_page(
     State(s): State<AppState>,
-    user: PageUser,
+    PageAdmin { user, .. }: PageAdmin,
     PageLang(lang): PageLang,
     Path(name): Path<String>,
 ) -> Result<PasswordPage, PageError> {
-    allow(&user, Need::Admin)?;
     let target = existing(&s, &name).await?;
     Ok(password_form(&user, lang, target.username, FieldErrors::default()))
 }
@@ -220,18 +217,16 @@ pub struct PasswordForm {
 
 async fn set_password(
     State(s): State<AppState>,
-    user: PageUser,
+    PageAdmin { user, admin }: PageAdmin,
     PageLang(lang): PageLang,
     session: Session,
     Path(name): Path<String>,
     CsrfForm(form): CsrfForm<PasswordForm>,
 ) -> Result<Response, PageError> {
-    allow(&user, Need::Admin)?;
     let target = existing(&s, &name).await?;
     // the session setting it stays; every other session of the user ends
     let keep = session.id();
-    match users::set_password(&s.cases, &user.principal.actor(), &target.username, &form.password, keep.as_ref()).await
-    {
+    match users::set_password(&s.cases, &admin, &target.username, &form.password, keep.as_ref()).await {
         Ok(u) => Ok(Redirect::to(&format!("/admin/users?password={}", u.username)).into_response()),
         Err(usecase::Error::NotFoundField { .. }) => Err(PageError::NotFound),
         Err(e) => {

@@ -6,15 +6,15 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::super::budgets::refused;
 use super::super::field_errors::{self as fields, FieldErrors};
 use super::super::i18n::{PageLang, Word};
 use super::super::layout::PageError;
 use super::tco::{TcoForm, page_of};
-use crate::auth::{CsrfForm, PageUser};
+use crate::auth::CsrfForm;
 use crate::state::AppState;
 use crate::usecase::rates::{self, RateInput};
 use crate::validate;
+use crate::web::capability::PageWriter;
 
 pub(in crate::web) const WORDS: &[Word] = &[
     ("rates.manual.title", "或手工设定费率", "Or set a rate by hand"),
@@ -49,15 +49,12 @@ fn check(form: &ManualForm) -> Result<RateInput, FieldErrors> {
 
 pub(super) async fn submit(
     State(s): State<AppState>,
-    user: PageUser,
+    PageWriter { user, writer }: PageWriter,
     PageLang(lang): PageLang,
     CsrfForm(form): CsrfForm<ManualForm>,
 ) -> Result<Response, PageError> {
-    if !user.principal.role.writes() {
-        return Ok(refused());
-    }
     let errors = match check(&form) {
-        Ok(input) => match rates::create_rate(&s.cases, &user.principal.actor(), input).await {
+        Ok(input) => match rates::create_rate(&s.cases, &writer, input).await {
             Ok(stored) => {
                 let to = format!("/rates?saved={}#model-{}", stored.id, stored.gpu_model);
                 return Ok(Redirect::to(&to).into_response());

@@ -17,6 +17,7 @@ use axum::routing::{get, post};
 use chrono::Utc;
 use serde::Deserialize;
 
+use super::capability::PageWriter;
 use super::field_errors::{self as fields, FieldErrors, Problem};
 use super::fmt::percent;
 use super::i18n::{Lang, PageLang, Word, t};
@@ -321,7 +322,7 @@ async fn render(
         models,
         cloud,
         rent,
-        writes: user.principal.role.writes(),
+        writes: crate::web::capability::may_write(user),
         cloud_form,
         errors,
         saved: q.saved.is_some(),
@@ -358,15 +359,12 @@ fn check_cloud(form: &CloudForm) -> Result<(String, CloudRates), FieldErrors> {
 
 async fn cloud_submit(
     State(s): State<AppState>,
-    user: PageUser,
+    PageWriter { user, writer }: PageWriter,
     PageLang(lang): PageLang,
     CsrfForm(form): CsrfForm<CloudForm>,
 ) -> Result<Response, PageError> {
-    if !user.principal.role.writes() {
-        return Ok(super::budgets::refused());
-    }
     let errors = match check_cloud(&form) {
-        Ok((model, cloud)) => match rates::put_cloud_rates(&s.cases, &user.principal.actor(), &model, cloud).await {
+        Ok((model, cloud)) => match rates::put_cloud_rates(&s.cases, &writer, &model, cloud).await {
             Ok(_) => return Ok(Redirect::to("/rates?cloud_saved=1#cloud").into_response()),
             Err(e) => FieldErrors::from_usecase(e, "").map_err(PageError::from)?,
         },

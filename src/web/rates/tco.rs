@@ -10,7 +10,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::super::budgets::refused;
 use super::super::field_errors::{self as fields, FieldErrors};
 use super::super::fmt::yuan;
 use super::super::i18n::{Lang, PageLang, Word, t};
@@ -22,6 +21,7 @@ use crate::pricing::{RateBreakdown, TcoInputs, tco as bounds};
 use crate::state::AppState;
 use crate::usecase::rates::{self, RateInput};
 use crate::validate::{self, DecimalRange};
+use crate::web::capability::PageWriter;
 
 pub(in crate::web) const WORDS: &[Word] = &[
     ("tco.title", "TCO 计算器：新增费率版本", "TCO calculator: a new rate version"),
@@ -219,10 +219,7 @@ pub(super) fn page_of(
     }
 }
 
-pub(super) async fn form_page(user: PageUser, PageLang(lang): PageLang) -> Response {
-    if !user.principal.role.writes() {
-        return refused();
-    }
+pub(super) async fn form_page(PageWriter { user, .. }: PageWriter, PageLang(lang): PageLang) -> Response {
     page_of(&user, lang, &TcoForm::default(), FieldErrors::default(), None).into_response()
 }
 
@@ -281,13 +278,10 @@ fn form_back(user: &PageUser, lang: Lang, form: &TcoForm, errors: FieldErrors) -
 
 pub(super) async fn submit(
     State(s): State<AppState>,
-    user: PageUser,
+    PageWriter { user, writer }: PageWriter,
     PageLang(lang): PageLang,
     CsrfForm(form): CsrfForm<TcoForm>,
 ) -> Result<Response, PageError> {
-    if !user.principal.role.writes() {
-        return Ok(refused());
-    }
     let (model, effective_from, inputs) = match check(&form) {
         Ok(v) => v,
         Err(errors) => return Ok(form_back(&user, lang, &form, errors)),
@@ -302,7 +296,7 @@ pub(super) async fn submit(
         };
     }
     let input = RateInput { gpu_model: model, effective_from, tco: Some(inputs), rate: None };
-    match rates::create_rate(&s.cases, &user.principal.actor(), input).await {
+    match rates::create_rate(&s.cases, &writer, input).await {
         Ok(stored) => {
             Ok(Redirect::to(&format!("/rates?saved={}#model-{}", stored.id, stored.gpu_model)).into_response())
         }

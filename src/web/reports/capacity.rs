@@ -13,18 +13,13 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use super::{FieldErrors, ReportLink, given, report_nav, time_field};
-use crate::auth::PageUser;
 use crate::state::AppState;
 use crate::usecase::{self, reports};
 use crate::waste::OversubscriptionRow;
+use crate::web::capability::PageGlobalReader;
 use crate::web::fmt::{card_hours_f64, percent, when, yuan};
 use crate::web::i18n::{PageLang, t};
 use crate::web::layout::{Chrome, PageError};
-
-/// Cluster-wide: a caller who may not read it gets the not-found page before anything is parsed.
-fn global_reader(user: &PageUser) -> Result<(), PageError> {
-    if user.principal.scope().is_global() { Ok(()) } else { Err(PageError::NotFound) }
-}
 
 /// A ratio of promised over physical cards: `2.50×`; none as `–`.
 fn times(r: Option<f64>) -> String {
@@ -64,11 +59,10 @@ pub struct FragmentationPage {
 
 pub async fn fragmentation(
     State(s): State<AppState>,
-    user: PageUser,
+    PageGlobalReader(user): PageGlobalReader,
     PageLang(lang): PageLang,
     Query(q): Query<HourForm>,
 ) -> Result<Response, PageError> {
-    global_reader(&user)?;
     let c = Chrome::new(&user, lang, "/reports/utilization", t(lang, "frag.title"));
     let links = report_nav(lang, &user, "/reports/fragmentation", None);
     let mut errors = FieldErrors::default();
@@ -210,11 +204,10 @@ pub struct OversubscriptionPage {
 
 pub async fn oversubscription(
     State(s): State<AppState>,
-    user: PageUser,
+    PageGlobalReader(user): PageGlobalReader,
     PageLang(lang): PageLang,
     Query(q): Query<RangeForm>,
 ) -> Result<Response, PageError> {
-    global_reader(&user)?;
     let c = Chrome::new(&user, lang, "/reports/utilization", t(lang, "oversub.title"));
     let links = report_nav(lang, &user, "/reports/oversubscription", None);
     let mut errors = FieldErrors::default();
