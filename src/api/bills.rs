@@ -5,24 +5,22 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
-use chrono::{DateTime, Utc};
-use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::bill_views::{MonthView, month_view, team_statement_view};
 use super::doc::{
-    CsvAnswers, MonthAnswers, PdfAnswers, PolicyConflict, ReaderErrors, TeamStatementAnswers, WriterErrors, XlsxAnswers,
+    CsvAnswers, MonthAnswers, PdfAnswers, PolicyConflict, ReaderErrors, TeamStatementAnswers, WriterErrors, XLSX,
+    XlsxAnswers,
 };
 use super::{ApiQuery, AppState, etag};
 use crate::access::Scope;
 use crate::auth::{Finance, GlobalReader, Reader, ScopedReader};
-use crate::billing::{BillMode, BillPolicy, Month, PolicyChoice, UnallocatedPolicy};
+use crate::billing::{BillPolicy, Month, PolicyChoice};
 use crate::error::ApiError;
-use crate::export::{Layout, since};
-use crate::ledger::{CloseOverride, MonthStatus, Statement};
-use crate::money::{Money, RatePerCardHour};
-use crate::readiness::{Blocker, Readiness};
+use crate::ledger::{MonthStatus, Statement};
+use crate::readiness::Readiness;
 use crate::usecase::closing;
 use crate::usecase::exports;
 use crate::usecase::statements::{self, Selection};
@@ -67,221 +65,11 @@ impl PolicyInput {
     }
 }
 
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct PolicyView {
-    pub mode: BillModeView,
-    pub unallocated: UnallocatedView,
-    /// How time-sliced replicas are billed: the settings in effect during the month (per cluster, or node pool,
-    /// from a date; `fraction` where none is listed; cluster `*` in a draft previewed under one policy). Absent
-    /// when the month has no time-sliced usage and no setting, and for a month closed before the policy existed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub replicas: Option<Vec<crate::billing::ReplicaPolicyVersion>>,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum BillModeView {
-    Showback,
-    Chargeback,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum UnallocatedView {
-    KeptByPlatform,
-    SpreadProportionally,
-}
-
-fn policy_view(b: &crate::billing::MonthBills) -> PolicyView {
-    PolicyView { replicas: b.replica_policies.clone(), ..b.policy.into() }
-}
-
-impl From<BillPolicy> for PolicyView {
-    fn from(p: BillPolicy) -> Self {
-        PolicyView {
-            replicas: None,
-            mode: match p.mode {
-                BillMode::Showback => BillModeView::Showback,
-                BillMode::Chargeback => BillModeView::Chargeback,
-            },
-            unallocated: match p.unallocated {
-                UnallocatedPolicy::KeptByPlatform => UnallocatedView::KeptByPlatform,
-                UnallocatedPolicy::SpreadProportionally => UnallocatedView::SpreadProportionally,
-            },
-        }
-    }
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct TeamSummary {
-    pub team: String,
-    pub name: String,
-    pub owner: Option<String>,
-    #[schema(value_type = String)]
-    pub card_hours: Decimal,
-    #[schema(value_type = String)]
-    pub effective_card_hours: Decimal,
-    #[schema(value_type = String)]
-    pub unmetered_card_hours: Decimal,
-    /// Σ line amounts.
-    pub allocated: Money,
-    pub unallocated_share: Money,
-    /// Σ restatement amounts of earlier closed months shown on this statement.
-    pub restated: Money,
-    /// allocated + unallocated_share + restated.
-    pub total: Money,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct CapacityView {
-    pub gpu_model: String,
-    #[schema(value_type = String)]
-    pub card_hours: Decimal,
-    pub rate: Option<RatePerCardHour>,
-    pub amount: Money,
-    pub unpriced: bool,
-    /// Of `card_hours`, those offered to workloads. Absent for a month closed before offered capacity was
-    /// recorded (every card counted as offered then).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
-    pub offered_card_hours: Option<Decimal>,
-    /// Those not offered: on cordoned nodes or unhealthy cards (absent as `offered_card_hours` is).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
-    pub not_offered_card_hours: Option<Decimal>,
-    /// `rate × not_offered_card_hours`, kept by the platform (absent as `offered_card_hours` is).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub not_offered_amount: Option<Money>,
-}
-
-/// The month at a glance. Cluster-wide figures are absent for a team lead.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct MonthView {
-    pub month: String,
-    pub status: MonthStatus,
-    pub closed_at: Option<DateTime<Utc>>,
-    pub closed_by: Option<String>,
-    /// The layout of this answer (2 on); absent for a month closed under layout 1, whose answer is exactly what
-    /// it was then.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub layout: Option<u32>,
-    pub policy: PolicyView,
-    pub teams: Vec<TeamSummary>,
-    pub capacity: Option<Vec<CapacityView>>,
-    pub capacity_cost: Option<Money>,
-    pub allocated: Option<Money>,
-    /// capacity_cost − not_offered − allocated: offered capacity no team used, never negative (usage above the
-    /// counted capacity is `capacity_shortfall`; a month closed before it existed shows what it froze). What the
-    /// policy spreads.
-    pub unallocated: Option<Money>,
-    /// What no team carries: not_offered, plus unallocated unless it is spread.
-    pub platform_kept: Option<Money>,
-    /// The cost of capacity not offered to workloads (cordoned nodes, unhealthy cards): kept by the platform,
-    /// never spread; allocated + unallocated + not_offered = capacity_cost. Absent for a team lead and for a
-    /// month closed before offered capacity was recorded.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub not_offered: Option<Money>,
-    /// What billing time-sliced replicas as whole cards recovered above their cards' cost: the platform's
-    /// over-recovery, its own figure (never a negative `unallocated`). Absent when nothing was billed so, and for
-    /// a team lead.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub over_recovery: Option<Money>,
-    /// What the teams' usage cost above the counted capacity (usage on capacity never counted, or the rounding of
-    /// many lines): its own figure, so `unallocated` is never negative and a spread never credits the teams their
-    /// bills away. Teams carry their usage: Σ totals + platform_kept = capacity_cost + over_recovery +
-    /// capacity_shortfall. Absent when there is none, and for a team lead.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub capacity_shortfall: Option<Money>,
-    /// A month closed although it was not complete: the reason, who closed it, and (global readers only) what
-    /// stood in the way.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub close_override: Option<OverrideView>,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct OverrideView {
-    pub reason: String,
-    pub by: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub blockers: Option<Vec<Blocker>>,
-}
-
-fn override_view(o: &CloseOverride, global: bool) -> OverrideView {
-    OverrideView { reason: o.reason.clone(), by: o.by.clone(), blockers: global.then(|| o.blockers.clone()) }
-}
-
-fn team_summary(st: &Statement, team: &str) -> TeamSummary {
-    let bill = st.bills.teams.iter().find(|t| t.team == team);
-    let info = st.teams.get(team);
-    TeamSummary {
-        team: team.to_string(),
-        name: info.map_or_else(|| team.to_string(), |i| i.name.clone()),
-        owner: info.and_then(|i| i.owner.clone()),
-        card_hours: bill.map_or(Decimal::ZERO, |b| b.card_hours),
-        effective_card_hours: bill.map_or(Decimal::ZERO, |b| b.effective_card_hours),
-        unmetered_card_hours: bill.map_or(Decimal::ZERO, |b| b.unmetered_card_hours),
-        allocated: bill.map_or(Money::ZERO, |b| b.allocated),
-        unallocated_share: bill.map_or(Money::ZERO, |b| b.unallocated_share),
-        restated: st.team_restated(team),
-        total: st.team_total(team),
-    }
-}
-
-/// `layout` of a JSON view: from layout 2 on. A field added to a view in a later layout is filled the same way
-/// ([`since`]), so a month frozen under an earlier layout keeps its bytes.
-fn layout_field(st: &Statement) -> Option<u32> {
-    since(st.layout, Layout::V2, || st.layout.number())
-}
-
-/// A JSON field of layout 2 on: `None` (absent) for a month frozen under layout 1.
-fn layout2<T>(st: &Statement, value: Option<T>) -> Option<T> {
-    since(st.layout, Layout::V2, || value).flatten()
-}
-
 /// A statement's JSON view as a conditional answer (its ETag, 304, caching by the month's status).
 fn json_answer(request: &HeaderMap, st: &Statement, view: &impl Serialize) -> Result<Response, ApiError> {
     let body = serde_json::to_vec(view).map_err(|e| ApiError::Internal(e.into()))?;
     let json = HeaderValue::from_static("application/json");
     Ok(etag::respond(request, st.status == MonthStatus::Closed, json, &[], body))
-}
-
-/// Every team on a statement: with a bill or with restatements.
-fn month_view(st: &Statement, scope: &Scope) -> MonthView {
-    let global = scope.teams.is_none();
-    let b = &st.bills;
-    MonthView {
-        month: st.month.to_string(),
-        status: st.status,
-        closed_at: st.closed_at,
-        closed_by: st.closed_by.clone(),
-        layout: layout_field(st),
-        policy: policy_view(b),
-        teams: st.team_ids().into_iter().filter(|t| scope.allows(t)).map(|t| team_summary(st, t)).collect(),
-        capacity: global.then(|| {
-            b.capacity
-                .iter()
-                .map(|c| CapacityView {
-                    gpu_model: c.gpu_model.clone(),
-                    card_hours: c.card_hours,
-                    rate: c.rate,
-                    amount: c.amount,
-                    unpriced: c.unpriced,
-                    // layout 2 on: absent from a month frozen under layout 1, whose bytes never change
-                    offered_card_hours: layout2(st, c.not_offered_card_hours.map(|_| c.offered_card_hours())),
-                    not_offered_card_hours: layout2(st, c.not_offered_card_hours),
-                    not_offered_amount: layout2(st, c.not_offered_amount),
-                })
-                .collect()
-        }),
-        capacity_cost: global.then_some(b.capacity_cost),
-        allocated: global.then_some(b.allocated),
-        unallocated: global.then_some(b.unallocated),
-        platform_kept: global.then_some(b.platform_kept),
-        not_offered: layout2(st, b.not_offered.filter(|_| global)),
-        over_recovery: b.over_recovery.filter(|_| global),
-        capacity_shortfall: b.capacity_shortfall.filter(|_| global),
-        close_override: st.close_override.as_ref().map(|o| override_view(o, global)),
-    }
 }
 
 /// The month summary: every team's totals (a team lead: its own), capacity cost and the unallocated part.
@@ -309,109 +97,6 @@ struct IfNoneMatch {
     /// ETags of earlier answers (or `*`): a 304 without a body when one is this answer's.
     #[param(rename = "If-None-Match")]
     if_none_match: Option<String>,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct LineView {
-    pub namespace: String,
-    pub gpu_model: String,
-    /// whole, mig, timeslice or hami.
-    pub kind: String,
-    #[schema(value_type = String)]
-    pub card_hours: Decimal,
-    #[schema(value_type = String)]
-    pub effective_card_hours: Decimal,
-    #[schema(value_type = String)]
-    pub unmetered_card_hours: Decimal,
-    /// The rate used (yuan per card-hour); `null` when the model has no rate (then `unpriced`).
-    pub rate: Option<RatePerCardHour>,
-    pub amount: Money,
-    pub unpriced: bool,
-    /// Time-sliced replicas billed as whole cards: the replica-hours `amount` is for (`card_hours` stays the
-    /// physical share). Absent when billed by fraction.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
-    pub whole_card_hours: Option<Decimal>,
-    /// Held on a node whose cards could not be counted (taken at face value, a unit a card): the hours are as
-    /// the node advertised them until its configuration settles it. Absent when false.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub unverified_node: bool,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct RestatementView {
-    /// The closed month restated.
-    pub original_month: Option<String>,
-    pub namespace: String,
-    pub gpu_model: String,
-    pub kind: String,
-    pub rate: Option<RatePerCardHour>,
-    #[schema(value_type = String)]
-    pub card_hours_delta: Decimal,
-    #[schema(value_type = String)]
-    pub effective_card_hours_delta: Decimal,
-    pub amount_delta: Money,
-}
-
-/// One team's statement for a month.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct TeamStatementView {
-    pub month: String,
-    pub status: MonthStatus,
-    pub closed_at: Option<DateTime<Utc>>,
-    /// The layout of this answer (2 on); absent for a month closed under layout 1.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub layout: Option<u32>,
-    pub policy: PolicyView,
-    #[serde(flatten)]
-    pub summary: TeamSummary,
-    pub lines: Vec<LineView>,
-    pub restatements: Vec<RestatementView>,
-}
-
-pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
-    let bill = st.bills.teams.iter().find(|t| t.team == team);
-    TeamStatementView {
-        month: st.month.to_string(),
-        status: st.status,
-        closed_at: st.closed_at,
-        layout: layout_field(st),
-        policy: policy_view(&st.bills),
-        summary: team_summary(st, team),
-        lines: bill
-            .map(|b| {
-                b.lines
-                    .iter()
-                    .map(|l| LineView {
-                        namespace: l.namespace.clone(),
-                        gpu_model: l.gpu_model.clone(),
-                        kind: l.kind.clone(),
-                        card_hours: l.card_hours,
-                        effective_card_hours: l.effective_card_hours,
-                        unmetered_card_hours: l.unmetered_card_hours,
-                        rate: l.rate,
-                        amount: l.amount,
-                        unpriced: l.unpriced,
-                        whole_card_hours: l.whole_card_hours,
-                        unverified_node: l.unverified_node,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-        restatements: st
-            .restatements_of(team)
-            .map(|r| RestatementView {
-                original_month: r.original_month.map(|m| m.to_string()),
-                namespace: r.namespace.clone(),
-                gpu_model: r.gpu_model.clone(),
-                kind: r.kind.clone(),
-                rate: r.rate,
-                card_hours_delta: r.card_hours_delta,
-                effective_card_hours_delta: r.effective_card_hours_delta,
-                amount_delta: r.amount_delta,
-            })
-            .collect(),
-    }
 }
 
 /// A team's statement: every line with its rate and amount, restatements, totals. Conditional (`ETag`, 304).
@@ -665,9 +350,6 @@ async fn export_pdf(
     let body = exports::pdf(&s.cases, &sel, reader.name.clone(), lang).await?;
     Ok(attachment(&headers, &sel.statement, "application/pdf", q.team.as_deref(), "pdf", body))
 }
-
-/// The xlsx content type.
-pub(super) const XLSX: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
 
 /// The month's statements as an Excel workbook: a summary sheet (`汇总 Summary`: the policy, every team's totals
 /// and — for a global reader exporting every team — the capacity lines and the reconciliation allocated +

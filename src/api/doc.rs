@@ -14,6 +14,9 @@ use utoipa::{IntoResponses, PartialSchema, ToSchema};
 use crate::error::ErrorBody;
 use crate::validate;
 
+/// The xlsx content type.
+pub(super) const XLSX: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
+
 /// What any operation can answer besides its success: every error is an [`ErrorBody`].
 #[derive(utoipa::IntoResponses)]
 #[allow(dead_code)] // documents answers; handlers build them from `ApiError`
@@ -122,7 +125,7 @@ fn json_ref<T: ToSchema>() -> RefOr<Schema> {
 pub struct MonthAnswers;
 impl IntoResponses for MonthAnswers {
     fn responses() -> Answers {
-        conditional("The month summary", "application/json", json_ref::<super::bills::MonthView>(), None)
+        conditional("The month summary", "application/json", json_ref::<super::bill_views::MonthView>(), None)
     }
 }
 
@@ -130,7 +133,12 @@ impl IntoResponses for MonthAnswers {
 pub struct TeamStatementAnswers;
 impl IntoResponses for TeamStatementAnswers {
     fn responses() -> Answers {
-        conditional("The team's statement", "application/json", json_ref::<super::bills::TeamStatementView>(), None)
+        conditional(
+            "The team's statement",
+            "application/json",
+            json_ref::<super::bill_views::TeamStatementView>(),
+            None,
+        )
     }
 }
 
@@ -155,13 +163,8 @@ impl IntoResponses for PdfAnswers {
 pub struct XlsxAnswers;
 impl IntoResponses for XlsxAnswers {
     fn responses() -> Answers {
-        let binary = ObjectBuilder::new().schema_type(Type::String).content_media_type(super::bills::XLSX);
-        conditional(
-            "The bills as a workbook: a summary sheet and a sheet per team",
-            super::bills::XLSX,
-            binary.into(),
-            Some("xlsx"),
-        )
+        let binary = ObjectBuilder::new().schema_type(Type::String).content_media_type(XLSX);
+        conditional("The bills as a workbook: a summary sheet and a sheet per team", XLSX, binary.into(), Some("xlsx"))
     }
 }
 

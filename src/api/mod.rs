@@ -2,6 +2,7 @@
 //! bearer tokens with roles; Swagger UI served from the binary.
 
 mod audit;
+mod bill_views;
 mod bills;
 mod budgets;
 pub mod doc;
@@ -43,7 +44,7 @@ pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
         description = "GPU FinOps cost accounting: GPU-hours, rates, bills."),
     modifiers(&BearerAuth),
     // named by the shared declarations of `doc` (which utoipa does not follow) and by `GroupBy` parameters
-    components(schemas(crate::error::ErrorBody, crate::db::usage::GroupBy, bills::MonthView, bills::TeamStatementView,
+    components(schemas(crate::error::ErrorBody, crate::db::usage::GroupBy, bill_views::MonthView, bill_views::TeamStatementView,
         crate::db::audit::AuditEntry, crate::usage::UsageRow, crate::waste::IdlePod, crate::db::teams::Mapping)),
     tags(
         (name = "usage", description = "Stored GPU-hours"),

@@ -81,7 +81,7 @@ pub fn statement_pdf(
     match st.layout {
         Layout::V1 | Layout::V2 => super::pdf::statement_pdf(st, include, fonts, extras),
         Layout::V3 | Layout::V4 => {
-            super::pdf3::view_pdf(&super::view::statement_view(st, include, extras, lang), fonts)
+            super::view_pdf::view_pdf(&super::view::statement_view(st, include, extras, lang), fonts)
         }
     }
 }

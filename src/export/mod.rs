@@ -6,10 +6,10 @@ mod fonts;
 mod frozen;
 pub mod layout;
 mod pdf;
-mod pdf3;
 pub mod present;
 pub mod table;
 pub mod view;
+mod view_pdf;
 pub mod xlsx;
 
 pub use crate::ledger::frozen::{Coverage, FrozenExtras, IdleLine, PreviousMonth, UtilizationFigures};

@@ -21,9 +21,9 @@ use krilla_svg::{SurfaceExt, SvgSettings};
 use rust_decimal::prelude::ToPrimitive;
 
 use super::fonts::{ChainMetrics, FontChain};
-use super::layout::Layout as LayoutVersion;
 use crate::billing::TeamBill;
 use crate::ledger::frozen::{IdleLine, UtilizationFigures};
+use crate::ledger::layout::Layout as LayoutVersion;
 use crate::ledger::{MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
 

@@ -3,8 +3,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::config::MeterConfig;
 use super::gap::{Edges, Gap};
-use super::hour::{Anomalies, Grid, MeterConfig};
+use super::grid::{Anomalies, Grid};
 use super::input::{CapacitySeries, HourInput, UnschedulableSeries};
 use super::node::{NodeFacts, Nodes, Sharing};
 use super::output::{AnomalyKind, CapacityRow, OfferedSource, UsageRow};

@@ -1,59 +1,19 @@
 //! Metering one hour window: the grid walk of docs/metering.md.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::time::Duration;
 
 use super::Edges;
 use super::capacity::{capacity_rows, count_held_cards_as_offered};
+use super::config::MeterConfig;
 use super::cover::{Source, integrate};
 use super::gap::{Gap, stamp};
+use super::grid::{Anomalies, Grid};
 use super::input::{ContainerKey, DeviceSeries, HourInput, RequestSeries, RunningSeries, UtilMetric};
 use super::memory::{hami_memory_share, unit_memory_share};
-use super::node::{CardsSource, ModelSource, NodeSettings, Nodes, Sharing};
-use super::output::{Anomaly, AnomalyKind, HourOutput, UsageRow, UtilSource};
+use super::node::{CardsSource, ModelSource, Nodes, Sharing};
+use super::output::{AnomalyKind, HourOutput, UsageRow, UtilSource};
 use super::resource::{HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices};
 use super::sample::{Sample, infer_interval_ms, match_at, min_spacing_ms};
-
-/// The longest kube-state-metrics gap that may be bridged: a restart or an upgrade takes seconds to minutes; an
-/// outage longer than this is not billed by assumption, and no hour can then lie wholly inside a bridged gap.
-pub const MAX_KSM_GAP_BRIDGE: Duration = Duration::from_secs(30 * 60);
-
-/// Knobs of the metering that depend on the cluster, not on the data.
-#[derive(Debug, Clone)]
-pub struct MeterConfig {
-    /// The scrape interval; inferred from the KSM samples when `None`.
-    pub scrape_interval_ms: Option<i64>,
-    /// Time-slicing replicas where a node's physical cards are unknown (no DCGM).
-    pub default_timeslice_replicas: u32,
-    /// Virtual GPUs per card on a HAMi node (its `deviceSplitCount`).
-    pub hami_split: u32,
-    pub hami_policy: HamiPolicy,
-    /// Per-node configuration (cards, replicas, model, sharing) where nothing on the node tells it.
-    pub nodes: BTreeMap<String, NodeSettings>,
-    /// The longest kube-state-metrics scrape gap counted through when a pod is Running on both sides of it (and
-    /// a node has capacity on both sides); zero bridges nothing; at most [`MAX_KSM_GAP_BRIDGE`].
-    pub ksm_gap_bridge: Duration,
-}
-
-impl Default for MeterConfig {
-    fn default() -> Self {
-        Self {
-            scrape_interval_ms: None,
-            default_timeslice_replicas: 4,
-            hami_split: 10,
-            hami_policy: HamiPolicy::Cores,
-            nodes: BTreeMap::new(),
-            ksm_gap_bridge: Duration::from_secs(15 * 60),
-        }
-    }
-}
-
-impl MeterConfig {
-    /// The bridge span in ms, capped at [`MAX_KSM_GAP_BRIDGE`].
-    pub fn ksm_gap_bridge_ms(&self) -> i64 {
-        self.ksm_gap_bridge.min(MAX_KSM_GAP_BRIDGE).as_millis() as i64
-    }
-}
 
 /// Meters one hour window. Pure: the same input gives the same output, row order included.
 pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
@@ -210,40 +170,6 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
         anomalies.add(AnomalyKind::UnknownGpuModel, node.to_string(), 1);
     }
     HourOutput { interval_ms: Some(interval_ms), rows, capacity, anomalies: anomalies.into_vec() }
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Grid {
-    pub(super) start: i64,
-    pub(super) end: i64,
-    pub(super) interval_ms: i64,
-    pub(super) half: i64,
-    /// The longest KSM gap bridged, in ms (0: none).
-    pub(super) bridge_ms: i64,
-    /// Whether KSM gaps are looked for at all: the samples keep the scrape interval.
-    pub(super) gaps: bool,
-    /// The scrape intervals of DCGM and of HAMi's monitor (inferred from their samples, else KSM's): what one
-    /// of their samples covers.
-    pub(super) dcgm_interval_ms: i64,
-    pub(super) hami_interval_ms: i64,
-}
-
-impl Grid {
-    pub(super) fn contains(&self, t: i64) -> bool {
-        t >= self.start && t < self.end
-    }
-}
-
-#[derive(Default)]
-pub(super) struct Anomalies(BTreeMap<(AnomalyKind, String), u64>);
-
-impl Anomalies {
-    pub(super) fn add(&mut self, kind: AnomalyKind, subject: String, count: u64) {
-        *self.0.entry((kind, subject)).or_default() += count;
-    }
-    fn into_vec(self) -> Vec<Anomaly> {
-        self.0.into_iter().map(|((kind, subject), count)| Anomaly { kind, subject, count }).collect()
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,8 +3,10 @@
 //! Nothing here does I/O; `ingest` fetches and stores, this module only counts.
 
 mod capacity;
+mod config;
 mod cover;
 mod gap;
+mod grid;
 mod hour;
 mod input;
 mod memory;
@@ -13,8 +15,9 @@ mod output;
 mod resource;
 mod sample;
 
+pub use config::{MAX_KSM_GAP_BRIDGE, MeterConfig};
 pub use gap::Edges;
-pub use hour::{MAX_KSM_GAP_BRIDGE, MeterConfig, meter_hour};
+pub use hour::meter_hour;
 pub use input::{
     CapacitySeries, ContainerKey, DeviceSeries, GfdLabels, HamiSeries, HourInput, NamespaceSeries, NodeLabelSeries,
     RequestSeries, RunningSeries, SeenDevice, UnschedulableSeries, UtilMetric,

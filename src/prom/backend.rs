@@ -3,9 +3,6 @@
 
 use serde::Deserialize;
 
-use super::PromError;
-use super::client::PromClient;
-
 pub const BUILD_INFO_PATH: &str = "/api/v1/status/buildinfo";
 
 /// How a range selector `s[d]` evaluated at `t` bounds its samples.
@@ -77,39 +74,6 @@ pub fn range_ends(serves_export: bool, build: Option<&BuildInfo>) -> (RangeEnds,
     match build.major() {
         Some(m) if m >= 3 => (RangeEnds::LeftOpen, format!("version {version}: Prometheus 3 or later")),
         _ => (RangeEnds::Closed, format!("version {version}: Prometheus 2.x")),
-    }
-}
-
-impl PromClient {
-    /// The server's build info: `None` if it has none (any answer that is not one); an error only if it cannot be
-    /// asked (unreachable, a timeout, a 5xx or 429 — worth asking again) or refuses who asks (401, 403).
-    pub async fn build_info(&self) -> Result<Option<BuildInfo>, PromError> {
-        let resp = self.send(self.request(reqwest::Method::GET, BUILD_INFO_PATH).await?).await?;
-        let status = resp.status();
-        let body = resp.bytes().await.map_err(|e| self.transport_error(e))?;
-        if status.is_server_error() || status.as_u16() == 429 {
-            let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
-            return Err(PromError::Status { status: status.as_u16(), body: text });
-        }
-        Ok(if status.is_success() { BuildInfo::parse(&body) } else { None })
-    }
-
-    /// [`range_ends`] for this server: a VictoriaMetrics read by its export at once; otherwise its build info is
-    /// asked once per client (and its clones) and the choice logged.
-    pub async fn range_ends(&self, serves_export: bool) -> Result<RangeEnds, PromError> {
-        if serves_export {
-            return Ok(range_ends(true, None).0);
-        }
-        let ends = self
-            .range_ends_cell()
-            .get_or_try_init(|| async {
-                let build = self.build_info().await?;
-                let (ends, why) = range_ends(false, build.as_ref());
-                tracing::info!(url = %self.base_url(), ?ends, reason = %why, "range selector ends");
-                Ok::<_, PromError>(ends)
-            })
-            .await?;
-        Ok(*ends)
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::PromError;
 use super::auth::SourceAuth;
-use super::backend::RangeEnds;
+use super::backend::{BUILD_INFO_PATH, BuildInfo, RangeEnds, range_ends};
 use super::model::{RawSeries, parse_response};
 
 /// Prometheus refuses a `query_range` of more than 11,000 points per series.
@@ -273,6 +273,39 @@ pub(super) async fn refusal(resp: reqwest::Response, absent_hint: &str) -> (Stri
 /// The status and body of an endpoint the server does not have.
 fn is_absent(code: u16, body: &str) -> bool {
     matches!(code, 404 | 405) || (code == 400 && body.contains("unsupported path requested"))
+}
+
+impl PromClient {
+    /// The server's build info: `None` if it has none (any answer that is not one); an error only if it cannot be
+    /// asked (unreachable, a timeout, a 5xx or 429 — worth asking again) or refuses who asks (401, 403).
+    pub async fn build_info(&self) -> Result<Option<BuildInfo>, PromError> {
+        let resp = self.send(self.request(reqwest::Method::GET, BUILD_INFO_PATH).await?).await?;
+        let status = resp.status();
+        let body = resp.bytes().await.map_err(|e| self.transport_error(e))?;
+        if status.is_server_error() || status.as_u16() == 429 {
+            let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+            return Err(PromError::Status { status: status.as_u16(), body: text });
+        }
+        Ok(if status.is_success() { BuildInfo::parse(&body) } else { None })
+    }
+
+    /// [`range_ends`] for this server: a VictoriaMetrics read by its export at once; otherwise its build info is
+    /// asked once per client (and its clones) and the choice logged.
+    pub async fn range_ends(&self, serves_export: bool) -> Result<RangeEnds, PromError> {
+        if serves_export {
+            return Ok(range_ends(true, None).0);
+        }
+        let ends = self
+            .range_ends_cell()
+            .get_or_try_init(|| async {
+                let build = self.build_info().await?;
+                let (ends, why) = range_ends(false, build.as_ref());
+                tracing::info!(url = %self.base_url(), ?ends, reason = %why, "range selector ends");
+                Ok::<_, PromError>(ends)
+            })
+            .await?;
+        Ok(*ends)
+    }
 }
 
 #[cfg(test)]

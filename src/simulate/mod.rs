@@ -9,6 +9,7 @@
 //! and an unknown GPU-like resource; with `ksm_gaps`, kube-state-metrics outages too. Values are pure functions of (pod, device, time), so the
 //! writer streams series one after another with constant memory.
 
+mod clock;
 mod emit;
 mod layout;
 mod model;

@@ -5,13 +5,9 @@
 //! Both the OpenMetrics writer and the ground truth read only this model, so they see the same
 //! events; values are pure functions of (pod, device, sample time) in `values`.
 
+use super::clock::HOUR_MS;
 use super::layout::{MigProfile, NodeType};
 use super::workload::{Class, Pattern};
-
-/// Milliseconds per hour.
-pub const HOUR_MS: i64 = 3_600_000;
-/// Milliseconds per day.
-pub const DAY_MS: i64 = 24 * HOUR_MS;
 
 /// The KSM scrape grid `g_k = start + k·step`, `k < len` (all `g_k < end`).
 #[derive(Clone, Copy, Debug)]

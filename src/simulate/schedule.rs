@@ -8,11 +8,12 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::clock::{DAY_MS, HOUR_MS};
 use super::layout::{
     Exporter, GPUS_PER_NODE, HAMI_LANE_LAYOUTS, MIG_1G, MIG_1G_A30, MIG_2G, MIG_2G_A30, MIG_3G, MIG_4G_A30, MIG_7G,
     MIG_SINGLE_PER_CARD, MIG_SLICES, MIG_WHOLE_CARDS, MigProfile, NS_SANDBOX, NodeType, Profile,
 };
-use super::model::{Cluster, DAY_MS, Emitter, EmitterKind, Grid, HOUR_MS, Hold, Kind, Lane, LaneRef, Node, Pod};
+use super::model::{Cluster, Emitter, EmitterKind, Grid, Hold, Kind, Lane, LaneRef, Node, Pod};
 use super::workload::{Class, Draw, Pattern, hash2, hash3};
 
 const MIN_MS: i64 = 60_000;

@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::clock::HOUR_MS;
 use super::layout::{Exporter, NAMESPACES, NodeType, TEAMS, team_of};
-use super::model::{Cluster, Grid, HOUR_MS, Kind};
+use super::model::{Cluster, Grid, Kind};
 use super::values::{Metric, best_metric, exclusive_value, hami_percent, per_pod_fb, per_pod_percent, shared_value};
 
 /// GPU-hours, effective GPU-hours and unmetered GPU-hours; with kube-state-metrics outages also the GPU-hours

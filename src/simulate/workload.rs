@@ -6,10 +6,10 @@
 
 use std::f64::consts::TAU;
 
+use super::clock::{DAY_MS, HOUR_MS};
 use super::layout::{
     NS_NLP_PROD, NS_NLP_RESEARCH, NS_PLATFORM_INFER, NS_RECSYS, NS_SANDBOX, NS_SPEECH, NS_VISION_DEV, NS_VISION_TRAIN,
 };
-use super::model::{DAY_MS, HOUR_MS};
 
 const MIN_MS: i64 = 60_000;
 

@@ -1,4 +1,4 @@
-//! The PDF of layout 3: a [`StatementView`] set on A4 landscape pages with the page machinery of the earlier
+//! The PDF of layouts 3 and later: a [`StatementView`] set on A4 landscape pages with the page machinery of the earlier
 //! layouts ([`super::pdf`]), which stays unchanged for the months frozen under them. A heading is kept with its
 //! table (never the last line of a page), an open month carries its draft watermark on every page, the chart
 //! labels its bars with their amounts.
