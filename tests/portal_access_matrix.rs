@@ -45,6 +45,17 @@ const PAGES: &[Page] = &[
     page("/bills/{month}/teams/{team}/bills.csv", Audience::Everyone),
     page("/bills/{month}/teams/{team}/statement.pdf", Audience::Everyone),
     page("/bills/{month}/close", Audience::Writers),
+    // month end (issue 33): a draft under another policy, the month's files, the close under a chosen policy,
+    // the nodes page (cluster-wide: global readers read and preview, writers save)
+    page("/bills/{month}?mode=chargeback&unallocated=spread_proportionally", Audience::Everyone),
+    page("/bills/{month}/teams/{team}?mode=chargeback", Audience::Everyone),
+    page("/bills/{month}/bills.csv?unallocated=spread_proportionally", Audience::Everyone),
+    page("/bills/{month}/statements.pdf", Audience::Everyone),
+    page("/bills/{month}/bills.xlsx", Audience::Everyone),
+    page("/bills/{month}/close?mode=chargeback&unallocated=spread_proportionally", Audience::Writers),
+    page("/nodes", Audience::Global),
+    page("/nodes?month={month}", Audience::Global),
+    page("/nodes/sim/gpu-node-1?month={month}", Audience::Global),
     page("/idle", Audience::Everyone),
     page("/idle?team={team}", Audience::Everyone),
     page("/health", Audience::Global),
@@ -154,9 +165,12 @@ async fn every_page_and_download_by_role_and_team(pool: PgPool) {
                 if allowed(role, p, whose) {
                     assert_eq!(status, 200, "{role} {path}: {}", String::from_utf8_lossy(&body));
                     assert_ne!(body.as_ref(), not_found.as_bytes(), "{role} {path}");
-                    if path.ends_with(".pdf") {
+                    let file = path.split('?').next().unwrap_or_default();
+                    if file.ends_with(".pdf") {
                         assert!(body.starts_with(b"%PDF-"), "{role} {path}");
-                    } else if path.ends_with(".csv") {
+                    } else if file.ends_with(".xlsx") {
+                        assert!(body.starts_with(b"PK"), "{role} {path}: a zip");
+                    } else if file.ends_with(".csv") {
                         let text = String::from_utf8(body.to_vec()).unwrap();
                         assert!(text.lines().count() >= 2, "{role} {path}: a header and lines: {text}");
                         assert!(text.contains(whose.team()), "{role} {path}: {text}");
@@ -205,6 +219,11 @@ const FORMS: &[Form] = &[
         Audience::Writers,
         &[("mode", "chargeback"), ("unallocated", "kept_by_platform"), ("reason", "matrix")],
     ),
+    form(
+        "/nodes/sim/gpu-node-1",
+        Audience::Writers,
+        &[("month", "{month}"), ("gpu_model", "NVIDIA L40S"), ("cards", "8"), ("previewed", "x")],
+    ),
     form("/budgets", Audience::Writers, &[("month", "{month}"), ("team", "{team}"), ("amount", "1")]),
     form(
         "/rates/manual",
@@ -239,6 +258,7 @@ async fn state(pool: &PgPool) -> String {
         "budgets",
         "rate_versions",
         "cloud_rates",
+        "node_settings",
     ] {
         // (a login records itself on the user: not a form's doing)
         let row = "(to_jsonb(t) - 'last_login_at')::text";

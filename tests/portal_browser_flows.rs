@@ -188,7 +188,8 @@ async fn finance_closes_a_month_through_its_confirmation_page(pool: PgPool) {
     let c = &b.client;
     sign_in(c, &portal, "finance").await;
     c.goto(&portal.url(&format!("/bills/{SEED_MONTH}?lang=en"))).await.unwrap();
-    c.find(Locator::Css(&format!("a[href='/bills/{SEED_MONTH}/close']"))).await.unwrap().click().await.unwrap();
+    // (the link carries the policy the month page shows)
+    c.find(Locator::Css(&format!("a[href^='/bills/{SEED_MONTH}/close']"))).await.unwrap().click().await.unwrap();
     wait_for_path(c, |p| p.ends_with("/close")).await;
     // the confirmation shows what will be frozen: the API's unallocated cost, every team's total
     let page = c.source().await.unwrap();

@@ -1,24 +1,26 @@
-//! The bills pages: the months with their status, a month's teams, a team's statement (the same document the PDF
-//! prints, [`crate::export::statement_view`]) with its CSV and PDF downloads, and closing a month (finance) behind
-//! a confirmation page that shows what will be frozen.
+//! The bills pages: the months with their status, a month's teams with its data coverage and its month-wide
+//! downloads (CSV, PDF, xlsx), a team's statement (the same document the PDF prints,
+//! [`crate::export::statement_view`]) with its CSV and PDF downloads. Each takes `?mode=&unallocated=` as the API
+//! does ([`super::policy`]): an open month's draft under another policy, and passes the policy on to its links.
+//! Closing a month is [`super::close`].
 
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use chrono::Utc;
-use serde::Deserialize;
 
-use super::capability::PageWriter;
-use super::fmt::{card_hours, yuan};
+use super::fmt::{card_hours, percent, yuan};
 use super::i18n::{PageLang, t};
 use super::layout::{Chrome, PageError};
-use crate::auth::{CsrfForm, PageUser};
-use crate::billing::{Month, PolicyChoice};
-use crate::export::view::{Block, Section, mode_words, unallocated_words};
+use super::policy::{self, PolicyQuery};
+use crate::auth::PageUser;
+use crate::billing::Month;
+use crate::export::Lang;
+use crate::export::view::{Block, Section};
 use crate::ledger::MonthStatus;
 use crate::state::AppState;
 use crate::usecase::{self, closing, exports, months, statements};
@@ -27,14 +29,16 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/bills", get(list))
         .route("/bills/{month}", get(month_page))
+        .route("/bills/{month}/bills.csv", get(month_csv))
+        .route("/bills/{month}/statements.pdf", get(month_pdf))
+        .route("/bills/{month}/bills.xlsx", get(month_xlsx))
         .route("/bills/{month}/teams/{team}", get(team_page))
         .route("/bills/{month}/teams/{team}/bills.csv", get(team_csv))
         .route("/bills/{month}/teams/{team}/statement.pdf", get(team_pdf))
-        .route("/bills/{month}/close", get(close_page).post(close_submit))
 }
 
 /// A month in a path; anything else is not found (a path that names no month names no page).
-fn month_of(s: &str) -> Result<Month, PageError> {
+pub(super) fn month_of(s: &str) -> Result<Month, PageError> {
     crate::validate::month("month", s).map_err(|_| PageError::NotFound)
 }
 
@@ -76,7 +80,9 @@ async fn list(State(s): State<AppState>, user: PageUser, PageLang(lang): PageLan
 
 pub struct TeamRow {
     pub team: String,
+    /// The team's display name; its id beside it only when the two differ.
     pub name: String,
+    pub id_note: Option<String>,
     pub card_hours: String,
     pub allocated: String,
     pub unallocated_share: String,
@@ -92,6 +98,40 @@ pub struct ClusterTotals {
     pub platform_kept: String,
 }
 
+impl ClusterTotals {
+    pub fn of(b: &crate::billing::MonthBills) -> Self {
+        ClusterTotals {
+            capacity_cost: yuan(b.capacity_cost),
+            allocated: yuan(b.allocated),
+            unallocated: yuan(b.unallocated),
+            platform_kept: yuan(b.platform_kept),
+        }
+    }
+}
+
+/// One cluster's data coverage of a month: hours with data of the month's hours.
+pub struct CoverageRow {
+    pub cluster: String,
+    pub covered: String,
+    pub share: String,
+    pub span: String,
+}
+
+pub fn coverage_rows(r: &crate::readiness::Readiness, tz: chrono_tz::Tz) -> Vec<CoverageRow> {
+    r.coverage
+        .iter()
+        .map(|c| CoverageRow {
+            cluster: c.cluster.clone(),
+            covered: format!("{} / {}", c.hours_covered, c.hours_of_month),
+            share: percent(Some(c.share)),
+            span: match (c.first_hour, c.last_hour) {
+                (Some(a), Some(b)) => format!("{} – {}", super::fmt::when(&a, tz), super::fmt::when(&b, tz)),
+                _ => "–".into(),
+            },
+        })
+        .collect()
+}
+
 #[derive(Template, WebTemplate)]
 #[template(path = "bill_month.html")]
 pub struct MonthPage {
@@ -100,20 +140,50 @@ pub struct MonthPage {
     pub closed: bool,
     pub status: &'static str,
     pub closed_line: Option<String>,
+    /// The policy the figures are under, in words, and as the query its links carry.
+    pub policy_words: String,
+    pub policy: String,
+    pub mode: &'static str,
+    pub unallocated: &'static str,
     pub teams: Vec<TeamRow>,
+    pub total: Option<TeamRow>,
     pub cluster: Option<ClusterTotals>,
+    pub coverage: Vec<CoverageRow>,
     pub may_close: bool,
 }
 
-fn team_rows(st: &crate::ledger::Statement, scope: &crate::access::Scope) -> Vec<TeamRow> {
+impl MonthPage {
+    pub fn selected(&self, value: &str) -> &'static str {
+        if self.mode == value || self.unallocated == value { "selected" } else { "" }
+    }
+
+    /// The bill modes to choose from: (value, words).
+    pub fn modes(&self) -> [(&'static str, String); 2] {
+        use crate::billing::BillMode;
+        [BillMode::Showback, BillMode::Chargeback].map(|m| (m.as_str(), crate::glossary::mode(self.c.lang, m)))
+    }
+
+    /// The unallocated-cost policies to choose from: (value, words).
+    pub fn unallocated_policies(&self) -> [(&'static str, String); 2] {
+        use crate::billing::UnallocatedPolicy as U;
+        [U::KeptByPlatform, U::SpreadProportionally]
+            .map(|u| (u.as_str(), crate::glossary::unallocated_sentence(self.c.lang, u)))
+    }
+}
+
+/// The rows of the teams of `st` that `scope` sees: each team's figures as printed.
+pub fn team_rows(st: &crate::ledger::Statement, scope: &crate::access::Scope, lang: Lang) -> Vec<TeamRow> {
     st.team_ids()
         .into_iter()
         .filter(|t| scope.allows(t))
         .map(|team| {
             let bill = st.bills.teams.iter().find(|b| b.team == team);
+            let stored = st.teams.get(team).map_or(team, |i| i.name.as_str());
+            let (name, id_note) = policy::team_id_note(lang, team, stored);
             TeamRow {
                 team: team.to_string(),
-                name: st.teams.get(team).map_or_else(|| team.to_string(), |i| i.name.clone()),
+                name,
+                id_note,
                 card_hours: card_hours(bill.map(|b| b.card_hours).unwrap_or_default()),
                 allocated: yuan(bill.map(|b| b.allocated).unwrap_or_default()),
                 unallocated_share: yuan(bill.map(|b| b.unallocated_share).unwrap_or_default()),
@@ -124,30 +194,64 @@ fn team_rows(st: &crate::ledger::Statement, scope: &crate::access::Scope) -> Vec
         .collect()
 }
 
+/// Who an audit actor names (`user:eve`, `sso:eve`, `token:7:eve`): the name a reader knows, not the credential.
+pub fn actor_name(actor: &str) -> &str {
+    match actor.split_once(':') {
+        Some(("token", rest)) => rest.split_once(':').map_or(rest, |(_, name)| name),
+        Some(("user" | "sso", name)) => name,
+        _ => actor,
+    }
+}
+
+/// The total row of the teams `scope` sees.
+fn total_row(st: &crate::ledger::Statement, scope: &crate::access::Scope, lang: Lang) -> TeamRow {
+    let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| scope.allows(t)).collect();
+    let bills = || st.bills.teams.iter().filter(|b| teams.contains(&b.team.as_str()));
+    TeamRow {
+        team: String::new(),
+        name: t(lang, "total").to_string(),
+        id_note: None,
+        card_hours: card_hours(bills().map(|b| b.card_hours).sum()),
+        allocated: yuan(bills().map(|b| b.allocated).sum()),
+        unallocated_share: yuan(bills().map(|b| b.unallocated_share).sum()),
+        restated: yuan(teams.iter().map(|t| st.team_restated(t)).sum()),
+        total: yuan(teams.iter().map(|t| st.team_total(t)).sum()),
+    }
+}
+
 async fn month_page(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
     Path(month): Path<String>,
+    Query(q): Query<PolicyQuery>,
 ) -> Result<MonthPage, PageError> {
     let month = month_of(&month)?;
+    let choice = q.choice()?;
     let scope = user.principal.scope();
-    let st = statements::statement(&s.cases, month, PolicyChoice::NONE).await?;
-    let b = &st.bills;
+    let st = statements::statement(&s.cases, month, choice).await?;
+    let coverage = match scope.is_global() {
+        true => coverage_rows(&closing::readiness(&s.cases, &scope, month).await?, s.billing_tz),
+        false => Vec::new(),
+    };
+    let p = st.bills.policy;
     Ok(MonthPage {
         month: month.to_string(),
         closed: st.status == MonthStatus::Closed,
         status: status_word(lang, st.status),
         closed_line: st.closed_at.map(|at| {
-            format!("{} · {}", super::fmt::when(&at, s.billing_tz), st.closed_by.clone().unwrap_or_default())
+            let by = st.closed_by.as_deref().map(actor_name).unwrap_or_default();
+            let label = t(lang, "bills.closed_at");
+            format!("{label}{}{} · {by}", lang.pick("：", ": "), super::fmt::when(&at, s.billing_tz))
         }),
-        teams: team_rows(&st, &scope),
-        cluster: scope.is_global().then(|| ClusterTotals {
-            capacity_cost: yuan(b.capacity_cost),
-            allocated: yuan(b.allocated),
-            unallocated: yuan(b.unallocated),
-            platform_kept: yuan(b.platform_kept),
-        }),
+        policy_words: policy::words(p, lang),
+        policy: policy::query(p),
+        mode: p.mode.as_str(),
+        unallocated: p.unallocated.as_str(),
+        teams: team_rows(&st, &scope, lang),
+        total: Some(total_row(&st, &scope, lang)),
+        cluster: scope.is_global().then(|| ClusterTotals::of(&st.bills)),
+        coverage,
         may_close: super::capability::may_write(&user) && st.status == MonthStatus::Open,
         c: Chrome::new(&user, lang, "/bills", format!("{} {month}", t(lang, "bills.month"))),
     })
@@ -159,6 +263,8 @@ pub struct TeamPage {
     pub c: Chrome,
     pub month: String,
     pub team: String,
+    /// The policy its downloads carry (`mode=…&unallocated=…`).
+    pub policy: String,
     pub watermark: Option<String>,
     pub sections: Vec<Section>,
 }
@@ -170,11 +276,19 @@ impl TeamPage {
     }
 }
 
-/// The statement of `team` in `month` as the caller may see it: not found when the team is unknown or outside
-/// the caller's scope.
-async fn selection(s: &AppState, user: &PageUser, month: &str, team: &str) -> Result<statements::Selection, PageError> {
-    let (month, team) = (month_of(month)?, team_of(team)?);
-    Ok(statements::select(&s.cases, &user.principal.scope(), month, PolicyChoice::NONE, Some(&team)).await?)
+/// The statement of `month` under the asked policy as the caller may see it, of `team` when one is named: not
+/// found when the team is unknown or outside the caller's scope.
+async fn selection(
+    s: &AppState,
+    user: &PageUser,
+    month: &str,
+    team: Option<&str>,
+    q: &PolicyQuery,
+) -> Result<statements::Selection, PageError> {
+    let month = month_of(month)?;
+    let team = team.map(team_of).transpose()?;
+    let choice = q.choice()?;
+    Ok(statements::select(&s.cases, &user.principal.scope(), month, choice, team.as_deref()).await?)
 }
 
 async fn team_page(
@@ -182,8 +296,9 @@ async fn team_page(
     user: PageUser,
     PageLang(lang): PageLang,
     Path((month, team)): Path<(String, String)>,
+    Query(q): Query<PolicyQuery>,
 ) -> Result<TeamPage, PageError> {
-    let sel = selection(&s, &user, &month, &team).await?;
+    let sel = selection(&s, &user, &month, Some(&team), &q).await?;
     let mut extras = usecase::extras::extras_for(&s.cases, &sel.statement, &sel.scope).await?;
     // one team's page: its own statement, not the finance summary of the month
     extras.finance_summary = false;
@@ -191,10 +306,13 @@ async fn team_page(
     extras.prepared = Some(usecase::exports::prepared_now(user.username.clone()));
     let view = crate::export::statement_view(&sel.statement, sel.include(), &extras, lang);
     let team = sel.team.clone().unwrap_or_default();
+    let stored = sel.statement.teams.get(&team).map_or(team.as_str(), |i| i.name.as_str());
+    let label = crate::glossary::team_label(lang, &team, stored);
     Ok(TeamPage {
-        c: Chrome::new(&user, lang, "/bills", format!("{} {team} {month}", t(lang, "bills.statement"))),
+        c: Chrome::new(&user, lang, "/bills", format!("{} {label} {month}", t(lang, "bills.statement"))),
         month: sel.statement.month.to_string(),
         team,
+        policy: policy::query(sel.statement.bills.policy),
         watermark: view.watermark,
         sections: view.sections,
     })
@@ -208,12 +326,16 @@ fn download(sel: &statements::Selection, content_type: &'static str, ext: &str, 
         .into_response()
 }
 
+/// The xlsx content type.
+const XLSX: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
+
 async fn team_csv(
     State(s): State<AppState>,
     user: PageUser,
     Path((month, team)): Path<(String, String)>,
+    Query(q): Query<PolicyQuery>,
 ) -> Result<Response, PageError> {
-    let sel = selection(&s, &user, &month, &team).await?;
+    let sel = selection(&s, &user, &month, Some(&team), &q).await?;
     let body = exports::csv(&sel, None)?;
     Ok(download(&sel, "text/csv; charset=utf-8", "csv", body))
 }
@@ -223,225 +345,57 @@ async fn team_pdf(
     user: PageUser,
     PageLang(lang): PageLang,
     Path((month, team)): Path<(String, String)>,
+    Query(q): Query<PolicyQuery>,
 ) -> Result<Response, PageError> {
-    let sel = selection(&s, &user, &month, &team).await?;
+    let sel = selection(&s, &user, &month, Some(&team), &q).await?;
     let body = exports::pdf(&s.cases, &sel, user.username.clone(), lang).await?;
     Ok(download(&sel, "application/pdf", "pdf", body))
 }
 
-#[derive(Template, WebTemplate)]
-#[template(path = "bill_close.html")]
-pub struct ClosePage {
-    pub c: Chrome,
-    pub month: String,
-    pub teams: Vec<TeamRow>,
-    pub cluster: ClusterTotals,
-    pub blockers: Vec<String>,
-    pub form: CloseForm,
-    /// The message of each bad field: (field, message).
-    pub errors: Vec<(String, String)>,
-}
-
-impl ClosePage {
-    pub fn error(&self, field: &str) -> Option<&str> {
-        self.errors.iter().find(|(f, _)| f == field).map(|(_, m)| m.as_str())
-    }
-
-    pub fn selected(&self, value: &str) -> &'static str {
-        if self.form.mode == value || self.form.unallocated == value { "selected" } else { "" }
-    }
-
-    /// The bill modes to choose from: (value, words).
-    pub fn modes(&self) -> [(&'static str, &'static str); 2] {
-        use crate::billing::BillMode;
-        [
-            ("showback", mode_words(BillMode::Showback, self.c.lang)),
-            ("chargeback", mode_words(BillMode::Chargeback, self.c.lang)),
-        ]
-    }
-
-    /// The unallocated-cost policies to choose from: (value, words).
-    pub fn unallocated_policies(&self) -> [(&'static str, &'static str); 2] {
-        use crate::billing::UnallocatedPolicy;
-        [
-            ("kept_by_platform", unallocated_words(UnallocatedPolicy::KeptByPlatform, self.c.lang)),
-            ("spread_proportionally", unallocated_words(UnallocatedPolicy::SpreadProportionally, self.c.lang)),
-        ]
-    }
-}
-
-/// The close form as sent: every field text, checked by the same rules as the API's close.
-#[derive(Debug, Default, Clone, Deserialize)]
-pub struct CloseForm {
-    #[serde(default)]
-    pub mode: String,
-    #[serde(default)]
-    pub unallocated: String,
-    #[serde(default)]
-    pub reason: String,
-}
-
-/// The longest override reason (as the API's).
-const REASON_MAX: usize = 2000;
-
-/// The close confirmation of `month`: what will be frozen (the draft under the default policy), what stands in
-/// the way, the form. Writers only (for anyone else the page does not exist): it takes the writer's page.
-async fn confirmation(
-    s: &AppState,
-    PageWriter { user, .. }: &PageWriter,
-    lang: crate::export::Lang,
-    month: Month,
-    form: CloseForm,
-    errors: Vec<(String, String)>,
-) -> Result<ClosePage, PageError> {
-    let scope = user.principal.scope();
-    let st = statements::statement(&s.cases, month, PolicyChoice::NONE).await?;
-    if st.status == MonthStatus::Closed {
-        return Err(PageError::Conflict(format!("{month} is closed already")));
-    }
-    let readiness = closing::readiness(&s.cases, &scope, month).await?;
-    let tz = s.billing_tz;
-    let b = &st.bills;
-    Ok(ClosePage {
-        c: Chrome::new(user, lang, "/bills", format!("{} {month}", t(lang, "close.title"))),
-        month: month.to_string(),
-        teams: team_rows(&st, &scope),
-        cluster: ClusterTotals {
-            capacity_cost: yuan(b.capacity_cost),
-            allocated: yuan(b.allocated),
-            unallocated: yuan(b.unallocated),
-            platform_kept: yuan(b.platform_kept),
-        },
-        blockers: readiness.blockers.iter().map(|b| b.describe(&|t| super::fmt::when(t, tz))).collect(),
-        form,
-        errors,
-    })
-}
-
-async fn close_page(
+/// The month's bill lines as CSV, every team the caller sees (a global reader's ends with the cluster rows and
+/// the total): the API's `/exports/{month}/bills.csv` of the same policy, its header and words in the page's
+/// language.
+async fn month_csv(
     State(s): State<AppState>,
-    user: PageWriter,
+    user: PageUser,
     PageLang(lang): PageLang,
     Path(month): Path<String>,
-) -> Result<ClosePage, PageError> {
-    let month = month_of(&month)?;
-    confirmation(&s, &user, lang, month, CloseForm::default(), Vec::new()).await
-}
-
-/// Each bad field of a form with its message: (field, message).
-type FieldErrors = Vec<(String, String)>;
-
-/// The policy and reason of a close form, or each bad field's message in `lang`.
-fn check_close(
-    form: &CloseForm,
-    lang: crate::export::Lang,
-) -> Result<(crate::billing::BillPolicy, Option<String>), FieldErrors> {
-    let mut errors = Vec::new();
-    let (mode, unallocated) = (form.mode.trim(), form.unallocated.trim());
-    if mode.is_empty() {
-        errors.push(("mode".into(), t(lang, "close.choose").into()));
-    }
-    if unallocated.is_empty() {
-        errors.push(("unallocated".into(), t(lang, "close.choose").into()));
-    }
-    let reason = form.reason.trim();
-    if reason.contains('\0') {
-        errors.push(("reason".into(), t(lang, "form.nul").into()));
-    } else if reason.chars().count() > REASON_MAX {
-        errors.push(("reason".into(), t(lang, "form.too_long").replace("{max}", &REASON_MAX.to_string())));
-    }
-    let choice = crate::validate::policy_choice(
-        Some(mode).filter(|m| !m.is_empty()),
-        Some(unallocated).filter(|u| !u.is_empty()),
-        None,
-    );
-    match choice {
-        Err(e) => errors.push((e.field.clone(), e.message.clone())),
-        Ok(c) if errors.is_empty() => {
-            if let Some(policy) = c.complete() {
-                return Ok((policy, Some(reason.to_string()).filter(|r| !r.is_empty())));
-            }
-        }
-        Ok(_) => {}
-    }
-    Err(errors)
-}
-
-async fn close_submit(
-    State(s): State<AppState>,
-    user: PageWriter,
-    PageLang(lang): PageLang,
-    Path(month): Path<String>,
-    CsrfForm(form): CsrfForm<CloseForm>,
+    Query(q): Query<PolicyQuery>,
 ) -> Result<Response, PageError> {
-    let month = month_of(&month)?;
-    let (policy, reason) = match check_close(&form, lang) {
-        Ok(v) => v,
-        Err(errors) => {
-            let page = confirmation(&s, &user, lang, month, form, errors).await?;
-            return Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response());
-        }
-    };
-    // the audit names the caller as its credential says (`user:…`, or `sso:…` behind the SSO proxy)
-    match closing::close(&s.cases, month, policy, reason, &user.writer).await {
-        Ok(_) => Ok(Redirect::to(&format!("/bills/{month}")).into_response()),
-        // refused (not ready without a reason, not ended, closed meanwhile): the form back with why
-        Err(e) => match close_refusal(&e, lang) {
-            Some(error) => {
-                let page = confirmation(&s, &user, lang, month, form, vec![error]).await?;
-                Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
-            }
-            None => Err(e.into()),
-        },
-    }
+    let sel = selection(&s, &user, &month, None, &q).await?;
+    let body = exports::csv(&sel, Some(lang))?;
+    Ok(download(&sel, "text/csv; charset=utf-8", "csv", body))
 }
 
-/// A close the ledger refused for a reason the form can show: (field, message).
-fn close_refusal(e: &usecase::Error, lang: crate::export::Lang) -> Option<(String, String)> {
-    use crate::ledger::LedgerError as L;
-    match e {
-        usecase::Error::Ledger(L::NotReady(_)) => Some(("reason".into(), t(lang, "close.give_reason").into())),
-        usecase::Error::Ledger(L::OverrideReason(i)) => Some(("reason".into(), i.message.clone())),
-        usecase::Error::Ledger(L::NotEnded(m)) => {
-            Some(("month".into(), t(lang, "close.not_ended").replace("{month}", &m.to_string())))
-        }
-        usecase::Error::Invalid(list) => list.first().map(|i| (i.field.clone(), i.message.clone())),
-        _ => None,
-    }
+/// The month's statements as PDF (a global reader's begins with the finance summary), in the page's language.
+async fn month_pdf(
+    State(s): State<AppState>,
+    user: PageUser,
+    PageLang(lang): PageLang,
+    Path(month): Path<String>,
+    Query(q): Query<PolicyQuery>,
+) -> Result<Response, PageError> {
+    let sel = selection(&s, &user, &month, None, &q).await?;
+    let body = exports::pdf(&s.cases, &sel, user.username.clone(), lang).await?;
+    Ok(download(&sel, "application/pdf", "pdf", body))
+}
+
+/// The month's workbook: a summary sheet and a sheet per team, in the page's language.
+async fn month_xlsx(
+    State(s): State<AppState>,
+    user: PageUser,
+    PageLang(lang): PageLang,
+    Path(month): Path<String>,
+    Query(q): Query<PolicyQuery>,
+) -> Result<Response, PageError> {
+    let sel = selection(&s, &user, &month, None, &q).await?;
+    let body = exports::xlsx(&s.cases, &sel, lang)?;
+    Ok(download(&sel, XLSX, "xlsx", body))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn form(mode: &str, unallocated: &str, reason: &str) -> CloseForm {
-        CloseForm { mode: mode.into(), unallocated: unallocated.into(), reason: reason.into() }
-    }
-
-    #[test]
-    fn a_close_form_names_both_policy_parts() {
-        let (p, r) = check_close(&form("chargeback", "kept_by_platform", " "), crate::export::Lang::En).unwrap();
-        assert_eq!(p.mode, crate::billing::BillMode::Chargeback);
-        assert_eq!(r, None);
-        let fields = |e: Vec<(String, String)>| e.into_iter().map(|(f, _)| f).collect::<Vec<_>>();
-        assert_eq!(
-            fields(check_close(&form("", "", ""), crate::export::Lang::En).unwrap_err()),
-            ["mode", "unallocated"]
-        );
-        assert_eq!(
-            fields(check_close(&form("bogus", "kept_by_platform", ""), crate::export::Lang::En).unwrap_err()),
-            ["mode"]
-        );
-        assert_eq!(
-            fields(check_close(&form("showback", "kept_by_platform", "a\0b"), crate::export::Lang::En).unwrap_err()),
-            ["reason"]
-        );
-        let long = "x".repeat(REASON_MAX + 1);
-        assert_eq!(
-            fields(check_close(&form("showback", "kept_by_platform", &long), crate::export::Lang::En).unwrap_err()),
-            ["reason"]
-        );
-    }
 
     #[test]
     fn the_bills_list_links_every_month_with_its_status() {
@@ -462,29 +416,53 @@ mod tests {
     }
 
     #[test]
-    fn the_close_form_comes_back_with_the_fields_message() {
+    fn a_closer_is_named_as_a_reader_knows_them() {
+        assert_eq!(actor_name("user:eve"), "eve");
+        assert_eq!(actor_name("sso:eve"), "eve");
+        assert_eq!(actor_name("token:7:finance"), "finance");
+        assert_eq!(actor_name("cli"), "cli");
+    }
+
+    #[test]
+    fn the_month_page_names_its_policy_and_links_its_files_under_it() {
         let user = crate::web::layout::tests::user(crate::access::Role::Finance, &[]);
-        let totals = || ClusterTotals {
-            capacity_cost: "¥1,000.00".into(),
-            allocated: "¥800.00".into(),
-            unallocated: "¥200.00".into(),
-            platform_kept: "¥200.00".into(),
+        let row = |team: &str, name: &str, id_note: Option<&str>| TeamRow {
+            team: team.into(),
+            name: name.into(),
+            id_note: id_note.map(str::to_string),
+            card_hours: "1.000".into(),
+            allocated: "¥1.00".into(),
+            unallocated_share: "¥0.00".into(),
+            restated: "¥0.00".into(),
+            total: "¥1.00".into(),
         };
-        let page = ClosePage {
-            c: Chrome::new(&user, crate::export::Lang::Zh, "/bills", "结账"),
-            month: "2026-10".into(),
-            teams: vec![],
-            cluster: totals(),
-            blockers: vec!["cluster a: 3 hour(s) not ingested".into()],
-            form: form("chargeback", "", "late data"),
-            errors: check_close(&form("chargeback", "", "late data"), crate::export::Lang::Zh).unwrap_err(),
+        let page = MonthPage {
+            c: Chrome::new(&user, Lang::Zh, "/bills", "月账单 2026-11"),
+            month: "2026-11".into(),
+            closed: false,
+            status: "未结账",
+            closed_line: None,
+            policy_words: "分摊计费 · 未分配成本按用量比例分摊".into(),
+            policy: "mode=chargeback&unallocated=spread_proportionally".into(),
+            mode: "chargeback",
+            unallocated: "spread_proportionally",
+            teams: vec![row("nlp", "nlp", None), row("vision", "视觉组", Some("vision"))],
+            total: Some(row("", "合计", None)),
+            cluster: None,
+            coverage: vec![],
+            may_close: true,
         };
         let html = page.render().unwrap();
-        assert!(html.contains(r#"<span class="field-error">结账前请选择</span>"#), "{html}");
-        assert!(html.contains(r#"<option value="chargeback" selected>分摊计费（chargeback）</option>"#), "{html}");
-        assert!(html.contains(r#"<option value="kept_by_platform" >未分配成本由平台承担</option>"#), "{html}");
-        assert!(html.contains(">late data</textarea>"), "{html}");
-        assert!(html.contains("¥1,000.00") && html.contains("3 hour(s) not ingested"), "{html}");
-        assert!(html.contains(r#"<input type="hidden" name="csrf" value="tok-123">"#), "{html}");
+        let q = "mode=chargeback&#38;unallocated=spread_proportionally";
+        for link in ["bills.csv", "statements.pdf", "bills.xlsx"] {
+            assert!(html.contains(&format!(r#"href="/bills/2026-11/{link}?{q}&amp;lang=zh-CN""#)), "{link}: {html}");
+        }
+        assert!(html.contains(&format!(r#"href="/bills/2026-11/close?{q}""#)), "{html}");
+        assert!(html.contains(r#"<option value="spread_proportionally" selected>"#), "{html}");
+        // "nlp", not "nlp nlp"; a name beside its id only when they differ
+        assert!(
+            html.contains(">nlp</a></td>") && html.contains(r#">视觉组</a> <span class="note">vision</span>"#),
+            "{html}"
+        );
     }
 }

@@ -57,9 +57,22 @@ fn sections(role: Role) -> &'static [(&'static str, &'static str)] {
         ("/health", "nav.health"),
         ("/admin/teams", "nav.admin"),
     ];
+    // the writers' (the API's `PUT /nodes/…`): settling the nodes and models that stand in the way of a close
+    const WRITER: &[(&str, &str)] = &[
+        ("/", "nav.home"),
+        ("/bills", "nav.bills"),
+        ("/nodes", "nav.nodes"),
+        ("/idle", "nav.idle"),
+        ("/budgets", "nav.budgets"),
+        ("/rates", "nav.rates"),
+        ("/reports/utilization", "nav.reports"),
+        ("/health", "nav.health"),
+        ("/admin/teams", "nav.admin"),
+    ];
     match role {
         Role::TeamLead => LEAD,
-        Role::Viewer | Role::Finance | Role::Admin => READER,
+        Role::Viewer => READER,
+        Role::Finance | Role::Admin => WRITER,
     }
 }
 
@@ -199,8 +212,11 @@ pub(crate) mod tests {
         assert!(lead.nav[0].active && !lead.nav[1].active);
         let admin = Chrome::new(&user(Role::Admin, &[]), Lang::Zh, "/bills", "x");
         assert!(admin.nav.iter().any(|n| n.href == "/health" && n.label == "采集健康"));
-        // a team lead has no cluster-wide section
+        // a team lead has no cluster-wide section; the nodes page is the writers'
         assert!(!lead.nav.iter().any(|n| n.href == "/health" || n.href.starts_with("/reports")));
+        assert!(admin.nav.iter().any(|n| n.href == "/nodes" && n.label == "节点"));
+        let viewer = Chrome::new(&user(Role::Viewer, &[]), Lang::En, "/", "x");
+        assert!(!viewer.nav.iter().any(|n| n.href == "/nodes"));
     }
 
     #[tokio::test]

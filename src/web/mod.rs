@@ -10,12 +10,15 @@ mod bills;
 mod budgets;
 mod capability;
 mod chart;
+mod close;
 mod field_errors;
 mod fmt;
 mod home;
 mod i18n;
 mod layout;
 mod login;
+mod nodes;
+mod policy;
 mod rates;
 mod reports;
 mod waste;
@@ -35,6 +38,8 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/static/portal.css", get(layout::css))
         .merge(home::routes())
         .merge(bills::routes())
+        .merge(close::routes())
+        .merge(nodes::routes())
         .merge(budgets::routes())
         .merge(rates::routes())
         .merge(reports::routes())
