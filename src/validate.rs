@@ -9,6 +9,7 @@ use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, Utc};
 use crate::billing::{BillMode, Month, PolicyChoice, UnallocatedPolicy};
 
 pub mod decimal;
+pub mod duration;
 pub mod form;
 
 /// The first and last day any stored date may be: data outside them is a typo, and Postgres refuses some of it.

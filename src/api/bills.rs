@@ -16,13 +16,13 @@ use super::doc::{
 };
 use super::{ApiQuery, AppState, etag};
 use crate::access::Scope;
-use crate::auth::{Finance, GlobalReader, Reader, ScopedReader};
+use crate::api::bearer::{Finance, GlobalReader, Reader, ScopedReader};
 use crate::billing::{BillMode, BillPolicy, Month, PolicyChoice, UnallocatedPolicy};
 use crate::error::ApiError;
 use crate::export::{Layout, since};
+use crate::ledger::readiness::{Blocker, Readiness};
 use crate::ledger::{CloseOverride, MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
-use crate::readiness::{Blocker, Readiness};
 use crate::usecase::closing;
 use crate::usecase::exports;
 use crate::usecase::statements::{self, Selection};

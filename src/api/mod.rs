@@ -2,6 +2,7 @@
 //! bearer tokens with roles; Swagger UI served from the binary.
 
 mod audit;
+mod bearer;
 mod bills;
 mod budgets;
 pub mod doc;
@@ -18,6 +19,7 @@ mod report_exports;
 mod reports;
 mod teams;
 mod usage;
+mod views;
 mod waste;
 
 use axum::Router;
@@ -29,13 +31,8 @@ use utoipa_swagger_ui::SwaggerUi;
 
 pub use extract::{ApiJson, ApiQuery};
 
-pub use crate::state::AppState;
-
-/// The one request-body limit: the layer and every extractor (`String`, `Bytes`, `Json`) agree on it.
-pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
-
-/// No request may hold a connection for longer (the pool's `statement_timeout` bounds each statement).
-pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+use crate::usecase::state::AppState;
+use crate::usecase::state::BODY_LIMIT;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -43,8 +40,8 @@ pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
         description = "GPU FinOps cost accounting: GPU-hours, rates, bills."),
     modifiers(&BearerAuth),
     // named by the shared declarations of `doc` (which utoipa does not follow) and by `GroupBy` parameters
-    components(schemas(crate::error::ErrorBody, crate::db::usage::GroupBy, bills::MonthView, bills::TeamStatementView,
-        crate::db::audit::AuditEntry, crate::usage::UsageRow, crate::waste::IdlePod, crate::db::teams::Mapping)),
+    components(schemas(crate::error::ErrorBody, views::GroupBy, bills::MonthView, bills::TeamStatementView,
+        views::AuditEntry, crate::usecase::usage::UsageRow, crate::waste::IdlePod, views::Mapping)),
     tags(
         (name = "usage", description = "Stored GPU-hours"),
         (name = "teams", description = "Teams and namespace mappings"),
@@ -94,7 +91,7 @@ pub fn openapi_json() -> String {
 }
 
 /// The JSON face: `/api/v1`, its spec, Swagger UI and the probes (the layers of the whole application, [`json_errors`]
-/// among them, are [`crate::server`]'s).
+/// among them, are [`crate::http::server`]'s).
 pub fn routes(state: AppState) -> Router<AppState> {
     let (api, spec) = api();
     // the spec is never sent to an outside validator (Swagger UI's default would)

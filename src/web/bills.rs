@@ -16,12 +16,12 @@ use super::capability::PageWriter;
 use super::fmt::{card_hours, yuan};
 use super::i18n::{PageLang, t};
 use super::layout::{Chrome, PageError};
-use crate::auth::{CsrfForm, PageUser};
 use crate::billing::{Month, PolicyChoice};
 use crate::export::view::{Block, Section, mode_words, unallocated_words};
 use crate::ledger::MonthStatus;
-use crate::state::AppState;
+use crate::usecase::state::AppState;
 use crate::usecase::{self, closing, exports, months, statements};
+use crate::web::extract::{CsrfForm, PageUser};
 
 pub fn routes() -> Router<AppState> {
     Router::new()

@@ -3,13 +3,14 @@
 //! scope to the use cases, or the capability it needs ([`capability`]: a writer, a global reader, an admin); what
 //! a caller may not see is the same not-found page as what does not exist.
 //!
-//! [`PageUser`]: crate::auth::PageUser
+//! [`PageUser`]: extract::PageUser
 
 mod admin;
 mod bills;
 mod budgets;
 mod capability;
 mod chart;
+pub mod extract;
 mod field_errors;
 mod fmt;
 mod home;
@@ -25,7 +26,7 @@ use axum::extract::Request;
 use axum::response::Response;
 use axum::routing::get;
 
-use crate::state::AppState;
+use crate::usecase::state::AppState;
 
 pub use layout::PageError;
 

@@ -54,8 +54,8 @@ pub struct RowOutcome {
     pub previous_team: Option<String>,
 }
 
-/// What an import did (or, dry, would do).
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+/// What an import did (or, dry, would do); the API answers it as `api::views::ImportReport`.
+#[derive(Debug, Clone, Serialize)]
 pub struct ImportReport {
     /// Nothing was written.
     pub dry_run: bool,
