@@ -1,7 +1,9 @@
 //! The use cases: what the faces (the JSON API, the pages, the command line) and the exports ask of cardhour —
-//! statements and their files, usage, idle lists, reports, budgets, rates, teams, mappings, the audit log, ingest
-//! health. Every read takes the caller's access scope explicitly; the faces parse input and present answers, the
-//! numbers and rules are here, the SQL in `db`. Nothing here knows HTTP or a terminal.
+//! statements and their files, the ledger on the database (computing, reading, closing months: [`ledger`]) and a
+//! month's readiness, usage, idle lists, reports, budgets and their alerts, rates, teams, mappings and their import,
+//! the audit log, ingest health. Every read takes the caller's access scope explicitly; the faces parse input and
+//! present answers, the numbers and rules are here and in the pure layers below, the SQL in `db`. Nothing here knows
+//! a terminal; of HTTP only [`state`], the state both faces' handlers reach, with the limits they share.
 
 pub mod alerts;
 pub mod audit;
