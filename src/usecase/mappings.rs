@@ -9,6 +9,7 @@ use super::teams::json;
 use super::{Error, Services};
 use crate::access::{Scope, Writer};
 use crate::db::{self, audit, teams::Mapping};
+use crate::validate::mapping_file;
 use crate::validate::{self, Invalid, TeamId};
 
 /// The mappings of the teams `scope` may see.
@@ -125,11 +126,11 @@ pub fn plan_digest(report: &ImportReport) -> String {
 
 /// Previews an import of `bytes` (the same decoding, parsing and decisions as [`import`]); writes nothing.
 pub async fn preview(s: &Services, bytes: &[u8]) -> Result<Preview, Error> {
-    let text = match mapping_import::decode(bytes) {
+    let text = match mapping_file::decode(bytes) {
         Ok(t) => t,
         Err(e) => return Ok(Preview { report: None, errors: vec![e], plan: String::new() }),
     };
-    let (rows, errors) = mapping_import::parse_rows(&text);
+    let (rows, errors) = mapping_file::parse_rows(&text);
     if rows.is_empty() {
         return Ok(Preview { report: None, errors, plan: String::new() });
     }
@@ -169,8 +170,8 @@ async fn import_checked(
     dry_run: bool,
     plan: Option<&str>,
 ) -> Result<ImportReport, Error> {
-    let text = mapping_import::decode(bytes)?;
-    let rows = mapping_import::parse(&text).map_err(Error::Invalid)?;
+    let text = mapping_file::decode(bytes)?;
+    let rows = mapping_file::parse(&text).map_err(Error::Invalid)?;
     let mut tx = s.pool.begin().await?;
     let report = mapping_import::import(&mut tx, &rows, actor, dry_run).await.map_err(import_error)?;
     if plan.is_some_and(|p| p != plan_digest(&report)) {
