@@ -36,7 +36,7 @@ pub enum ApiError {
     /// A month that is not complete, closed without an override: 409 with what stands in the way.
     #[error("month {} is not ready to close: {}", .0.month,
         .0.blockers.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
-    NotReady(Box<crate::readiness::Readiness>),
+    NotReady(Box<crate::ledger::readiness::Readiness>),
     /// The body is larger than the one limit every route shares.
     #[error("the request body is larger than {0} bytes")]
     PayloadTooLarge(usize),
@@ -159,7 +159,7 @@ pub struct ErrorBody {
     pub errors: Vec<FieldError>,
     /// What stands in the way of closing a month (`not_ready`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub blockers: Vec<crate::readiness::Blocker>,
+    pub blockers: Vec<crate::ledger::readiness::Blocker>,
 }
 
 impl IntoResponse for ApiError {

@@ -1,32 +1,25 @@
 //! cardhour: GPU FinOps cost accounting — exact GPU-hours and effective GPU-hours from Prometheus, stored in Postgres.
 
 pub mod access;
-pub mod alerts;
 pub mod api;
 pub mod auth;
 pub mod billing;
-pub mod cache;
 pub mod cli;
-pub mod config;
 pub mod db;
 pub mod digest;
 pub mod error;
 pub mod export;
 pub mod glossary;
+pub mod http;
 pub mod ingest;
 pub mod ledger;
-pub mod mappings;
 pub mod metering;
 pub mod money;
 pub mod pricing;
 pub mod prom;
-pub mod readiness;
-pub mod server;
 pub mod shutdown;
 pub mod simulate;
-pub mod state;
 pub mod telemetry;
-pub mod usage;
 pub mod usecase;
 pub mod validate;
 pub mod waste;

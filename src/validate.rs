@@ -9,7 +9,9 @@ use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, Utc};
 use crate::billing::{BillMode, Month, PolicyChoice, UnallocatedPolicy};
 
 pub mod decimal;
+pub mod duration;
 pub mod form;
+pub mod mapping_file;
 
 /// The first and last day any stored date may be: data outside them is a typo, and Postgres refuses some of it.
 pub const FIRST_DATE: NaiveDate = NaiveDate::from_ymd_opt(2000, 1, 1).expect("valid date");

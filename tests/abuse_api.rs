@@ -1,4 +1,4 @@
-//! The API's edges under abuse (issue 27, items 5 and 8), against `cardhour::server::serve` on loopback over a real
+//! The API's edges under abuse (issue 27, items 5 and 8), against `cardhour::http::server::serve` on loopback over a real
 //! database: a stored idempotent answer is replayed only to a caller still authenticated; under `/api/` every
 //! answer is JSON, also those the HTTP layer makes before any route (a URI over 64 KiB, a 1 MiB header, a
 //! malformed request line, the API's paths in another case); `PUT /teams/{id}` and `POST /mappings` refuse unknown

@@ -222,7 +222,7 @@ async fn a_cached_closed_month_is_not_served_once_its_alteration_is_found(pool: 
     sqlx::query("RESET session_replication_role").execute(&mut *conn).await.unwrap();
     drop(conn);
     let oct_month = cardhour::billing::Month::new(2026, 10).unwrap();
-    let found = cardhour::ledger::statement(&pool, oct_month, cardhour::billing::PolicyChoice::NONE).await;
+    let found = cardhour::usecase::ledger::statement(&pool, oct_month, cardhour::billing::PolicyChoice::NONE).await;
     assert!(matches!(found, Err(cardhour::ledger::LedgerError::Integrity { .. })), "{found:?}");
     assert_eq!(version().await, before, "nothing told the cache by the data version");
     for path in ["/api/v1/bills/2026-10", "/api/v1/bills/2026-10/teams/nlp", "/api/v1/exports/2026-10/bills.csv"] {

@@ -1,5 +1,5 @@
 //! The login under abuse (issue 27, items 1, 7 and 8's SSO names), against the whole application served by
-//! `cardhour::server::serve` on loopback over a real database: a burst of wrong passwords for one name is checked
+//! `cardhour::http::server::serve` on loopback over a real database: a burst of wrong passwords for one name is checked
 //! at most five times (the throttle counts before it checks, atomically); the right password sent inside a burst
 //! that reached the limit does not sign in; anonymous visitors of the login page leave no session row (the form's
 //! CSRF token is a double-submit cookie); a proxy user name with a bidi control is nobody.
@@ -165,11 +165,11 @@ async fn a_proxy_user_named_with_a_bidi_control_is_nobody(pool: PgPool) {
         grants: vec![GroupGrant::parse("finance-team=finance").unwrap()],
         sign_out_url: None,
     };
-    let state = cardhour::state::AppState::new(pool.clone(), chrono_tz::Asia::Shanghai).with_sso(sso);
+    let state = cardhour::usecase::state::AppState::new(pool.clone(), chrono_tz::Asia::Shanghai).with_sso(sso);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = cardhour::server::app(state);
-    tokio::spawn(cardhour::server::serve(listener, app, Default::default(), std::future::pending()));
+    let app = cardhour::http::server::app(state);
+    tokio::spawn(cardhour::http::server::serve(listener, app, Default::default(), std::future::pending()));
     let get = async |user: &str| {
         let r = visitor()
             .get(format!("{base}/"))

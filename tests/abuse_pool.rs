@@ -3,7 +3,7 @@
 //! the machine being shared; the precise figures are BENCHMARKS.md's (scripts/bench-budget-burst.sh). Before, each
 //! write's budget check waited for a global advisory lock holding a pooled connection while the check holding the
 //! lock needed more: 16 connections drained, writes took 10–22 s, reads waited as long and checks were skipped.
-//! Served by `cardhour::server::serve` with a pool of 16 (as `cardhour serve` has), over a real database.
+//! Served by `cardhour::http::server::serve` with a pool of 16 (as `cardhour serve` has), over a real database.
 
 mod common;
 

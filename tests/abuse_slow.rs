@@ -1,4 +1,4 @@
-//! Slow clients are cut off (issue 27, item 3), by `cardhour::server::serve` with short limits so the test is fast
+//! Slow clients are cut off (issue 27, item 3), by `cardhour::http::server::serve` with short limits so the test is fast
 //! (`cardhour serve` defaults to 30 s: `--header-timeout`, `--body-timeout`): 20 slowloris connections sending one
 //! header line at a time are closed once the header timeout passes; a PUT body and a login form trickled a byte at
 //! a time are answered 408 (JSON under `/api/`, a page elsewhere) once the body timeout passes; and meanwhile the
@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use cardhour::server::ClientLimits;
+use cardhour::http::server::ClientLimits;
 use common::api::TestApi;
 use sqlx::PgPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -271,10 +271,10 @@ async fn a_read_past_the_timeout_is_a_json_503_and_a_write_answers_its_outcome(p
     // the same application with a short request timeout, and a read that must wait: another transaction holds the
     // rates table, so the read cannot finish before the timeout however fast the machine (a zero timeout was not
     // enough: a read whose every round trip happened to be answered at once finished inside its first poll)
-    let state = cardhour::state::AppState::new(pool.clone(), chrono_tz::Asia::Shanghai);
+    let state = cardhour::usecase::state::AppState::new(pool.clone(), chrono_tz::Asia::Shanghai);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = cardhour::server::app_with_timeout(state, std::time::Duration::from_millis(300));
+    let app = cardhour::http::server::app_with_timeout(state, std::time::Duration::from_millis(300));
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     let mut holder = pool.begin().await.unwrap();
     sqlx::query("LOCK TABLE rate_versions IN ACCESS EXCLUSIVE MODE").execute(&mut *holder).await.unwrap();

@@ -404,8 +404,10 @@ fn the_workloads_are_locked_down_probed_and_stop_within_their_grace() {
             assert_eq!(c["readinessProbe"]["httpGet"], json!({"path": "/readyz", "port": port}), "{what}");
             assert_eq!(c["livenessProbe"]["httpGet"], json!({"path": "/healthz", "port": port}), "{what}");
             // SIGTERM, then CARDHOUR_SHUTDOWN_GRACE for the work in flight, within the pod's grace
-            let grace =
-                cardhour::config::parse_duration(env_value(c, "CARDHOUR_SHUTDOWN_GRACE").expect("the grace")).unwrap();
+            let grace = cardhour::validate::duration::parse_duration(
+                env_value(c, "CARDHOUR_SHUTDOWN_GRACE").expect("the grace"),
+            )
+            .unwrap();
             let pre_stop = c["lifecycle"]["preStop"]["exec"]["command"]
                 .as_array()
                 .map_or(0, |cmd| cmd[1].as_str().unwrap().parse::<u64>().unwrap());
@@ -563,7 +565,7 @@ fn the_clusters_files_credentials_are_where_the_worker_mounts_them() {
     #[derive(clap::Parser)]
     struct Flags {
         #[command(flatten)]
-        source: cardhour::config::SourceArgs,
+        source: cardhour::ingest::flags::SourceArgs,
     }
     let flags = <Flags as clap::Parser>::try_parse_from(["x"]).unwrap().source;
     let worker = find(&rendered()["base"].objects, "Deployment", "cardhour-worker");

@@ -257,7 +257,7 @@ async fn a_layout1_month_renders_as_its_release_did() {
     seed_october(&pool).await; // a layout-1 PDF computes its idle list and utilization from the data (as then)
     let text = insert_layout1_october(&pool).await;
 
-    let st = cardhour::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
+    let st = cardhour::usecase::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
     assert_eq!((st.layout, st.frozen.is_none()), (Layout::V1, true), "a version-1 snapshot is layout 1");
     assert_eq!(st.content_hash.map(|h| format!("\"{h}\"")), Some(sha256(text.as_bytes())));
     let reps = representations(&api);
@@ -297,7 +297,7 @@ async fn a_layout2_month_renders_as_its_release_did() {
     seed_october(&pool).await;
     let text = insert_october_of(&pool, 2).await;
 
-    let st = cardhour::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
+    let st = cardhour::usecase::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
     assert_eq!((st.layout, st.frozen.is_some()), (Layout::V2, true), "the fixture is a layout-2 month");
     assert_eq!(st.content_hash.map(|h| format!("\"{h}\"")), Some(sha256(text.as_bytes())));
     let reps = representations(&api);
@@ -414,7 +414,7 @@ async fn a_month_closed_now_is_layout_4_and_its_csv_reconciles_alone(pool: PgPoo
         .await
         .unwrap();
     assert_eq!((stored["version"].as_u64(), stored["layout"].as_u64()), (Some(2), Some(4)));
-    let st = cardhour::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
+    let st = cardhour::usecase::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
     assert_eq!(st.layout, Layout::V4);
     let frozen = st.frozen.clone().expect("layout 2 on freezes the extras");
     assert_eq!(frozen.time_zone.as_deref(), Some("Asia/Shanghai"), "layout 4 freezes the zone its times print in");
@@ -644,7 +644,7 @@ async fn altered_frozen_extras_are_refused(pool: PgPool) {
         assert_eq!(changed.rows_affected(), 1);
         sqlx::query("RESET session_replication_role").execute(&mut *conn).await.unwrap();
         drop(conn);
-        match cardhour::ledger::statement(&pool, october(), PolicyChoice::NONE).await {
+        match cardhour::usecase::ledger::statement(&pool, october(), PolicyChoice::NONE).await {
             Err(LedgerError::Integrity { stored: s, actual, .. }) => assert!(s == stored && actual != stored),
             other => panic!("{path} altered: the month must be refused, got {other:?}"),
         }
@@ -735,7 +735,7 @@ async fn a_layout3_month_renders_as_its_release_did() {
     seed_october(&pool).await;
     let text = insert_october_of(&pool, 3).await;
 
-    let st = cardhour::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
+    let st = cardhour::usecase::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
     assert_eq!((st.layout, st.frozen.is_some()), (Layout::V3, true), "the fixture is a layout-3 month");
     assert_eq!(st.content_hash.map(|h| format!("\"{h}\"")), Some(sha256(text.as_bytes())));
     let reps = representations3(&api);

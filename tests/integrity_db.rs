@@ -249,7 +249,7 @@ async fn a_tampered_closed_statement_is_refused(pool: PgPool) {
             .unwrap();
     let hex: String = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(stored, hex);
-    let st = cardhour::ledger::statement(&pool, sept, PolicyChoice::NONE).await.unwrap();
+    let st = cardhour::usecase::ledger::statement(&pool, sept, PolicyChoice::NONE).await.unwrap();
     assert_eq!(st.content_hash.as_deref(), Some(hex.as_str()));
     let served = api.call(Method::GET, "/api/v1/bills/2026-09", fin, None).await;
     assert_eq!(served.0, 200);
@@ -272,7 +272,7 @@ async fn a_tampered_closed_statement_is_refused(pool: PgPool) {
     assert!(tampered.contains("\"total\": \"0.01\"") && tampered != text, "the snapshot was altered: {tampered}");
 
     // read from the database: refused
-    match cardhour::ledger::statement(&pool, sept, PolicyChoice::NONE).await {
+    match cardhour::usecase::ledger::statement(&pool, sept, PolicyChoice::NONE).await {
         Err(LedgerError::Integrity { month, stored: s, actual }) => {
             assert_eq!((month.as_str(), s.as_str()), ("2026-09", hex.as_str()));
             assert_ne!(actual, hex);

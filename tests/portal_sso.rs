@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 
 use cardhour::auth::ProxyConfig;
 use cardhour::auth::proxy::{GroupGrant, parse_trusted};
-use cardhour::server::app;
-use cardhour::state::AppState;
+use cardhour::http::server::app;
+use cardhour::usecase::state::AppState;
 use common::api::{SEED_MONTH, TestApi, seed};
 use common::portal::{hidden, visitor};
 use common::yuan;

@@ -9,9 +9,9 @@ use utoipa_axum::routes;
 
 use super::doc::{Paged, ReaderErrors};
 use super::page::{self, PageRequest};
+use super::views::AuditEntry;
 use super::{ApiQuery, AppState};
-use crate::auth::GlobalReader;
-use crate::db::audit::AuditEntry;
+use crate::api::bearer::GlobalReader;
 use crate::error::ApiError;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -48,5 +48,5 @@ async fn list_audit(
     let more = rows.len() > req.limit;
     rows.truncate(req.limit);
     let next = if more { rows.last().map(|e| page::cursor(&e.id)) } else { None };
-    Ok((page::link(&uri, next.as_deref(), &[]), Json(rows)))
+    Ok((page::link(&uri, next.as_deref(), &[]), Json(rows.into_iter().map(Into::into).collect())))
 }

@@ -10,7 +10,7 @@ use crate::billing::{BillMode, BillPolicy, UnallocatedPolicy};
 use crate::export::{Layout, since};
 use crate::ledger::{CloseOverride, MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
-use crate::readiness::Blocker;
+use crate::ledger::readiness::Blocker;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PolicyView {

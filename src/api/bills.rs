@@ -16,11 +16,11 @@ use super::doc::{
 };
 use super::{ApiQuery, AppState, etag};
 use crate::access::Scope;
-use crate::auth::{Finance, GlobalReader, Reader, ScopedReader};
+use crate::api::bearer::{Finance, GlobalReader, Reader, ScopedReader};
 use crate::billing::{BillPolicy, Month, PolicyChoice};
 use crate::error::ApiError;
+use crate::ledger::readiness::Readiness;
 use crate::ledger::{MonthStatus, Statement};
-use crate::readiness::Readiness;
 use crate::usecase::closing;
 use crate::usecase::exports;
 use crate::usecase::statements::{self, Selection};

@@ -9,12 +9,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::doc::{ReaderErrors, WriterErrors};
+use super::views::{Budget, BudgetStatus};
 use super::{ApiJson, AppState};
-use crate::auth::{Finance, ScopedReader};
+use crate::api::bearer::{Finance, ScopedReader};
 use crate::billing::Month;
-use crate::db::budgets::Budget;
 use crate::error::ApiError;
-use crate::usecase::budgets::{self, BudgetStatus};
+use crate::usecase::budgets;
 use crate::validate::{self, TeamId};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -51,7 +51,7 @@ async fn put_budget(
 ) -> Result<Json<Budget>, ApiError> {
     let month = parse_month(&month)?;
     let team = TeamId::parse("team", &team)?.into_string();
-    Ok(Json(budgets::set_budget(&s.cases, &writer, month, &team, input.amount, input.thresholds).await?))
+    Ok(Json(budgets::set_budget(&s.cases, &writer, month, &team, input.amount, input.thresholds).await?.into()))
 }
 
 /// The month's budgets with spend, forecast and alerts (a team lead: its own teams).
@@ -63,5 +63,5 @@ async fn list_budgets(
     ScopedReader(scope): ScopedReader,
     Path(month): Path<String>,
 ) -> Result<Json<Vec<BudgetStatus>>, ApiError> {
-    Ok(Json(budgets::budgets(&s.cases, &scope, parse_month(&month)?).await?))
+    Ok(Json(budgets::budgets(&s.cases, &scope, parse_month(&month)?).await?.into_iter().map(Into::into).collect()))
 }

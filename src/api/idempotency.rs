@@ -12,7 +12,8 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
 use super::AppState;
-use crate::auth::{AuthRejection, bearer_token, hash_token};
+use crate::api::bearer::{AuthRejection, bearer_token};
+use crate::auth::hash_token;
 use crate::db;
 use crate::error::ApiError;
 

@@ -8,7 +8,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::doc::ReaderErrors;
-use crate::auth::GlobalReader;
+use crate::api::bearer::GlobalReader;
 use crate::error::ApiError;
 use crate::usecase::health::Health;
 

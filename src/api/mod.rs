@@ -2,6 +2,7 @@
 //! bearer tokens with roles; Swagger UI served from the binary.
 
 mod audit;
+mod bearer;
 mod bill_views;
 mod bills;
 mod budgets;
@@ -19,6 +20,7 @@ mod report_exports;
 mod reports;
 mod teams;
 mod usage;
+mod views;
 mod waste;
 
 use axum::Router;
@@ -30,13 +32,8 @@ use utoipa_swagger_ui::SwaggerUi;
 
 pub use extract::{ApiJson, ApiQuery};
 
-pub use crate::state::AppState;
-
-/// The one request-body limit: the layer and every extractor (`String`, `Bytes`, `Json`) agree on it.
-pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
-
-/// No request may hold a connection for longer (the pool's `statement_timeout` bounds each statement).
-pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+use crate::usecase::state::AppState;
+use crate::usecase::state::BODY_LIMIT;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -44,8 +41,8 @@ pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
         description = "GPU FinOps cost accounting: GPU-hours, rates, bills."),
     modifiers(&BearerAuth),
     // named by the shared declarations of `doc` (which utoipa does not follow) and by `GroupBy` parameters
-    components(schemas(crate::error::ErrorBody, crate::db::usage::GroupBy, bill_views::MonthView, bill_views::TeamStatementView,
-        crate::db::audit::AuditEntry, crate::usage::UsageRow, crate::waste::IdlePod, crate::db::teams::Mapping)),
+    components(schemas(crate::error::ErrorBody, views::GroupBy, bill_views::MonthView, bill_views::TeamStatementView,
+        views::AuditEntry, crate::usecase::usage::UsageRow, crate::waste::IdlePod, views::Mapping)),
     tags(
         (name = "usage", description = "Stored GPU-hours"),
         (name = "teams", description = "Teams and namespace mappings"),
@@ -95,7 +92,7 @@ pub fn openapi_json() -> String {
 }
 
 /// The JSON face: `/api/v1`, its spec, Swagger UI and the probes (the layers of the whole application, [`json_errors`]
-/// among them, are [`crate::server`]'s).
+/// among them, are [`crate::http::server`]'s).
 pub fn routes(state: AppState) -> Router<AppState> {
     let (api, spec) = api();
     // the spec is never sent to an outside validator (Swagger UI's default would)

@@ -10,7 +10,7 @@ use utoipa_axum::routes;
 
 use super::doc::{PolicyConflict, ReaderErrors, WriterErrors};
 use super::{ApiJson, ApiQuery, AppState};
-use crate::auth::{Finance, GlobalReader};
+use crate::api::bearer::{Finance, GlobalReader};
 use crate::error::ApiError;
 use crate::usecase::nodes::{self, MarkedNode, NodePreview, NodeSettingsView};
 use crate::validate;

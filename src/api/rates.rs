@@ -9,9 +9,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::doc::{ReaderErrors, WriterErrors};
+use super::views::{StoredCloudRates, StoredRate};
 use super::{ApiJson, ApiQuery, AppState};
-use crate::auth::{Finance, GlobalReader, ScopedReader};
-use crate::db::rates::{StoredCloudRates, StoredRate};
+use crate::api::bearer::{Finance, GlobalReader, ScopedReader};
 use crate::error::ApiError;
 use crate::pricing::{CloudRates, RateBreakdown, TcoInputs};
 use crate::usecase::rates::{self, ModelAlias, RateInput, RentVsBuildView};
@@ -63,7 +63,7 @@ async fn list_rates(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
 ) -> Result<Json<Vec<StoredRate>>, ApiError> {
-    Ok(Json(rates::rates(&s.cases, &scope).await?))
+    Ok(Json(rates::rates(&s.cases, &scope).await?.into_iter().map(Into::into).collect()))
 }
 
 /// Adds a rate version (finance, admin). Two versions of one model on the same date are refused. Audited.
@@ -74,7 +74,7 @@ async fn create_rate(
     Finance(writer): Finance,
     ApiJson(input): ApiJson<RateInput>,
 ) -> Result<(StatusCode, Json<StoredRate>), ApiError> {
-    Ok((StatusCode::CREATED, Json(rates::create_rate(&s.cases, &writer, input).await?)))
+    Ok((StatusCode::CREATED, Json(rates::create_rate(&s.cases, &writer, input).await?.into())))
 }
 
 /// Removes a rate version (finance, admin). Closed months keep their bills; open months are recomputed. Audited.
@@ -106,7 +106,7 @@ async fn list_cloud_rates(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
 ) -> Result<Json<Vec<StoredCloudRates>>, ApiError> {
-    Ok(Json(rates::cloud_rates(&s.cases, &scope).await?))
+    Ok(Json(rates::cloud_rates(&s.cases, &scope).await?.into_iter().map(Into::into).collect()))
 }
 
 /// Sets the cloud reference rates (yuan per card-hour) of a model (finance, admin). Audited.

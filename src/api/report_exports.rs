@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 
 use super::doc::ReaderErrors;
 use super::{ApiQuery, AppState};
-use crate::auth::{GlobalReader, ScopedReader};
+use crate::api::bearer::{GlobalReader, ScopedReader};
 use crate::error::ApiError;
 use crate::glossary::Lang;
 use crate::usecase::idle::IdleAsk;

@@ -10,7 +10,7 @@ use utoipa_axum::routes;
 
 use super::doc::ReaderErrors;
 use super::{ApiQuery, AppState};
-use crate::auth::{GlobalReader, ScopedReader};
+use crate::api::bearer::{GlobalReader, ScopedReader};
 use crate::billing::Month;
 use crate::error::ApiError;
 use crate::usecase::reports::{self, TeamRank};

@@ -12,11 +12,10 @@ use utoipa_axum::routes;
 use super::doc::{Paged, ReaderErrors, WriterErrors};
 use super::extract::ApiJson;
 use super::page::{self, PageRequest};
+use super::views::{ImportReport, Mapping, Team};
 use super::{ApiQuery, AppState};
-use crate::auth::{Finance, ScopedReader};
-use crate::db::teams::{Mapping, Team};
+use crate::api::bearer::{Finance, ScopedReader};
 use crate::error::ApiError;
-use crate::mappings::ImportReport;
 use crate::usecase::mappings::{self, MappingInput};
 use crate::usecase::teams::{self, TeamInput};
 use crate::validate::TeamId;
@@ -33,7 +32,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/teams", tag = "teams", security(("bearer" = [])),
     responses((status = 200, description = "Every team the caller may see", body = Vec<Team>), ReaderErrors))]
 async fn list_teams(State(s): State<AppState>, ScopedReader(scope): ScopedReader) -> Result<Json<Vec<Team>>, ApiError> {
-    Ok(Json(teams::teams(&s.cases, &scope).await?))
+    Ok(Json(teams::teams(&s.cases, &scope).await?.into_iter().map(Into::into).collect()))
 }
 
 #[utoipa::path(get, path = "/teams/{id}", tag = "teams", security(("bearer" = [])),
@@ -45,7 +44,7 @@ async fn get_team(
     Path(id): Path<String>,
 ) -> Result<Json<Team>, ApiError> {
     let id = TeamId::parse("id", &id)?.into_string();
-    Ok(Json(teams::team(&s.cases, &scope, &id).await?))
+    Ok(Json(teams::team(&s.cases, &scope, &id).await?.into()))
 }
 
 /// Creates or renames a team (finance, admin). Audited.
@@ -58,7 +57,7 @@ async fn put_team(
     Path(id): Path<String>,
     ApiJson(input): ApiJson<TeamInput>,
 ) -> Result<Json<Team>, ApiError> {
-    Ok(Json(teams::put_team(&s.cases, &writer, &id, &input).await?))
+    Ok(Json(teams::put_team(&s.cases, &writer, &id, &input).await?.into()))
 }
 
 #[utoipa::path(get, path = "/mappings", tag = "teams", security(("bearer" = [])),
@@ -70,7 +69,7 @@ async fn list_mappings(
     ApiQuery(q): ApiQuery<PageQuery>,
 ) -> Result<(HeaderMap, Json<Vec<Mapping>>), ApiError> {
     let req = PageRequest::parse(q.limit, q.after.as_deref())?;
-    let rows = mappings::mappings(&s.cases, &scope).await?;
+    let rows: Vec<Mapping> = mappings::mappings(&s.cases, &scope).await?.into_iter().map(Into::into).collect();
     let (rows, next) = page::page(rows, mapping_key, &req);
     Ok((page::link(&uri, next.as_deref(), &[]), Json(rows)))
 }
@@ -99,7 +98,7 @@ async fn create_mapping(
     Finance(writer): Finance,
     ApiJson(input): ApiJson<MappingInput>,
 ) -> Result<(StatusCode, Json<Mapping>), ApiError> {
-    Ok((StatusCode::CREATED, Json(mappings::create_mapping(&s.cases, &writer, &input).await?)))
+    Ok((StatusCode::CREATED, Json(mappings::create_mapping(&s.cases, &writer, &input).await?.into())))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -131,5 +130,5 @@ async fn import_mappings(
 ) -> Result<(StatusCode, Json<ImportReport>), ApiError> {
     let report = mappings::import(&s.cases, &writer, &body, q.dry_run).await?;
     let status = if report.changed() { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(report)))
+    Ok((status, Json(report.into())))
 }

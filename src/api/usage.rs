@@ -10,11 +10,11 @@ use utoipa_axum::routes;
 
 use super::doc::{Paged, ReaderErrors};
 use super::page::{self, PageRequest};
+use super::views::GroupBy;
 use super::{ApiQuery, AppState};
-use crate::auth::ScopedReader;
-use crate::db::usage::GroupBy;
+use crate::api::bearer::ScopedReader;
 use crate::error::ApiError;
-use crate::usage::UsageRow;
+use crate::usecase::usage::UsageRow;
 use crate::validate;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -48,9 +48,13 @@ async fn get_usage(
     ApiQuery(q): ApiQuery<UsageQuery>,
 ) -> Result<(HeaderMap, Json<Vec<UsageRow>>), ApiError> {
     let req = PageRequest::<UsageKeyOfRow>::parse(q.limit, q.after.as_deref())?;
-    let group_by = q.group_by.unwrap_or(GroupBy::Team);
+    let group_by = q.group_by.map_or(crate::db::usage::GroupBy::Team, Into::into);
     // a row per pod over a long range is a huge answer and a long scan: capped harder than the rest
-    let max_days = if group_by == GroupBy::Pod { validate::MAX_POD_RANGE_DAYS } else { validate::MAX_RANGE_DAYS };
+    let max_days = if group_by == crate::db::usage::GroupBy::Pod {
+        validate::MAX_POD_RANGE_DAYS
+    } else {
+        validate::MAX_RANGE_DAYS
+    };
     let (from, to) = (q.from.resolve("from", s.billing_tz)?, q.to.resolve("to", s.billing_tz)?);
     validate::range(from, to, max_days)?;
     if let Some(c) = &q.cluster {

@@ -11,7 +11,7 @@ use utoipa_axum::routes;
 use super::doc::{Paged, ReaderErrors};
 use super::page::{self, PageRequest};
 use super::{ApiQuery, AppState};
-use crate::auth::ScopedReader;
+use crate::api::bearer::ScopedReader;
 use crate::error::ApiError;
 use crate::waste::IdlePod;
 

@@ -1,20 +1,17 @@
-//! Who is calling: bearer API tokens (stored as SHA-256 digests) and the capability extractors; the roles and the
-//! data scope a role may see are [`crate::access`]'s.
+//! Who is calling, below the faces: bearer API tokens (stored as SHA-256 digests), passwords, the portal's session
+//! cookie and the SSO proxy's headers; the roles and the data scope a role may see are [`crate::access`]'s.
 //!
-//! Handlers never look at a role: each takes the capability extractor it needs ([`Finance`], [`GlobalReader`],
-//! [`ScopedReader`]; the pages' `PageWriter`, `PageGlobalReader`, `PageAdmin` in `web::capability`), so a handler
-//! without one does not compile against an authenticated caller, and one with the wrong one is visible in its
-//! signature. [`Finance`] hands the [`crate::access::Writer`] every write use case takes.
+//! The extractors that hand a handler its capability stand on these in each face: the API's `Finance`,
+//! `GlobalReader`, `ScopedReader` in `api::bearer`, the pages' `PageUser` in `web::extract` and `PageWriter`,
+//! `PageGlobalReader`, `PageAdmin` in `web::capability`. Handlers never look at a role: a handler without a
+//! capability does not compile against an authenticated caller, and one with the wrong one is visible in its
+//! signature.
 
-mod extract;
-mod page;
 pub mod password;
 pub mod proxy;
 pub mod session;
 mod token;
 
-pub use extract::{AuthRejection, Finance, GlobalReader, Reader, ScopedReader, bearer_token};
-pub use page::{CsrfForm, CsrfUpload, LoginCsrfForm, PageRejection, PageUser, UploadPart, local_next};
 pub use proxy::ProxyConfig;
 pub use token::{NewToken, hash_token, new_token};
 

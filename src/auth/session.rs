@@ -220,3 +220,36 @@ async fn touch(session: &Session) -> Result<(), Error> {
 fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
+
+/// Where to go after signing in: `next` when it is a path of this site, else `/`. Anything that a browser could
+/// read as another host (`//evil`, `/\evil`, a scheme, control characters) is refused: no open redirect.
+pub fn local_next(next: Option<&str>) -> &str {
+    match next {
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && !n.starts_with("/\\")
+                && n.len() <= 2048
+                && !n.chars().any(|c| c.is_control() || c == '\\') =>
+        {
+            n
+        }
+        _ => "/",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_local_paths_are_followed_after_login() {
+        for ok in ["/", "/bills/2026-11?team=a", "/teams/vision"] {
+            assert_eq!(local_next(Some(ok)), ok);
+        }
+        for bad in ["//evil.example", "/\\evil.example", "https://evil.example/", "evil", "", "/a\\b", "/\r\nx"] {
+            assert_eq!(local_next(Some(bad)), "/", "{bad:?}");
+        }
+        assert_eq!(local_next(None), "/");
+    }
+}

@@ -79,7 +79,7 @@ pub(super) async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
     })?;
     // the ingested hours change the budgets' spend: check them now, not only at the next worker cycle
     if summary.hours_changed > 0 || summary.hours > 0 {
-        match crate::alerts::check_after_ingest(&pool, tz, from, to, a.webhook.as_deref()).await {
+        match crate::usecase::alerts::check_after_ingest(&pool, tz, from, to, a.webhook.as_deref()).await {
             Ok(run) if run.failed > 0 => {
                 eprintln!("warning: {} budget alerts could not be delivered; they are retried later", run.failed)
             }
@@ -285,8 +285,7 @@ pub(super) async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
         tracing::info!("metrics on http://{addr}/metrics (and /healthz, /readyz)");
         let (pool, stop) = (pool.clone(), stop.clone());
         tokio::spawn(async move {
-            if let Err(e) =
-                crate::telemetry::serve_worker_port(listener, pool, async move { stop.requested().await }).await
+            if let Err(e) = crate::http::monitoring::serve(listener, pool, async move { stop.requested().await }).await
             {
                 tracing::error!(error = %e, "the metrics port stopped");
             }
@@ -320,7 +319,9 @@ pub(super) async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
     };
     tracing::info!(worker = %opts.name, clusters = sources.len(), "worker started");
     let webhook = a.webhook.as_deref();
-    let check_budgets = async |from, to| match crate::alerts::check_after_ingest(&pool, tz, from, to, webhook).await {
+    let check_budgets = async |from, to| match crate::usecase::alerts::check_after_ingest(&pool, tz, from, to, webhook)
+        .await
+    {
         Ok(run) if run.raised + run.delivered + run.failed > 0 => {
             tracing::info!(raised = run.raised, delivered = run.delivered, not_delivered = run.failed, "budget alerts")
         }

@@ -5,12 +5,14 @@
 
 mod admin;
 mod bills;
+pub mod config;
 mod ingest;
 pub mod nodes;
 pub mod oversub;
 pub mod policy;
 mod reports;
 mod serve;
+mod usage_report;
 mod users;
 
 use std::path::PathBuf;
@@ -21,12 +23,13 @@ use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
 
 use crate::billing::Month;
-use crate::config::{DatabaseArgs, SourceArgs, parse_duration, parse_webhook_url};
 use crate::db;
-use crate::db::usage::GroupBy;
-use crate::usage::Format;
+use crate::ingest::flags::SourceArgs;
 use crate::usecase::Services;
 use crate::validate;
+use crate::validate::duration::parse_duration;
+use config::{DatabaseArgs, parse_webhook_url};
+use usage_report::{Format, GroupBy};
 
 #[derive(Debug, Parser)]
 #[command(name = "cardhour", version, about = "GPU FinOps cost accounting: exact GPU-hours from Prometheus")]
@@ -327,7 +330,7 @@ pub struct ServeArgs {
     #[arg(long, env = "CARDHOUR_BODY_TIMEOUT", default_value = "30s", value_parser = parse_client_timeout)]
     pub body_timeout: Duration,
     #[command(flatten)]
-    pub proxy: crate::config::ProxyArgs,
+    pub proxy: config::ProxyArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -517,7 +520,7 @@ pub struct WorkerArgs {
     #[arg(long, env = "CARDHOUR_SHUTDOWN_GRACE", default_value = "8s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
     #[command(flatten)]
-    pub monitoring: crate::config::MonitoringArgs,
+    pub monitoring: config::MonitoringArgs,
 }
 
 #[derive(Debug, clap::Args)]

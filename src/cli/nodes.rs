@@ -5,9 +5,9 @@
 
 use clap::Subcommand;
 
+use super::config::DatabaseArgs;
 use super::{operator, services};
 use crate::access::Scope;
-use crate::config::DatabaseArgs;
 use crate::metering::SharingSetting;
 use crate::usecase::{self, nodes::NodeSettingsView};
 use crate::validate;

@@ -2,9 +2,9 @@
 //! GPU model and cluster per day, with the same cards' utilization beside it (SPEC §7; the API's
 //! `/reports/oversubscription`), through the same use case and its range (with its bounds).
 
+use super::config::DatabaseArgs;
 use super::services;
 use crate::access::Scope;
-use crate::config::DatabaseArgs;
 use crate::usecase::reports;
 use crate::validate;
 use crate::waste::OversubscriptionRow;

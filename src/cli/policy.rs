@@ -3,10 +3,10 @@
 
 use clap::Subcommand;
 
+use super::config::DatabaseArgs;
 use super::{operator, services};
 use crate::access::Scope;
 use crate::billing::ReplicaBilling;
-use crate::config::DatabaseArgs;
 use crate::usecase;
 
 #[derive(Debug, Subcommand)]

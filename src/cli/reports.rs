@@ -3,10 +3,10 @@
 use anyhow::bail;
 use chrono::Utc;
 
+use super::usage_report;
 use super::{IdleArgs, SummaryFormat, UsageArgs, resolve_time, services};
 use crate::access::Scope;
 use crate::ingest::window;
-use crate::usage;
 use crate::usecase;
 
 pub(super) async fn idle_cmd(a: IdleArgs) -> anyhow::Result<()> {
@@ -70,7 +70,7 @@ pub(super) async fn usage_cmd(a: UsageArgs) -> anyhow::Result<()> {
     if to <= from {
         bail!("--to {} must be after --from {}", to.to_rfc3339(), from.to_rfc3339());
     }
-    let rows = usecase::usage::usage(&sv, &Scope::all(), from, to, a.group_by, a.cluster.as_deref()).await?;
-    print!("{}", usage::render(&rows, a.group_by, a.format)?);
+    let rows = usecase::usage::usage(&sv, &Scope::all(), from, to, a.group_by.into(), a.cluster.as_deref()).await?;
+    print!("{}", usage_report::render(&rows, a.group_by.into(), a.format)?);
     Ok(())
 }

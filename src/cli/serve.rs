@@ -13,7 +13,7 @@ pub(super) async fn serve_cmd(a: ServeArgs) -> anyhow::Result<()> {
     let portal = crate::auth::PortalConfig {
         session: crate::auth::session::SessionConfig { secure: a.secure_cookies, idle: a.session_idle },
     };
-    let mut state = crate::state::AppState::new(pool.clone(), billing_tz).with_portal(portal);
+    let mut state = crate::usecase::state::AppState::new(pool.clone(), billing_tz).with_portal(portal);
     if let Some(sso) = sso {
         tracing::info!(
             trusted = ?sso.trusted.iter().map(ToString::to_string).collect::<Vec<_>>(),
@@ -23,7 +23,7 @@ pub(super) async fn serve_cmd(a: ServeArgs) -> anyhow::Result<()> {
         );
         state = state.with_sso(sso);
     }
-    let app = crate::server::app(state);
+    let app = crate::http::server::app(state);
     // expired sessions are never loaded; this only keeps their table small
     tokio::spawn(db::sessions::delete_expired_every(pool, std::time::Duration::from_secs(600)));
     let listener =
@@ -37,8 +37,8 @@ pub(super) async fn serve_cmd(a: ServeArgs) -> anyhow::Result<()> {
     let stop = crate::shutdown::on_signals("the server", a.shutdown_grace);
     // stops accepting at once, then waits for the requests in flight; each request knows its peer's address (the
     // login throttle counts per address, SSO trusts only proxy addresses); slow clients are cut off
-    let limits = crate::server::ClientLimits { header_timeout: a.header_timeout, body_timeout: a.body_timeout };
-    crate::server::serve(listener, app, limits, async move { stop.requested().await }).await?;
+    let limits = crate::http::server::ClientLimits { header_timeout: a.header_timeout, body_timeout: a.body_timeout };
+    crate::http::server::serve(listener, app, limits, async move { stop.requested().await }).await?;
     tracing::info!("server stopped");
     Ok(())
 }

@@ -5,8 +5,8 @@ use std::io::Read;
 
 use anyhow::{Context, bail};
 
+use super::config::DatabaseArgs;
 use super::{SummaryFormat, cli_actor, operator, services};
-use crate::config::DatabaseArgs;
 use crate::db::users::User;
 use crate::usecase;
 

@@ -64,7 +64,7 @@ pub async fn record(
     Ok(())
 }
 
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct AuditEntry {
     pub id: i64,
     pub at: DateTime<Utc>,

@@ -8,13 +8,11 @@ use sqlx::{PgConnection, PgPool};
 use super::audit::Change;
 use crate::access::Scope;
 
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Budget {
     pub team_id: String,
     pub month: String,
-    #[schema(value_type = String)]
     pub amount: Decimal,
-    #[schema(value_type = Vec<String>)]
     pub thresholds: Vec<Decimal>,
 }
 
@@ -101,11 +99,10 @@ pub async fn raise(
     Ok(r.rows_affected() == 1)
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Alert {
     pub team_id: String,
     pub month: String,
-    #[schema(value_type = String)]
     pub threshold: Decimal,
     pub basis: String,
     pub first_seen_at: DateTime<Utc>,

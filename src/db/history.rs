@@ -389,7 +389,7 @@ pub async fn restore(conn: &mut PgConnection, run_id: i64, h: &ReplacedHour) -> 
 }
 
 /// An hour kept because a read held less than what is stored.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct KeptHour {
     pub cluster: String,
     pub hour: DateTime<Utc>,

@@ -266,7 +266,7 @@ pub async fn settle(pool: &PgPool, clusters: &[String]) -> Result<(), sqlx::Erro
 }
 
 /// One cluster's queue and worker state, for ingest health.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct QueueHealth {
     pub cluster: String,
     /// Hours queued (due or not), and of them held by a worker now.

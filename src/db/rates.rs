@@ -9,8 +9,8 @@ use super::audit::Change;
 use crate::money::RatePerCardHour;
 use crate::pricing::{CloudRates, ModelCatalog, PricingError, RateBook, RateHistory, RateVersion, Tco};
 
-/// A stored rate version as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+/// A stored rate version (the API shows it as `api::views::StoredRate`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoredRate {
     pub id: i64,
     /// Pricing model key, e.g. `A100-80GB`.
@@ -19,7 +19,6 @@ pub struct StoredRate {
     pub effective_from: NaiveDate,
     pub rate: RatePerCardHour,
     /// The TCO inputs it was derived from; `null` for a rate set by hand.
-    #[schema(value_type = Option<crate::pricing::TcoInputs>)]
     pub tco: Option<serde_json::Value>,
     pub created_by: String,
     pub created_at: DateTime<Utc>,
@@ -127,7 +126,7 @@ pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<Option<StoredRat
     Ok(row.map(Into::into))
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 /// A model's cloud rates as stored: the fields of [`CloudRates`] spelled out, since that input type refuses unknown
 /// fields and a flattened schema would forbid `gpu_model` and `updated_at` (the document must match what is sent).
 pub struct StoredCloudRates {

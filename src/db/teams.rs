@@ -7,7 +7,7 @@ use sqlx::{PgConnection, PgPool};
 use super::audit::Change;
 use crate::access::Scope;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Team {
     /// Stable id: lower-case letters, digits, `.`, `_`, `-`.
     pub id: String,
@@ -80,7 +80,7 @@ pub async fn create(conn: &mut PgConnection, team: &Team) -> Result<bool, sqlx::
     Ok(r.rows_affected() == 1)
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Mapping {
     pub id: i64,
     /// `null`: every cluster.

@@ -1,6 +1,7 @@
 //! Finance's exports of a month: bill lines as CSV, statements as PDF (Chinese names in an embedded CJK font subset)
 //! and as an Excel workbook, each written by the layout its statement was frozen with ([`layout`]).
 
+pub mod blocker;
 mod csv_export;
 mod fonts;
 mod frozen;

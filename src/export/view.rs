@@ -351,7 +351,7 @@ fn summary(st: &Statement, teams: &[&str], extras: &StatementExtras, style: Styl
     }
     if let Some(o) = &st.close_override {
         for b in &o.blockers {
-            let text = if style.v4 { b.words(lang, &|t| style.time(*t)) } else { b.to_string() };
+            let text = if style.v4 { super::blocker::words(b, lang, &|t| style.time(*t)) } else { b.to_string() };
             blocks.push(Block::Note { text: format!("– {text}"), warning: false });
         }
     }

@@ -1,5 +1,5 @@
 //! The one glossary (术语表) of cardhour's domain words in zh-CN and en, below every face and every export: the
-//! pages (`web`), the PDF statements, the CSV and the workbooks (`export`), and the close blockers (`readiness`)
+//! pages (`web`), the PDF statements, the CSV and the workbooks (`export`), and the close blockers (`export::blocker`)
 //! all print a term from here, so one thing has one name everywhere.
 //!
 //! The terms live in a data file (`terms.tsv`: key, zh-CN, en), read once. Why a module of its own rather than the

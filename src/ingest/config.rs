@@ -9,11 +9,12 @@ use figment::Figment;
 use figment::providers::{Env, Format, Toml};
 use serde::Deserialize;
 
+use super::flags::{SourceArgs, SourceAuthArgs, parse_bridge};
 use super::{FetchSpec, IngestOptions, SourceRequest};
-use crate::config::{SourceArgs, SourceAuthArgs, parse_bridge, parse_duration};
 use crate::metering::{HamiPolicy, MeterConfig};
 use crate::prom::RetryPolicy;
 use crate::prom::auth::{Authorization, ClientTls, Credential, Header, Secret, SourceAuth};
+use crate::validate::duration::parse_duration;
 
 /// One cluster as the file writes it: every key but `prometheus` may be left to `[defaults]` or to the flags
 /// (and their environment variables) the worker was started with.

@@ -7,8 +7,6 @@ use serde::Serialize;
 use sqlx::PgPool;
 
 use crate::db;
-use crate::db::history::KeptHour;
-use crate::db::queue::QueueHealth;
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ClusterHealth {
@@ -47,6 +45,75 @@ pub struct ClusterHealth {
     /// What the workers see of it: hours queued and held, failed reads waiting for their retry, the batch size
     /// they read with, failures in a row, the last error and when reads recovered (absent before any worker ran).
     pub worker: Option<QueueHealth>,
+}
+
+/// An hour kept because a read held less than what is stored.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct KeptHour {
+    pub cluster: String,
+    pub hour: DateTime<Utc>,
+    pub run_id: i64,
+    pub stored_rows: i32,
+    pub stored_samples: Option<i64>,
+    pub read_rows: i32,
+    pub read_samples: i64,
+    pub at: DateTime<Utc>,
+}
+
+impl From<&db::history::KeptHour> for KeptHour {
+    fn from(k: &db::history::KeptHour) -> Self {
+        Self {
+            cluster: k.cluster.clone(),
+            hour: k.hour,
+            run_id: k.run_id,
+            stored_rows: k.stored_rows,
+            stored_samples: k.stored_samples,
+            read_rows: k.read_rows,
+            read_samples: k.read_samples,
+            at: k.at,
+        }
+    }
+}
+
+/// One cluster's queue and worker state, for ingest health.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct QueueHealth {
+    pub cluster: String,
+    /// Hours queued (due or not), and of them held by a worker now.
+    pub queued_hours: i64,
+    pub leased_hours: i64,
+    /// The workers holding hours of it.
+    pub workers: Vec<String>,
+    /// Hours whose last read failed, and when the next try is due.
+    pub failing_hours: i64,
+    pub next_retry_at: Option<DateTime<Utc>>,
+    pub batch_hours: Option<i32>,
+    pub failures_in_row: i32,
+    pub last_success_at: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+    pub last_error_kind: Option<String>,
+    pub last_error_at: Option<DateTime<Utc>>,
+    pub recovered_at: Option<DateTime<Utc>>,
+}
+
+impl From<&db::queue::QueueHealth> for QueueHealth {
+    fn from(q: &db::queue::QueueHealth) -> Self {
+        Self {
+            cluster: q.cluster.clone(),
+            queued_hours: q.queued_hours,
+            leased_hours: q.leased_hours,
+            workers: q.workers.clone(),
+            failing_hours: q.failing_hours,
+            next_retry_at: q.next_retry_at,
+            batch_hours: q.batch_hours,
+            failures_in_row: q.failures_in_row,
+            last_success_at: q.last_success_at,
+            last_error: q.last_error.clone(),
+            last_error_kind: q.last_error_kind.clone(),
+            last_error_at: q.last_error_at,
+            recovered_at: q.recovered_at,
+        }
+    }
 }
 
 /// One node with a problem that its bills carry until configuration settles it.
@@ -131,7 +198,7 @@ pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<IngestHealth, s
         .into_iter()
         .map(|c| ClusterHealth {
             lag_hours: c.watermark.map(|w| (ended - w).num_hours().max(0)),
-            kept_hours: kept.iter().filter(|k| k.cluster == c.cluster).cloned().collect(),
+            kept_hours: kept.iter().filter(|k| k.cluster == c.cluster).map(KeptHour::from).collect(),
             failed_windows: failures
                 .iter()
                 .filter(|f| f.cluster == c.cluster)
@@ -176,7 +243,7 @@ pub async fn health(pool: &PgPool, now: DateTime<Utc>) -> Result<IngestHealth, s
                     card_hours: n.card_hours,
                 })
                 .collect(),
-            worker: workers.iter().find(|w| w.cluster == c.cluster).cloned(),
+            worker: workers.iter().find(|w| w.cluster == c.cluster).map(QueueHealth::from),
             cluster: c.cluster,
             prometheus_url: c.prometheus_url,
             watermark: c.watermark,

@@ -3,6 +3,7 @@
 mod carry;
 pub mod config;
 mod fetch;
+pub mod flags;
 pub mod health;
 pub mod source;
 mod store;
@@ -249,7 +250,7 @@ pub async fn read_batch(
     let ksm_margin = fetch::ksm_margin_ms(&opts.meter);
     let read = fetch::fetch(source, &opts.fetch, ksm_margin, (start, end), trailing, opts.retry);
     let read = telemetry::reading(&opts.cluster, read).await?;
-    telemetry::chunk_read(&opts.cluster, source.kind(), read.samples_read, started.elapsed());
+    telemetry::chunk_read(&opts.cluster, source.kind().as_str(), read.samples_read, started.elapsed());
     Ok((read, started.elapsed()))
 }
 

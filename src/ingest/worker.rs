@@ -91,7 +91,7 @@ const BATCH_RETRY: RetryPolicy =
 /// A short fixed name for what failed, for the health page and the metrics.
 pub fn error_kind(e: &IngestError) -> &'static str {
     match e {
-        IngestError::Prometheus(p) => crate::telemetry::ingest::error_kind(p),
+        IngestError::Prometheus(p) => p.kind(),
         IngestError::Database(_) => "database",
         IngestError::LeaseLost(_) => "lease_lost",
         IngestError::Range(_) | IngestError::ClusterName(_) => "config",

@@ -70,4 +70,69 @@ impl PromError {
             Self::RemoteRead { transient, .. } | Self::VmExport { transient, .. } => *transient,
         }
     }
+
+    /// The error as one of a few fixed kinds (the `kind` label of the source-error metrics): bounded, and each says
+    /// where to look.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Unreachable { .. } => "unreachable",
+            Self::Timeout { .. } => "timeout",
+            Self::Status { .. } => "http_status",
+            Self::Query { .. } => "query_rejected",
+            Self::Malformed(_) => "bad_answer",
+            Self::BadUrl(_) => "bad_url",
+            Self::RemoteRead { .. } => "remote_read",
+            Self::VmExport { .. } => "vm_export",
+            Self::Denied { .. } => "denied",
+            Self::Tls { .. } => "tls",
+            Self::Credentials { .. } => "credentials",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_source_error_has_a_fixed_kind() {
+        let url = || "http://p".to_string();
+        let kinds = [
+            PromError::Unreachable { url: url(), reason: String::new() },
+            PromError::Timeout { url: url(), seconds: 1 },
+            PromError::Status { status: 503, body: String::new() },
+            PromError::Query { error_type: "bad_data".into(), error: String::new() },
+            PromError::Malformed(String::new()),
+            PromError::BadUrl(url()),
+            PromError::RemoteRead { url: url(), reason: String::new(), transient: false },
+            PromError::VmExport { url: url(), reason: String::new(), transient: true },
+            PromError::Denied { url: url(), status: 401, body: String::new() },
+            PromError::Tls { url: url(), reason: String::new() },
+            PromError::Credentials { url: url(), reason: String::new() },
+        ]
+        .iter()
+        .map(PromError::kind)
+        .collect::<Vec<_>>();
+        assert_eq!(
+            kinds,
+            [
+                "unreachable",
+                "timeout",
+                "http_status",
+                "query_rejected",
+                "bad_answer",
+                "bad_url",
+                "remote_read",
+                "vm_export",
+                "denied",
+                "tls",
+                "credentials"
+            ]
+        );
+        // the catalogue's help names them all
+        let help = crate::telemetry::CATALOGUE.iter().find(|f| f.name == crate::telemetry::SOURCE_ERRORS).unwrap().help;
+        for k in kinds {
+            assert!(help.contains(k), "{k}");
+        }
+    }
 }

@@ -40,14 +40,14 @@ where
         match op().await {
             Ok(v) => return Ok(v),
             Err(e) if e.is_transient() && policy.attempts.is_none_or(|n| attempt + 1 < n) => {
-                crate::telemetry::ingest::request_failed(&e, true);
+                crate::telemetry::ingest::request_failed(e.kind(), true);
                 let delay = policy.delay(attempt);
                 tracing::warn!(error = %e, attempt = attempt + 1, retry_in = ?delay, "{what} failed, retrying");
                 tokio::time::sleep(delay).await;
                 attempt += 1;
             }
             Err(e) => {
-                crate::telemetry::ingest::request_failed(&e, false);
+                crate::telemetry::ingest::request_failed(e.kind(), false);
                 return Err(e);
             }
         }

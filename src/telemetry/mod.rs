@@ -87,7 +87,7 @@ use Kind::{Counter, Gauge, Histogram};
 use Origin::{Process, Scrape};
 
 /// Every family cardhour exports, with its labels. Label values are bounded: route templates (never raw paths),
-/// methods from a fixed list, status codes, cluster names, and the fixed kinds of [`ingest::error_kind`] and of
+/// methods from a fixed list, status codes, cluster names, and the fixed kinds of `crate::prom::PromError::kind` and of
 /// the metering's anomalies.
 pub const CATALOGUE: &[Family] = &[
     family(
@@ -285,24 +285,6 @@ pub async fn metrics_handler(State(pool): State<PgPool>) -> Response {
     let mut body = HANDLE.get().map(PrometheusHandle::render).unwrap_or_default();
     body.push_str(&scrape::render(&pool).await);
     ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
-}
-
-/// The worker's monitoring port (`--metrics-listen`): `/metrics` and the probes `cardhour serve` has, with the
-/// request durations recorded, until `stop` resolves.
-pub async fn serve_worker_port(
-    listener: tokio::net::TcpListener,
-    pool: PgPool,
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    use axum::routing::get;
-    let app = axum::Router::new()
-        .route("/metrics", get(metrics_handler))
-        .route("/healthz", get(crate::api::probes::healthz))
-        .route("/readyz", get(crate::api::probes::readyz))
-        .fallback(|| async { axum::http::StatusCode::NOT_FOUND })
-        .layer(axum::middleware::from_fn(http::record))
-        .with_state(pool);
-    axum::serve(listener, app).with_graceful_shutdown(stop).await
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@ use crate::db::{self, audit, budgets::Alert, budgets::Budget};
 use crate::money::Money;
 use crate::validate::{self, Invalid};
 
-#[derive(Debug, Serialize, utoipa::ToSchema)]
+/// A budget with its spend so far, forecast and alerts (the API answers it as `api::views::BudgetStatus`).
+#[derive(Debug, Serialize)]
 pub struct BudgetStatus {
     #[serde(flatten)]
     pub budget: Budget,
@@ -27,7 +28,7 @@ pub struct BudgetStatus {
 pub async fn budgets(s: &Services, scope: &Scope, month: Month) -> Result<Vec<BudgetStatus>, Error> {
     let budgets = db::budgets::for_month(&s.pool, &month.to_string(), scope).await?;
     let st = super::statements::statement(s, month, PolicyChoice::NONE).await?;
-    let part = crate::alerts::elapsed(month, s.billing_tz, Utc::now());
+    let part = crate::usecase::alerts::elapsed(month, s.billing_tz, Utc::now());
     let alerts = db::budgets::alerts(&s.pool, &month.to_string(), false).await?;
     Ok(budgets
         .into_iter()
@@ -79,7 +80,7 @@ pub async fn set_budget(
         return Ok(budget);
     }
     tx.commit().await?;
-    crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(month.first_day())).await;
+    crate::usecase::alerts::check_after_change(&s.pool, s.billing_tz, Some(month.first_day())).await;
     Ok(budget)
 }
 
@@ -90,6 +91,6 @@ pub async fn check(
     month: Month,
     at: chrono::DateTime<Utc>,
     webhook: Option<&str>,
-) -> Result<crate::alerts::AlertRun, Error> {
-    Ok(crate::alerts::check_budgets(&s.pool, month, s.billing_tz, at, webhook).await?)
+) -> Result<crate::usecase::alerts::AlertRun, Error> {
+    Ok(crate::usecase::alerts::check_budgets(&s.pool, month, s.billing_tz, at, webhook).await?)
 }

@@ -7,14 +7,14 @@ use super::statements::statement;
 use super::{Error, Services, global_only};
 use crate::access::{Scope, Writer};
 use crate::billing::{BillPolicy, Month, PolicyChoice};
-use crate::ledger::{self, CloseRequest, Statement};
-use crate::readiness::Readiness;
+use crate::ledger::readiness::Readiness;
+use crate::ledger::{CloseRequest, Statement};
 
 /// What stands in the way of closing `month` now (global readers).
 pub async fn readiness(s: &Services, scope: &Scope, month: Month) -> Result<Readiness, Error> {
     global_only(scope)?;
     let st = statement(s, month, PolicyChoice::NONE).await?;
-    Ok(crate::readiness::readiness(&s.pool, month, s.billing_tz, &st.bills, Utc::now()).await?)
+    Ok(crate::usecase::readiness::readiness(&s.pool, month, s.billing_tz, &st.bills, Utc::now()).await?)
 }
 
 /// Closes an ended month under `policy` (finance decides it: always named), by writer `by`, freezing with it the
@@ -28,5 +28,6 @@ pub async fn close(
 ) -> Result<Statement, Error> {
     let actor = &by.actor();
     let req = CloseRequest { policy, override_reason };
-    ledger::close(&s.pool, month, req, s.billing_tz, actor, async || super::extras::month_extras(s, month).await).await
+    super::ledger::close(&s.pool, month, req, s.billing_tz, actor, async || super::extras::month_extras(s, month).await)
+        .await
 }

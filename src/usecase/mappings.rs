@@ -4,11 +4,12 @@
 use chrono::NaiveDate;
 use serde::Deserialize;
 
+use super::mapping_import::{self, ImportError, ImportReport, RowAction};
 use super::teams::json;
 use super::{Error, Services};
 use crate::access::{Scope, Writer};
 use crate::db::{self, audit, teams::Mapping};
-use crate::mappings::{self, ImportError, ImportReport, RowAction};
+use crate::validate::mapping_file;
 use crate::validate::{self, Invalid, TeamId};
 
 /// The mappings of the teams `scope` may see.
@@ -32,7 +33,7 @@ pub async fn create_mapping(s: &Services, by: &Writer, input: &MappingInput) -> 
     let mut tx = s.pool.begin().await?;
     let m = insert_checked(&mut tx, input, actor, "").await?;
     tx.commit().await?;
-    crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(m.valid_from)).await;
+    crate::usecase::alerts::check_after_change(&s.pool, s.billing_tz, Some(m.valid_from)).await;
     Ok(m)
 }
 
@@ -100,7 +101,7 @@ pub async fn put_mapping(s: &Services, by: &Writer, input: &MappingInput) -> Res
     };
     tx.commit().await?;
     if action != RowAction::Unchanged {
-        crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(m.valid_from)).await;
+        crate::usecase::alerts::check_after_change(&s.pool, s.billing_tz, Some(m.valid_from)).await;
     }
     Ok((action, m))
 }
@@ -125,16 +126,16 @@ pub fn plan_digest(report: &ImportReport) -> String {
 
 /// Previews an import of `bytes` (the same decoding, parsing and decisions as [`import`]); writes nothing.
 pub async fn preview(s: &Services, bytes: &[u8]) -> Result<Preview, Error> {
-    let text = match mappings::decode(bytes) {
+    let text = match mapping_file::decode(bytes) {
         Ok(t) => t,
         Err(e) => return Ok(Preview { report: None, errors: vec![e], plan: String::new() }),
     };
-    let (rows, errors) = mappings::parse_rows(&text);
+    let (rows, errors) = mapping_file::parse_rows(&text);
     if rows.is_empty() {
         return Ok(Preview { report: None, errors, plan: String::new() });
     }
     let mut tx = s.pool.begin().await?;
-    let report = mappings::import(&mut tx, &rows, "preview", true).await.map_err(import_error)?;
+    let report = mapping_import::import(&mut tx, &rows, "preview", true).await.map_err(import_error)?;
     tx.rollback().await?;
     let plan = plan_digest(&report);
     Ok(Preview { report: Some(report), errors, plan })
@@ -169,10 +170,10 @@ async fn import_checked(
     dry_run: bool,
     plan: Option<&str>,
 ) -> Result<ImportReport, Error> {
-    let text = mappings::decode(bytes)?;
-    let rows = mappings::parse(&text).map_err(Error::Invalid)?;
+    let text = mapping_file::decode(bytes)?;
+    let rows = mapping_file::parse(&text).map_err(Error::Invalid)?;
     let mut tx = s.pool.begin().await?;
-    let report = mappings::import(&mut tx, &rows, actor, dry_run).await.map_err(import_error)?;
+    let report = mapping_import::import(&mut tx, &rows, actor, dry_run).await.map_err(import_error)?;
     if plan.is_some_and(|p| p != plan_digest(&report)) {
         tx.rollback().await?;
         return Err(Error::Conflict {
@@ -186,7 +187,7 @@ async fn import_checked(
         tx.commit().await?;
         if let Some(since) = report.rows.iter().filter(|r| r.action != RowAction::Unchanged).map(|r| r.valid_from).min()
         {
-            crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(since)).await;
+            crate::usecase::alerts::check_after_change(&s.pool, s.billing_tz, Some(since)).await;
         }
     }
     Ok(report)

@@ -210,7 +210,7 @@ pub async fn forecast(
 async fn covered(s: &Services, month: Month, now: DateTime<Utc>) -> Result<BTreeMap<String, Covered>, Error> {
     let (from, to) = month.bounds(s.billing_tz);
     let counts = crate::db::readiness::coverage_counts(&s.pool, from, to).await?;
-    Ok(crate::readiness::coverage(&counts, from, to, now)
+    Ok(crate::ledger::readiness::coverage(&counts, from, to, now)
         .into_iter()
         .map(|c| (c.cluster, Covered { hours_covered: c.hours_covered, hours_of_month: c.hours_of_month }))
         .collect())

@@ -51,7 +51,7 @@ pub async fn put_model_alias(
     )
     .await?;
     tx.commit().await?;
-    crate::alerts::check_after_change(&s.pool, s.billing_tz, None).await;
+    crate::usecase::alerts::check_after_change(&s.pool, s.billing_tz, None).await;
     Ok(ModelAlias { model_name, pricing_model: key })
 }
 
@@ -108,7 +108,7 @@ pub async fn create_rate(s: &Services, by: &Writer, input: RateInput) -> Result<
     let after = serde_json::to_value(&stored).ok();
     audit::record(&mut tx, actor, "rate.create", &format!("rate:{}", stored.id), None, after).await?;
     tx.commit().await?;
-    crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(effective_from)).await;
+    crate::usecase::alerts::check_after_change(&s.pool, s.billing_tz, Some(effective_from)).await;
     Ok(stored)
 }
 
@@ -121,7 +121,7 @@ pub async fn delete_rate(s: &Services, by: &Writer, id: i64) -> Result<(), Error
     audit::record(&mut tx, actor, "rate.delete", &format!("rate:{id}"), serde_json::to_value(&before).ok(), None)
         .await?;
     tx.commit().await?;
-    crate::alerts::check_after_change(&s.pool, s.billing_tz, Some(before.effective_from)).await;
+    crate::usecase::alerts::check_after_change(&s.pool, s.billing_tz, Some(before.effective_from)).await;
     Ok(())
 }
 

@@ -5,21 +5,22 @@ use std::sync::Arc;
 
 use sqlx::PgPool;
 
+use super::ledger::statement as ledger_statement;
 use super::{Error, Services};
 use crate::access::Scope;
 use crate::billing::{Month, PolicyChoice};
 use crate::db;
-use crate::ledger::{self, LedgerError, Statement, statement as ledger_statement};
+use crate::ledger::{self, LedgerError, Statement};
 
 /// Statements served from memory. A closed month is read once from what was stored at close and kept under its
 /// content hash: it never changes, so only the (tiny) hash is read per request, never the snapshot, and nothing is
 /// recomputed. An open month is computed and kept under the data version, recomputed once that moves.
 #[derive(Default)]
 pub struct StatementCache {
-    open: crate::cache::StampedCache<(Month, PolicyChoice), Statement>,
+    open: crate::usecase::cache::StampedCache<(Month, PolicyChoice), Statement>,
     /// Keyed by the content hash and kept under one fixed version: a closed month never changes. Requests
     /// arriving while it is read wait for that one read instead of each decoding the snapshot.
-    closed: crate::cache::StampedCache<(Month, String), Statement>,
+    closed: crate::usecase::cache::StampedCache<(Month, String), Statement>,
     /// The data version under which each cached closed month was last verified against its stored hash: a
     /// snapshot altered in the database behind its triggers is found by the first request after the data version
     /// moved (or at once, when this process found it altered elsewhere), never served from memory after that.
@@ -69,7 +70,7 @@ impl StatementCache {
         if !alarmed && verified().get(&month).is_some_and(|v| *v >= version) {
             return Ok(());
         }
-        ledger::integrity::verify_closed(pool, month).await?;
+        super::ledger::verify_closed(pool, month).await?;
         verified().insert(month, version);
         Ok(())
     }
@@ -83,7 +84,7 @@ pub async fn statement(s: &Services, month: Month, choice: PolicyChoice) -> Resu
 /// A team asked for must be a known team the caller may see: else not found, naming `team` (a team lead learns
 /// nothing of other teams: one outside its scope is as unknown). A known team without lines this month is no error.
 pub async fn check_team(s: &Services, st: &Statement, scope: &Scope, team: &str) -> Result<(), Error> {
-    if scope.allows(team) && ledger::team_known(&s.pool, st, team).await? {
+    if scope.allows(team) && super::ledger::team_known(&s.pool, st, team).await? {
         return Ok(());
     }
     Err(Error::NotFoundField { field: "team".into(), message: format!("unknown team {team}") })

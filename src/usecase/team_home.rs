@@ -9,7 +9,7 @@ use crate::access::Scope;
 use crate::billing::{Month, PolicyChoice};
 use crate::db::usage::GroupBy;
 use crate::money::Money;
-use crate::usage::UsageRow;
+use crate::usecase::usage::UsageRow;
 use crate::waste::{IdlePod, IdleRule, WastefulPod};
 
 /// How many months the trend shows (the current one included).
@@ -53,7 +53,7 @@ pub async fn team_home(
     let spent = st.team_total(team);
     let budgets = super::budgets::budgets(s, &only, month).await?;
     let budget = budgets.iter().find(|b| b.budget.team_id == team);
-    let forecast = crate::waste::forecast(spent, crate::alerts::elapsed(month, s.billing_tz, now));
+    let forecast = crate::waste::forecast(spent, crate::usecase::alerts::elapsed(month, s.billing_tz, now));
     let mut trend = Vec::with_capacity(TREND_MONTHS);
     let mut m = month;
     for _ in 0..TREND_MONTHS {

@@ -17,13 +17,13 @@ use super::fmt::{card_hours, percent, yuan};
 use super::i18n::{PageLang, t};
 use super::layout::{Chrome, PageError};
 use super::policy::{self, PolicyQuery};
-use crate::auth::PageUser;
 use crate::billing::Month;
 use crate::export::Lang;
 use crate::export::view::{Block, Section};
 use crate::ledger::MonthStatus;
-use crate::state::AppState;
+use crate::usecase::state::AppState;
 use crate::usecase::{self, closing, exports, months, statements};
+use crate::web::extract::PageUser;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -117,7 +117,7 @@ pub struct CoverageRow {
     pub span: String,
 }
 
-pub fn coverage_rows(r: &crate::readiness::Readiness, tz: chrono_tz::Tz) -> Vec<CoverageRow> {
+pub fn coverage_rows(r: &crate::ledger::readiness::Readiness, tz: chrono_tz::Tz) -> Vec<CoverageRow> {
     r.coverage
         .iter()
         .map(|c| CoverageRow {

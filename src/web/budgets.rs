@@ -19,12 +19,12 @@ use super::field_errors::{self as fields, FieldErrors};
 use super::fmt::{percent, yuan};
 use super::i18n::{Lang, PageLang, Word, t};
 use super::layout::{Chrome, PageError};
-use crate::auth::{CsrfForm, PageUser};
 use crate::billing::Month;
 use crate::money::Money;
-use crate::state::AppState;
+use crate::usecase::state::AppState;
 use crate::usecase::{self, budgets, months};
 use crate::validate::TeamId;
+use crate::web::extract::{CsrfForm, PageUser};
 
 pub(super) const WORDS: &[Word] = &[
     ("nav.budgets", "预算", "Budgets"),

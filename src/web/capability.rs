@@ -9,8 +9,8 @@ use axum::response::{IntoResponse, Response};
 
 use super::layout::PageError;
 use crate::access::{Administrator, Writer};
-use crate::auth::{PageRejection, PageUser};
-use crate::state::AppState;
+use crate::usecase::state::AppState;
+use crate::web::extract::{PageRejection, PageUser};
 
 /// Why a page request was refused before its handler ran: not signed in (or a session that failed), or signed in
 /// without the capability.

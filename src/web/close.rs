@@ -19,13 +19,13 @@ use super::capability::PageWriter;
 use super::i18n::{PageLang, t};
 use super::layout::{Chrome, PageError};
 use super::policy::{self, PolicyQuery};
-use crate::auth::CsrfForm;
+use crate::web::extract::CsrfForm;
 use crate::billing::{Month, PolicyChoice};
 use crate::export::Lang;
 use crate::glossary;
 use crate::ledger::MonthStatus;
-use crate::readiness::Blocker;
-use crate::state::AppState;
+use crate::ledger::readiness::Blocker;
+use crate::usecase::state::AppState;
 use crate::usecase::{self, closing, statements};
 
 pub fn routes() -> Router<AppState> {
@@ -161,7 +161,7 @@ async fn confirmation(
             .blockers
             .iter()
             .any(|b| matches!(b, Blocker::UnknownGpuModel { .. } | Blocker::UnverifiedNode { .. })),
-        blockers: readiness.blockers.iter().map(|b| b.words(lang, &when)).collect(),
+        blockers: readiness.blockers.iter().map(|b| crate::export::blocker::words(b, lang, &when)).collect(),
         form,
         fingerprint,
         notice: notice.map(|key| t(lang, key)),

@@ -13,12 +13,12 @@ use rust_decimal::prelude::ToPrimitive;
 use super::fmt::{card_hours_f64, change, percent, yuan};
 use super::i18n::{PageLang, t};
 use super::layout::{Chrome, MonthQuery, PageError};
-use crate::auth::PageUser;
 use crate::billing::Month;
 use crate::export::Lang;
 use crate::ledger::MonthStatus;
-use crate::state::AppState;
+use crate::usecase::state::AppState;
 use crate::usecase::{months, team_home};
+use crate::web::extract::PageUser;
 
 /// The links to the month before and after `month` on a home (none after the current month).
 pub struct MonthNav {
@@ -151,8 +151,8 @@ pub struct TeamPage {
 }
 
 fn usage_lines(
-    rows: &[crate::usage::UsageRow],
-    key: impl Fn(&crate::usage::UsageRow) -> Option<String>,
+    rows: &[crate::usecase::usage::UsageRow],
+    key: impl Fn(&crate::usecase::usage::UsageRow) -> Option<String>,
 ) -> Vec<UsageLine> {
     rows.iter()
         .map(|r| UsageLine {

@@ -8,8 +8,8 @@ use axum::response::{IntoResponse, Response};
 
 use super::i18n::{self, Lang};
 use crate::access::Role;
-use crate::auth::PageUser;
 use crate::usecase;
+use crate::web::extract::PageUser;
 
 /// The stylesheet, in the binary: nothing is loaded from another host.
 pub const CSS: &str = include_str!("../../static/portal.css");
@@ -173,7 +173,7 @@ pub struct MonthQuery {
 
 impl MonthQuery {
     /// The month asked for, else the current one; a month that is no month, or is still to come, names no page.
-    pub fn month(&self, s: &crate::state::AppState) -> Result<crate::billing::Month, PageError> {
+    pub fn month(&self, s: &crate::usecase::state::AppState) -> Result<crate::billing::Month, PageError> {
         let current = crate::usecase::months::current(&s.cases, chrono::Utc::now());
         match self.month.as_deref().filter(|m| !m.is_empty()) {
             None => Ok(current),

@@ -24,10 +24,11 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use crate::auth::{CsrfForm, LoginCsrfForm, PageRejection, local_next, session};
-use crate::state::AppState;
+use crate::auth::session::{self, local_next};
 use crate::usecase;
+use crate::usecase::state::AppState;
 use crate::usecase::users::Login;
+use crate::web::extract::{CsrfForm, LoginCsrfForm, PageRejection};
 
 /// `/login` and `/logout`; in SSO mode the login page only goes on, and there is no form to post.
 pub fn routes(sso: bool) -> Router<AppState> {

@@ -3,7 +3,7 @@
 //! scope to the use cases, or the capability it needs ([`capability`]: a writer, a global reader, an admin); what
 //! a caller may not see is the same not-found page as what does not exist.
 //!
-//! [`PageUser`]: crate::auth::PageUser
+//! [`PageUser`]: extract::PageUser
 
 mod admin;
 mod bills;
@@ -11,6 +11,7 @@ mod budgets;
 mod capability;
 mod chart;
 mod close;
+pub mod extract;
 mod field_errors;
 mod fmt;
 mod home;
@@ -28,7 +29,7 @@ use axum::extract::Request;
 use axum::response::Response;
 use axum::routing::get;
 
-use crate::state::AppState;
+use crate::usecase::state::AppState;
 
 pub use layout::PageError;
 

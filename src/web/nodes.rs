@@ -19,12 +19,12 @@ use super::fmt::{card_hours, yuan};
 use super::i18n::{PageLang, Word, t};
 use super::layout::{Chrome, MonthQuery, PageError};
 use super::policy::{PolicyQuery, team_id_note};
-use crate::auth::{CsrfForm, PageUser};
+use crate::web::extract::{CsrfForm, PageUser};
 use crate::billing::{Month, PolicyChoice};
 use crate::export::Lang;
 use crate::glossary;
-use crate::readiness::Blocker;
-use crate::state::AppState;
+use crate::ledger::readiness::Blocker;
+use crate::usecase::state::AppState;
 use crate::usecase::nodes::{self, NodePreview, NodeSettingsView};
 use crate::usecase::{self, closing};
 

@@ -16,9 +16,9 @@ use super::capability::PageGlobalReader;
 use super::fmt::{card_hours_f64, percent, yuan};
 use super::i18n::{self, Lang, PageLang, t};
 use super::layout::{Chrome, MonthQuery, PageError};
-use crate::auth::PageUser;
-use crate::state::AppState;
+use crate::usecase::state::AppState;
 use crate::usecase::{reports, tiers};
+use crate::web::extract::PageUser;
 
 pub fn routes() -> Router<AppState> {
     Router::new()

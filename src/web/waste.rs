@@ -15,10 +15,10 @@ use serde::Deserialize;
 use super::fmt::{card_hours_f64, percent, when, yuan};
 use super::i18n::{Lang, PageLang, t};
 use super::layout::{Chrome, PageError};
-use crate::auth::PageUser;
-use crate::state::AppState;
+use crate::usecase::state::AppState;
 use crate::usecase::{health, team_home::IDLE_HOURS};
 use crate::waste::{IdlePod, IdleRule};
+use crate::web::extract::PageUser;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/idle", get(idle)).route("/health", get(health_page))
@@ -199,7 +199,7 @@ async fn health_page(
 }
 
 /// A cluster's worker state in a few short lines.
-fn worker_lines(w: &crate::db::queue::QueueHealth, lang: Lang, tz: chrono_tz::Tz) -> Vec<String> {
+fn worker_lines(w: &crate::ingest::health::QueueHealth, lang: Lang, tz: chrono_tz::Tz) -> Vec<String> {
     let mut lines = vec![format!(
         "{}: {} · {}: {}{}",
         t(lang, "health.queued"),

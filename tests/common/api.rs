@@ -1,9 +1,9 @@
 //! An in-process API server on a loopback port with one token per role, for the API tests.
 
 use cardhour::auth::{Role, new_token};
+use cardhour::http::server::app;
 use cardhour::metering::{CapacityRow, ContainerKey, HourOutput, OfferedSource, UsageRow, UtilSource};
-use cardhour::server::app;
-use cardhour::state::AppState;
+use cardhour::usecase::state::AppState;
 use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -22,11 +22,11 @@ pub struct TestApi {
 impl TestApi {
     /// Starts the API on `pool` (migrated), with teams `vision` and `nlp` and a token per role.
     pub async fn start(pool: PgPool) -> TestApi {
-        Self::start_with(pool, cardhour::server::ClientLimits::default()).await
+        Self::start_with(pool, cardhour::http::server::ClientLimits::default()).await
     }
 
     /// [`Self::start`], served as `cardhour serve` serves (its connection loop) with these client limits.
-    pub async fn start_with(pool: PgPool, limits: cardhour::server::ClientLimits) -> TestApi {
+    pub async fn start_with(pool: PgPool, limits: cardhour::http::server::ClientLimits) -> TestApi {
         for (id, name) in [("vision", "视觉组"), ("nlp", "NLP")] {
             sqlx::query(
                 "INSERT INTO teams (id, name, owner) VALUES ($1, $2, 'owner')
@@ -53,7 +53,7 @@ impl TestApi {
         let state = AppState::new(pool.clone(), chrono_tz::Asia::Shanghai);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(cardhour::server::serve(listener, app(state), limits, std::future::pending()));
+        tokio::spawn(cardhour::http::server::serve(listener, app(state), limits, std::future::pending()));
         let [admin, finance, viewer, lead]: [String; 4] = tokens.try_into().unwrap();
         TestApi { base, client: reqwest::Client::new(), pool, admin, finance, viewer, lead }
     }

@@ -1,9 +1,10 @@
 //! An in-process portal (the whole application, served with each connection's peer address as `cardhour serve`
 //! does) with a signed-in-able user per role, and a browser-like client: a cookie store, no automatic redirects.
 
-use cardhour::auth::{CsrfForm, PageUser, PortalConfig, Role};
-use cardhour::server::app;
-use cardhour::state::AppState;
+use cardhour::auth::{PortalConfig, Role};
+use cardhour::http::server::app;
+use cardhour::usecase::state::AppState;
+use cardhour::web::extract::{CsrfForm, PageUser};
 use reqwest::header::SET_COOKIE;
 use sqlx::PgPool;
 
@@ -88,8 +89,8 @@ impl TestPortal {
             .with_state(state.clone());
         // served as `cardhour serve` serves: each request knows its peer's address
         let app = app(state).merge(probes);
-        let limits = cardhour::server::ClientLimits::default();
-        tokio::spawn(cardhour::server::serve(listener, app, limits, std::future::pending()));
+        let limits = cardhour::http::server::ClientLimits::default();
+        tokio::spawn(cardhour::http::server::serve(listener, app, limits, std::future::pending()));
         TestPortal { base, pool }
     }
 

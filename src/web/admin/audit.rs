@@ -9,8 +9,8 @@ use axum::routing::get;
 use serde::Deserialize;
 
 use super::{Tab, tabs};
-use crate::state::AppState;
 use crate::usecase::audit;
+use crate::usecase::state::AppState;
 use crate::web::capability::PageGlobalReader;
 use crate::web::fmt::when;
 use crate::web::i18n::{PageLang, t};

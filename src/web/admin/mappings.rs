@@ -19,12 +19,12 @@ use tower_sessions::Session;
 
 use super::{FieldErrors, Tab, blank_none, refused, tabs};
 use crate::access::Scope;
-use crate::auth::{CsrfForm, CsrfUpload, PageUser};
 use crate::db::teams::Team;
-use crate::mappings::{ImportReport, RowAction};
-use crate::state::AppState;
+use crate::usecase::mapping_import::{ImportReport, RowAction};
+use crate::usecase::state::AppState;
 use crate::usecase::{self, mappings, teams};
 use crate::web::capability::{PageGlobalReader, PageWriter};
+use crate::web::extract::{CsrfForm, CsrfUpload, PageUser};
 use crate::web::fmt::when;
 use crate::web::i18n::{Lang, PageLang, t};
 use crate::web::layout::{Chrome, PageError};

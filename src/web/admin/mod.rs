@@ -18,10 +18,10 @@ use super::field_errors::localize;
 use super::i18n::{self, Lang, Word};
 use super::layout::PageError;
 use crate::access::{Administrator, Principal};
-use crate::auth::PageUser;
-use crate::state::AppState;
 use crate::usecase;
+use crate::usecase::state::AppState;
 use crate::validate::Invalid;
+use crate::web::extract::PageUser;
 
 pub fn routes() -> Router<AppState> {
     Router::new()

@@ -11,11 +11,11 @@ use serde::Deserialize;
 
 use super::{FieldErrors, Tab, blank_none, refused, tabs};
 use crate::access::Scope;
-use crate::auth::{CsrfForm, PageUser};
 use crate::db::teams::Team;
-use crate::state::AppState;
+use crate::usecase::state::AppState;
 use crate::usecase::teams::{self, TeamInput};
 use crate::web::capability::{PageGlobalReader, PageWriter};
+use crate::web::extract::{CsrfForm, PageUser};
 use crate::web::i18n::{Lang, PageLang, t};
 use crate::web::layout::{Chrome, PageError};
 

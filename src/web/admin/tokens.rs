@@ -15,10 +15,10 @@ use serde::Deserialize;
 
 use super::{FieldErrors, ROLES, Tab, refused, role_word, tabs, team_list};
 use crate::access::Role;
-use crate::auth::{CsrfForm, PageUser};
-use crate::state::AppState;
+use crate::usecase::state::AppState;
 use crate::usecase::{self, tokens};
 use crate::web::capability::PageAdmin;
+use crate::web::extract::{CsrfForm, PageUser};
 use crate::web::fmt::when;
 use crate::web::i18n::{Lang, PageLang, t};
 use crate::web::layout::{Chrome, PageError};

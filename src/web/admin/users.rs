@@ -13,11 +13,11 @@ use tower_sessions::Session;
 
 use super::{FieldErrors, ROLES, Tab, refused, role_word, tabs, team_list};
 use crate::access::Role;
-use crate::auth::{CsrfForm, PageUser};
 use crate::db::users::User;
-use crate::state::AppState;
+use crate::usecase::state::AppState;
 use crate::usecase::{self, users};
 use crate::web::capability::PageAdmin;
+use crate::web::extract::{CsrfForm, PageUser};
 use crate::web::fmt::when;
 use crate::web::i18n::{Lang, PageLang, t};
 use crate::web::layout::{Chrome, PageError};

@@ -10,11 +10,11 @@ use super::super::field_errors::{self as fields, FieldErrors};
 use super::super::i18n::{PageLang, Word};
 use super::super::layout::PageError;
 use super::tco::{TcoForm, page_of};
-use crate::auth::CsrfForm;
-use crate::state::AppState;
 use crate::usecase::rates::{self, RateInput};
+use crate::usecase::state::AppState;
 use crate::validate;
 use crate::web::capability::PageWriter;
+use crate::web::extract::CsrfForm;
 
 pub(in crate::web) const WORDS: &[Word] = &[
     ("rates.manual.title", "或手工设定费率", "Or set a rate by hand"),

@@ -22,11 +22,11 @@ use super::field_errors::{self as fields, FieldErrors, Problem};
 use super::fmt::percent;
 use super::i18n::{Lang, PageLang, Word, t};
 use super::layout::{Chrome, PageError};
-use crate::auth::{CsrfForm, PageUser};
 use crate::pricing::CloudRates;
-use crate::state::AppState;
+use crate::usecase::state::AppState;
 use crate::usecase::{self, months, rates};
 use crate::validate::{self, TimeInput};
+use crate::web::extract::{CsrfForm, PageUser};
 
 pub use history::ModelHistory;
 pub(super) use manual::WORDS as MANUAL_WORDS;

@@ -15,13 +15,13 @@ use super::super::fmt::yuan;
 use super::super::i18n::{Lang, PageLang, Word, t};
 use super::super::layout::{Chrome, PageError};
 use super::rate4;
-use crate::auth::{CsrfForm, PageUser};
 use crate::money::thousands;
 use crate::pricing::{RateBreakdown, TcoInputs, tco as bounds};
-use crate::state::AppState;
 use crate::usecase::rates::{self, RateInput};
+use crate::usecase::state::AppState;
 use crate::validate::{self, DecimalRange};
 use crate::web::capability::PageWriter;
+use crate::web::extract::{CsrfForm, PageUser};
 
 pub(in crate::web) const WORDS: &[Word] = &[
     ("tco.title", "TCO 计算器：新增费率版本", "TCO calculator: a new rate version"),

@@ -13,7 +13,7 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use super::{FieldErrors, ReportLink, given, report_nav, time_field};
-use crate::state::AppState;
+use crate::usecase::state::AppState;
 use crate::usecase::{self, reports};
 use crate::waste::OversubscriptionRow;
 use crate::web::capability::PageGlobalReader;

@@ -13,11 +13,11 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use super::{FieldErrors, ReportLink, given, report_nav, time_field};
-use crate::auth::PageUser;
 use crate::money::Money;
-use crate::state::AppState;
 use crate::usecase::reports;
+use crate::usecase::state::AppState;
 use crate::waste::WastefulPod;
+use crate::web::extract::PageUser;
 use crate::web::fmt::{card_hours_f64, percent, when, yuan};
 use crate::web::i18n::{PageLang, t};
 use crate::web::layout::{Chrome, PageError};

@@ -1,4 +1,4 @@
-//! The capability extractors: each authenticates `Authorization: Bearer <token>` (scheme case-insensitive) and
+//! The API's capability extractors (who is calling the JSON face): each authenticates `Authorization: Bearer <token>` (scheme case-insensitive) and
 //! admits only the roles its capability allows. A 401 carries `WWW-Authenticate: Bearer realm="cardhour"` (RFC
 //! 6750), with `error="invalid_token"` when a token was sent but is unknown, expired or revoked.
 
@@ -9,8 +9,9 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use sqlx::PgPool;
 
-use super::{Principal, hash_token};
+use crate::access::Principal;
 use crate::access::{Scope, Writer};
+use crate::auth::hash_token;
 use crate::db;
 use crate::error::ApiError;
 

@@ -11,13 +11,7 @@ use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::state::AppState;
-
-/// The one request-body limit: the layer and every extractor (`String`, `Bytes`, `Json`, forms) agree on it.
-pub const BODY_LIMIT: usize = crate::api::BODY_LIMIT;
-
-/// No request may hold a connection for longer (the pool's `statement_timeout` bounds each statement).
-pub const REQUEST_TIMEOUT: Duration = crate::api::REQUEST_TIMEOUT;
+use crate::usecase::state::{AppState, BODY_LIMIT, REQUEST_TIMEOUT};
 
 /// The application as `cardhour serve` runs it.
 pub fn app(state: AppState) -> Router {

@@ -14,10 +14,11 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use sqlx::PgPool;
 
+use super::ledger;
 use crate::access::Scope;
 use crate::billing::Month;
 use crate::db;
-use crate::ledger::{self, LedgerError};
+use crate::ledger::LedgerError;
 use crate::money::Money;
 use crate::waste::{crossings, forecast};
 

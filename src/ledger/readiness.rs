@@ -1,10 +1,10 @@
-//! Whether a month may be closed (SPEC §6 "Closing needs a complete month"): every hour of the month stored for
-//! every cluster — the hours before a cluster's first ingest too: they have no data, and a month no data covers is
-//! not complete (issue 33: October without any data said ready) —, no window whose read failed and was not read
-//! again, each watermark past the month's end, no unknown or unpriced GPU model, no node whose cards could not be
-//! counted, no hour kept over a smaller read. What stands in the way is listed, so a close can refuse with it — or
-//! record it beside the reason of an explicit override. Beside it, each cluster's coverage of the month (hours
-//! with data / hours of the month).
+//! Whether a month may be closed (SPEC §6 "Closing needs a complete month"), as data: what stands in the way
+//! ([`Blocker`]: an hour of a cluster not stored — the hours before a cluster's first ingest too: they have no data,
+//! and a month no data covers is not complete (issue 33: October without any data said ready) —, a window whose
+//! read failed and was not read again, a watermark short of the month's end, an unknown or unpriced GPU model, a
+//! node whose cards could not be counted, an hour kept over a smaller read), so a close can refuse with it — or
+//! record it beside the reason of an explicit override; beside it, each cluster's coverage of the month (hours with
+//! data / hours of the month). Pure: the use case `crate::usecase::readiness` reads the stored facts and lists.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,11 +12,9 @@ use std::fmt;
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
-use sqlx::PgPool;
 
 use crate::billing::{Month, MonthBills};
 use crate::db;
-use crate::glossary::{self, Lang};
 
 /// Anomaly kinds that mean a node's cards were not counted but assumed (a unit taken as a card, a configured
 /// replica count): its lines rest on a guess until configuration settles it.
@@ -96,79 +94,6 @@ impl Blocker {
         // writing into a String cannot fail
         let _ = self.write(&mut out, ts);
         out
-    }
-
-    /// The blocker in `lang`, in the glossary's words ([`crate::glossary`], `blocker.*`), its instants written by
-    /// `ts` (the billing time zone, named): what the pages and a layout-4 statement print. The English of
-    /// [`Blocker::describe`] stays the API's and layout 3's.
-    pub fn words(&self, lang: Lang, ts: &dyn Fn(&DateTime<Utc>) -> String) -> String {
-        let spans = |spans: &[HourSpan]| {
-            spans
-                .iter()
-                .map(|s| format!("{} – {}", ts(&s.from), ts(&s.to)))
-                .collect::<Vec<_>>()
-                .join(lang.pick("，", ", "))
-        };
-        let p = |key: &str, values: &[(&str, String)]| glossary::phrase(lang, key, values);
-        match self {
-            Self::NotEnded { month_end } => p("blocker.not_ended", &[("month_end", ts(month_end))]),
-            Self::MissingHours { cluster, hours, spans: s } => p(
-                "blocker.missing_hours",
-                &[("cluster", cluster.clone()), ("hours", hours.to_string()), ("spans", spans(s))],
-            ),
-            Self::UncoveredHours { cluster, hours, spans: s } => p(
-                "blocker.uncovered_hours",
-                &[("cluster", cluster.clone()), ("hours", hours.to_string()), ("spans", spans(s))],
-            ),
-            Self::NoCluster => p("blocker.no_cluster", &[]),
-            Self::FailedWindow { cluster, from, to, error, failed_at, hours_not_read_since } => p(
-                "blocker.failed_window",
-                &[
-                    ("cluster", cluster.clone()),
-                    ("from", ts(from)),
-                    ("to", ts(to)),
-                    ("failed_at", ts(failed_at)),
-                    ("error", error.clone()),
-                    ("hours", hours_not_read_since.to_string()),
-                ],
-            ),
-            Self::WatermarkBeforeMonthEnd { cluster, watermark: Some(w), month_end } => p(
-                "blocker.watermark",
-                &[("cluster", cluster.clone()), ("watermark", ts(w)), ("month_end", ts(month_end))],
-            ),
-            Self::WatermarkBeforeMonthEnd { cluster, watermark: None, month_end } => {
-                p("blocker.no_watermark", &[("cluster", cluster.clone()), ("month_end", ts(month_end))])
-            }
-            Self::UnknownGpuModel { gpu_model, usage_card_hours, capacity_card_hours, .. } => {
-                let values = [
-                    ("model", gpu_model.clone()),
-                    ("usage", crate::export::present::card_hours(*usage_card_hours)),
-                    ("capacity", crate::export::present::card_hours(*capacity_card_hours)),
-                ];
-                p(if gpu_model == "unknown" { "blocker.unknown_gpu_model" } else { "blocker.unpriced_model" }, &values)
-            }
-            Self::UnverifiedNode { cluster, node, anomaly, hours } => p(
-                "blocker.unverified_node",
-                &[
-                    ("cluster", cluster.clone()),
-                    ("node", node.clone()),
-                    ("anomaly", glossary::anomaly(lang, anomaly)),
-                    ("hours", hours.to_string()),
-                ],
-            ),
-            Self::KeptHour { cluster, hour, run_id, stored_rows, stored_samples, read_rows, read_samples } => p(
-                "blocker.kept_hour",
-                &[
-                    ("cluster", cluster.clone()),
-                    ("hour", ts(hour)),
-                    ("run", run_id.to_string()),
-                    ("stored_rows", stored_rows.to_string()),
-                    ("stored_samples", stored_samples.map_or_else(|| "?".to_string(), |s| s.to_string())),
-                    ("read_rows", read_rows.to_string()),
-                    ("read_samples", read_samples.to_string()),
-                ],
-            ),
-        }
     }
 
     fn write(&self, f: &mut dyn fmt::Write, ts: &dyn Fn(&DateTime<Utc>) -> String) -> fmt::Result {
@@ -360,82 +285,6 @@ pub fn unknown_models(bills: &MonthBills) -> Vec<Blocker> {
             },
         })
         .collect()
-}
-
-/// What stands in the way of closing `month` (in `tz`) at `now`, given the bills it would close with.
-pub async fn readiness(
-    pool: &PgPool,
-    month: Month,
-    tz: chrono_tz::Tz,
-    bills: &MonthBills,
-    now: DateTime<Utc>,
-) -> Result<Readiness, sqlx::Error> {
-    let (from, to) = month.bounds(tz);
-    let mut blockers = Vec::new();
-    if to > now {
-        blockers.push(Blocker::NotEnded { month_end: to });
-    }
-    let counts = db::readiness::coverage_counts(pool, from, to).await?;
-    if counts.is_empty() {
-        blockers.push(Blocker::NoCluster);
-    }
-    for c in &counts {
-        if let Some((hours, span)) = uncovered_span(c.first_ingest, from, to) {
-            blockers.push(Blocker::UncoveredHours { cluster: c.cluster.clone(), hours, spans: vec![span] });
-        }
-    }
-    let missing = db::readiness::missing_hours(pool, from, to).await?;
-    let mut by_cluster: BTreeMap<String, Vec<DateTime<Utc>>> = BTreeMap::new();
-    for m in missing {
-        by_cluster.entry(m.cluster).or_default().push(m.hour);
-    }
-    for (cluster, hours) in by_cluster {
-        blockers.push(Blocker::MissingHours { cluster, hours: hours.len() as i64, spans: hour_spans(&hours) });
-    }
-    for f in db::readiness::open_failures(pool, from, to).await? {
-        blockers.push(Blocker::FailedWindow {
-            cluster: f.cluster,
-            from: f.hour_from,
-            to: f.hour_to,
-            error: f.error,
-            failed_at: f.failed_at,
-            hours_not_read_since: f.hours_not_read_since,
-        });
-    }
-    // the last hour the month needs ends at `to` rounded up to the hour. A watermark held back by a hole of an
-    // earlier month says nothing of this one (its hours are checked one by one above): only one that stops within
-    // the month, or none at all, does.
-    let needed = crate::ingest::window::floor_hour(to - Duration::microseconds(1)) + Duration::hours(1);
-    for c in db::readiness::clusters_before(pool, to).await? {
-        if c.watermark.is_none_or(|w| w < needed && w >= from) {
-            blockers.push(Blocker::WatermarkBeforeMonthEnd {
-                cluster: c.cluster,
-                watermark: c.watermark,
-                month_end: to,
-            });
-        }
-    }
-    blockers.extend(unknown_models(bills));
-    let kinds: Vec<String> = UNVERIFIED_NODE_ANOMALIES.iter().map(|k| (*k).to_string()).collect();
-    for n in db::readiness::node_problems(pool, from, to, &kinds).await? {
-        blockers.push(Blocker::UnverifiedNode { cluster: n.cluster, node: n.node, anomaly: n.kind, hours: n.hours });
-    }
-    let mut kept = db::history::kept_hours(pool, None).await?;
-    kept.retain(|k| k.hour + Duration::hours(1) > from && k.hour < to);
-    kept.sort_by_key(|k| (k.cluster.clone(), k.hour));
-    for k in kept {
-        blockers.push(Blocker::KeptHour {
-            cluster: k.cluster,
-            hour: k.hour,
-            run_id: k.run_id,
-            stored_rows: k.stored_rows,
-            stored_samples: k.stored_samples,
-            read_rows: k.read_rows,
-            read_samples: k.read_samples,
-        });
-    }
-    let coverage = coverage(&counts, from, to, now);
-    Ok(Readiness { month, from, to, ready: blockers.is_empty(), blockers, checked_at: now, coverage })
 }
 
 #[cfg(test)]

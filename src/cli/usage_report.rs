@@ -1,9 +1,30 @@
-//! The `usage` report: stored totals per team, namespace or pod, as a table, JSON or CSV.
+//! The `usage` report as the command line prints it: a table, JSON or CSV of the use case's rows, and the
+//! command line's own names for the groupings and the formats.
 
-use serde::Serialize;
+use crate::db::usage::GroupBy as Grouping;
+use crate::usecase::usage::UsageRow;
 
-use crate::db::usage::{GroupBy, UsageTotal};
+/// How the report groups stored usage (`--group-by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GroupBy {
+    Team,
+    Namespace,
+    Pod,
+    Model,
+}
 
+impl From<GroupBy> for Grouping {
+    fn from(g: GroupBy) -> Self {
+        match g {
+            GroupBy::Team => Grouping::Team,
+            GroupBy::Namespace => Grouping::Namespace,
+            GroupBy::Pod => Grouping::Pod,
+            GroupBy::Model => Grouping::Model,
+        }
+    }
+}
+
+/// How the report is printed (`--format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Table,
@@ -11,61 +32,27 @@ pub enum Format {
     Csv,
 }
 
-/// One report row. The group key is named after the grouping; a pod row also names its namespace.
-#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
-pub struct UsageRow {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub team: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pod: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gpu_model: Option<String>,
-    pub gpu_hours: f64,
-    pub effective_gpu_hours: f64,
-    pub unmetered_gpu_hours: f64,
-    /// effective ÷ metered GPU-hours; `null` when nothing was metered.
-    pub utilization: Option<f64>,
-}
-
-impl From<UsageTotal> for UsageRow {
-    fn from(t: UsageTotal) -> Self {
-        let metered = t.gpu_seconds - t.unmetered_gpu_seconds;
-        Self {
-            team: t.team,
-            namespace: t.namespace,
-            pod: t.pod,
-            gpu_model: t.gpu_model,
-            gpu_hours: t.gpu_seconds / 3600.0,
-            effective_gpu_hours: t.effective_gpu_seconds / 3600.0,
-            unmetered_gpu_hours: t.unmetered_gpu_seconds / 3600.0,
-            utilization: (metered > 1e-9).then(|| t.effective_gpu_seconds / metered),
-        }
-    }
-}
-
-fn key_columns(group_by: GroupBy) -> &'static [&'static str] {
+fn key_columns(group_by: Grouping) -> &'static [&'static str] {
     match group_by {
-        GroupBy::Team => &["team"],
-        GroupBy::Namespace => &["namespace"],
-        GroupBy::Pod => &["namespace", "pod"],
-        GroupBy::Model => &["gpu_model"],
+        Grouping::Team => &["team"],
+        Grouping::Namespace => &["namespace"],
+        Grouping::Pod => &["namespace", "pod"],
+        Grouping::Model => &["gpu_model"],
     }
 }
 
-fn keys(row: &UsageRow, group_by: GroupBy) -> Vec<String> {
+fn keys(row: &UsageRow, group_by: Grouping) -> Vec<String> {
     let v = |o: &Option<String>| o.clone().unwrap_or_default();
     match group_by {
-        GroupBy::Team => vec![v(&row.team)],
-        GroupBy::Namespace => vec![v(&row.namespace)],
-        GroupBy::Pod => vec![v(&row.namespace), v(&row.pod)],
-        GroupBy::Model => vec![v(&row.gpu_model)],
+        Grouping::Team => vec![v(&row.team)],
+        Grouping::Namespace => vec![v(&row.namespace)],
+        Grouping::Pod => vec![v(&row.namespace), v(&row.pod)],
+        Grouping::Model => vec![v(&row.gpu_model)],
     }
 }
 
 /// Renders the report; the caller prints it.
-pub fn render(rows: &[UsageRow], group_by: GroupBy, format: Format) -> Result<String, csv::Error> {
+pub fn render(rows: &[UsageRow], group_by: Grouping, format: Format) -> Result<String, csv::Error> {
     match format {
         Format::Json => Ok(serde_json::to_string_pretty(rows).unwrap_or_else(|_| "[]".into()) + "\n"),
         Format::Csv => {
@@ -90,7 +77,7 @@ pub fn render(rows: &[UsageRow], group_by: GroupBy, format: Format) -> Result<St
     }
 }
 
-fn table(rows: &[UsageRow], group_by: GroupBy) -> String {
+fn table(rows: &[UsageRow], group_by: Grouping) -> String {
     let mut header: Vec<String> = key_columns(group_by).iter().map(|s| s.to_string()).collect();
     header.extend(["GPU-hours", "effective", "unmetered", "utilization"].map(String::from));
     let mut lines: Vec<Vec<String>> = vec![header];
@@ -139,6 +126,7 @@ fn table(rows: &[UsageRow], group_by: GroupBy) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::usage::UsageTotal;
 
     fn row() -> UsageRow {
         UsageRow::from(UsageTotal {
@@ -153,15 +141,8 @@ mod tests {
     }
 
     #[test]
-    fn utilization_leaves_unmetered_time_out() {
-        let r = row();
-        assert_eq!(r.gpu_hours, 2.0);
-        assert_eq!(r.utilization, Some(0.5));
-    }
-
-    #[test]
     fn json_names_the_group_key() {
-        let s = render(&[row()], GroupBy::Pod, Format::Json).unwrap();
+        let s = render(&[row()], Grouping::Pod, Format::Json).unwrap();
         let v: serde_json::Value = serde_json::from_str(&s).unwrap();
         assert_eq!(v[0]["namespace"], "=cmd");
         assert_eq!(v[0]["pod"], "p-0");
@@ -171,13 +152,13 @@ mod tests {
 
     #[test]
     fn csv_and_table() {
-        let s = render(&[row()], GroupBy::Pod, Format::Csv).unwrap();
+        let s = render(&[row()], Grouping::Pod, Format::Csv).unwrap();
         assert_eq!(
             s.lines().next(),
             Some("namespace,pod,gpu_hours,effective_gpu_hours,unmetered_gpu_hours,utilization")
         );
         assert_eq!(s.lines().nth(1), Some("=cmd,p-0,2,0.5,1,0.5"));
-        let t = render(&[row()], GroupBy::Pod, Format::Table).unwrap();
+        let t = render(&[row()], Grouping::Pod, Format::Table).unwrap();
         assert!(t.contains("50.0 %"), "{t}");
         assert!(t.lines().last().unwrap().starts_with("total"), "{t}");
     }

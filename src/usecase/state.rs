@@ -1,9 +1,18 @@
-//! What every request handler of either face (the JSON API, the pages) can reach: the database and the use cases.
+//! What every request handler of either face (the JSON API, the pages) can reach: the database and the use cases,
+//! with how the portal signs users in. Beside the use cases it wraps, below both faces and the server that composes
+//! them.
 
 use std::sync::Arc;
 
 use axum::extract::FromRef;
 use sqlx::PgPool;
+
+/// The one request-body limit: the server's layer and every extractor of either face (`String`, `Bytes`, `Json`,
+/// forms) agree on it.
+pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+/// No request may hold a connection for longer (the pool's `statement_timeout` bounds each statement).
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The state of the HTTP application: the database (for the layers around the handlers) and the use cases.
 #[derive(Clone)]

@@ -14,8 +14,9 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::de::DeserializeOwned;
 use tower_sessions::Session;
 
-use super::{Principal, session};
-use crate::state::AppState;
+use crate::access::Principal;
+use crate::auth::session;
+use crate::usecase::state::AppState;
 
 /// The signed-in user of a page request. A request without a valid session is sent to `/login`.
 #[derive(Debug, Clone)]
@@ -104,23 +105,6 @@ impl IntoResponse for PageRejection {
     }
 }
 
-/// Where to go after signing in: `next` when it is a path of this site, else `/`. Anything that a browser could
-/// read as another host (`//evil`, `/\evil`, a scheme, control characters) is refused: no open redirect.
-pub fn local_next(next: Option<&str>) -> &str {
-    match next {
-        Some(n)
-            if n.starts_with('/')
-                && !n.starts_with("//")
-                && !n.starts_with("/\\")
-                && n.len() <= 2048
-                && !n.chars().any(|c| c.is_control() || c == '\\') =>
-        {
-            n
-        }
-        _ => "/",
-    }
-}
-
 /// The session the session layer put on the request.
 pub(crate) fn session_of(parts: &Parts) -> Result<Session, PageRejection> {
     parts.extensions.get::<Session>().cloned().ok_or_else(|| PageRejection::Internal("no session layer".into()))
@@ -162,8 +146,8 @@ impl FromRequestParts<AppState> for PageUser {
 
 /// The user the authenticating proxy names (SSO mode), its role and teams from its groups on this very request,
 /// its session bound to it (for the CSRF token).
-async fn proxy_user(parts: &Parts, sso: &super::ProxyConfig) -> Result<PageUser, PageRejection> {
-    use super::proxy::Identity;
+async fn proxy_user(parts: &Parts, sso: &crate::auth::ProxyConfig) -> Result<PageUser, PageRejection> {
+    use crate::auth::proxy::Identity;
     let peer = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
     let principal = match sso.identify(peer, &parts.headers) {
         Identity::User(p) => p,
@@ -231,8 +215,11 @@ async fn read_form(req: Request) -> Result<(Parts, String, String), PageRejectio
     if !urlencoded {
         return Err(PageRejection::BadForm("expected a form (application/x-www-form-urlencoded)".into()));
     }
-    let body = axum::body::to_bytes(body, crate::server::BODY_LIMIT).await.map_err(|e| {
-        PageRejection::BadForm(format!("the form could not be read (at most {} bytes): {e}", crate::server::BODY_LIMIT))
+    let body = axum::body::to_bytes(body, crate::usecase::state::BODY_LIMIT).await.map_err(|e| {
+        PageRejection::BadForm(format!(
+            "the form could not be read (at most {} bytes): {e}",
+            crate::usecase::state::BODY_LIMIT
+        ))
     })?;
     let (sent, rest) = split_csrf(&body)?;
     Ok((parts, sent, rest))
@@ -304,17 +291,6 @@ fn split_csrf(body: &[u8]) -> Result<(String, String), PageRejection> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_local_paths_are_followed_after_login() {
-        for ok in ["/", "/bills/2026-11?team=a", "/teams/vision"] {
-            assert_eq!(local_next(Some(ok)), ok);
-        }
-        for bad in ["//evil.example", "/\\evil.example", "https://evil.example/", "evil", "", "/a\\b", "/\r\nx"] {
-            assert_eq!(local_next(Some(bad)), "/", "{bad:?}");
-        }
-        assert_eq!(local_next(None), "/");
-    }
 
     #[test]
     fn the_csrf_field_is_taken_out_of_the_form() {
