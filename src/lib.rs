@@ -10,7 +10,6 @@ pub mod cli;
 pub mod config;
 pub mod db;
 pub mod digest;
-pub mod error;
 pub mod export;
 pub mod glossary;
 pub mod ingest;

@@ -7,12 +7,12 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::auth::GlobalReader;
 use super::doc::{Paged, ReaderErrors};
+use super::error::ApiError;
 use super::page::{self, PageRequest};
 use super::{ApiQuery, AppState};
-use crate::auth::GlobalReader;
 use crate::db::audit::AuditEntry;
-use crate::error::ApiError;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_audit))

@@ -11,14 +11,14 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::auth::{Finance, GlobalReader, Reader, ScopedReader};
 use super::doc::{
     CsvAnswers, MonthAnswers, PdfAnswers, PolicyConflict, ReaderErrors, TeamStatementAnswers, WriterErrors, XlsxAnswers,
 };
+use super::error::ApiError;
 use super::{ApiQuery, AppState, etag};
 use crate::access::Scope;
-use crate::auth::{Finance, GlobalReader, Reader, ScopedReader};
 use crate::billing::{BillMode, BillPolicy, Month, PolicyChoice, UnallocatedPolicy};
-use crate::error::ApiError;
 use crate::export::{Layout, since};
 use crate::ledger::{CloseOverride, MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};

@@ -8,12 +8,12 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::auth::{Finance, ScopedReader};
 use super::doc::{ReaderErrors, WriterErrors};
+use super::error::ApiError;
 use super::{ApiJson, AppState};
-use crate::auth::{Finance, ScopedReader};
 use crate::billing::Month;
 use crate::db::budgets::Budget;
-use crate::error::ApiError;
 use crate::usecase::budgets::{self, BudgetStatus};
 use crate::validate::{self, TeamId};
 

@@ -9,43 +9,23 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::error::{ApiError, ErrorBody, FieldError};
-use crate::ledger::LedgerError;
+use super::error::{ApiError, ErrorBody};
 use crate::usecase;
-
-impl From<LedgerError> for ApiError {
-    fn from(e: LedgerError) -> Self {
-        match e {
-            LedgerError::AlreadyClosed(m) => {
-                ApiError::Conflict { field: Some("month".into()), message: format!("month {m} is closed already") }
-            }
-            LedgerError::NotEnded(m) => {
-                ApiError::Conflict { field: Some("month".into()), message: format!("month {m} has not ended yet") }
-            }
-            LedgerError::NotReady(r) => ApiError::NotReady(r),
-            e @ LedgerError::PolicyMismatch { field, .. } => {
-                ApiError::Conflict { field: Some(field.into()), message: e.to_string() }
-            }
-            LedgerError::OverrideReason(e) => e.into(),
-            other => ApiError::Internal(other.into()),
-        }
-    }
-}
 
 /// A use case's refusal as the HTTP answer it is: the same status, code and fields whichever use case refused.
 impl From<usecase::Error> for ApiError {
     fn from(e: usecase::Error) -> Self {
+        use usecase::Error as E;
         match e {
-            usecase::Error::Invalid(errors) => ApiError::Invalid(
-                errors.into_iter().map(|e| FieldError { field: e.field, message: e.message }).collect(),
-            ),
-            usecase::Error::NotFound(what) => ApiError::NotFound(what),
-            usecase::Error::NotFoundField { field, message } => ApiError::NotFoundField { field, message },
-            usecase::Error::Conflict { field, message } => ApiError::Conflict { field, message },
-            usecase::Error::Forbidden => ApiError::Forbidden,
-            usecase::Error::Ledger(e) => e.into(),
-            usecase::Error::Database(e) => e.into(),
-            usecase::Error::Internal(e) => ApiError::Internal(e),
+            E::Invalid(errors) => ApiError::Invalid(errors),
+            E::NotFound(what) => ApiError::NotFound(what),
+            E::NotFoundField { field, message } => ApiError::NotFoundField { field, message },
+            E::Conflict { field, message } => ApiError::Conflict { field, message },
+            E::NotReady(r) => ApiError::NotReady(r),
+            e @ E::NotEnded(_) => ApiError::Conflict { field: Some("month".into()), message: e.to_string() },
+            E::Forbidden => ApiError::Forbidden,
+            E::Timeout => ApiError::Timeout,
+            E::Internal(e) => ApiError::Internal(e),
         }
     }
 }

@@ -12,9 +12,10 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
 use super::AppState;
-use crate::auth::{AuthRejection, bearer_token, hash_token};
+use super::auth::{AuthRejection, bearer_token};
+use super::error::ApiError;
+use crate::auth::hash_token;
 use crate::db;
-use crate::error::ApiError;
 
 pub const HEADER: &str = "Idempotency-Key";
 const TTL_SECS: i64 = 24 * 3600;

@@ -7,9 +7,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::auth::GlobalReader;
 use super::doc::ReaderErrors;
-use crate::auth::GlobalReader;
-use crate::error::ApiError;
+use super::error::ApiError;
 use crate::usecase::health::Health;
 
 pub fn router() -> OpenApiRouter<AppState> {

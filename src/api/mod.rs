@@ -2,9 +2,11 @@
 //! bearer tokens with roles; Swagger UI served from the binary.
 
 mod audit;
+pub mod auth;
 mod bills;
 mod budgets;
 pub mod doc;
+pub mod error;
 mod errors;
 mod etag;
 mod extract;
@@ -43,7 +45,7 @@ pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
         description = "GPU FinOps cost accounting: GPU-hours, rates, bills."),
     modifiers(&BearerAuth),
     // named by the shared declarations of `doc` (which utoipa does not follow) and by `GroupBy` parameters
-    components(schemas(crate::error::ErrorBody, crate::db::usage::GroupBy, bills::MonthView, bills::TeamStatementView,
+    components(schemas(error::ErrorBody, crate::db::usage::GroupBy, bills::MonthView, bills::TeamStatementView,
         crate::db::audit::AuditEntry, crate::usage::UsageRow, crate::waste::IdlePod, crate::db::teams::Mapping)),
     tags(
         (name = "usage", description = "Stored GPU-hours"),

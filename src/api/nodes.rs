@@ -8,10 +8,10 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::auth::{Finance, GlobalReader};
 use super::doc::{PolicyConflict, ReaderErrors, WriterErrors};
+use super::error::ApiError;
 use super::{ApiJson, ApiQuery, AppState};
-use crate::auth::{Finance, GlobalReader};
-use crate::error::ApiError;
 use crate::usecase::nodes::{self, MarkedNode, NodePreview, NodeSettingsView};
 use crate::validate;
 

@@ -8,11 +8,11 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::auth::{GlobalReader, ScopedReader};
 use super::doc::ReaderErrors;
+use super::error::ApiError;
 use super::{ApiQuery, AppState};
-use crate::auth::{GlobalReader, ScopedReader};
 use crate::billing::Month;
-use crate::error::ApiError;
 use crate::usecase::reports::{self, TeamRank};
 use crate::validate;
 use crate::waste::{UtilizationReport, WastefulPod};

@@ -9,13 +9,13 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::auth::{Finance, ScopedReader};
 use super::doc::{Paged, ReaderErrors, WriterErrors};
+use super::error::ApiError;
 use super::extract::ApiJson;
 use super::page::{self, PageRequest};
 use super::{ApiQuery, AppState};
-use crate::auth::{Finance, ScopedReader};
 use crate::db::teams::{Mapping, Team};
-use crate::error::ApiError;
 use crate::mappings::ImportReport;
 use crate::usecase::mappings::{self, MappingInput};
 use crate::usecase::teams::{self, TeamInput};

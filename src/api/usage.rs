@@ -8,12 +8,12 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::auth::ScopedReader;
 use super::doc::{Paged, ReaderErrors};
+use super::error::ApiError;
 use super::page::{self, PageRequest};
 use super::{ApiQuery, AppState};
-use crate::auth::ScopedReader;
 use crate::db::usage::GroupBy;
-use crate::error::ApiError;
 use crate::usage::UsageRow;
 use crate::validate;
 

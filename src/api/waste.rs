@@ -8,11 +8,11 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::auth::ScopedReader;
 use super::doc::{Paged, ReaderErrors};
+use super::error::ApiError;
 use super::page::{self, PageRequest};
 use super::{ApiQuery, AppState};
-use crate::auth::ScopedReader;
-use crate::error::ApiError;
 use crate::waste::IdlePod;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -22,6 +22,7 @@ use crate::export::view::{Block, Section, mode_words, unallocated_words};
 use crate::ledger::MonthStatus;
 use crate::state::AppState;
 use crate::usecase::{self, closing, exports, months, statements};
+use crate::validate::{FieldError, Problem};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -238,13 +239,13 @@ pub struct ClosePage {
     pub cluster: ClusterTotals,
     pub blockers: Vec<String>,
     pub form: CloseForm,
-    /// The message of each bad field: (field, message).
-    pub errors: Vec<(String, String)>,
+    /// Each bad field, its message in the page's language.
+    pub errors: Vec<FieldError>,
 }
 
 impl ClosePage {
     pub fn error(&self, field: &str) -> Option<&str> {
-        self.errors.iter().find(|(f, _)| f == field).map(|(_, m)| m.as_str())
+        self.errors.iter().find(|e| e.field == field).map(|e| e.message.as_str())
     }
 
     pub fn selected(&self, value: &str) -> &'static str {
@@ -292,7 +293,7 @@ async fn confirmation(
     lang: crate::export::Lang,
     month: Month,
     form: CloseForm,
-    errors: Vec<(String, String)>,
+    errors: Vec<FieldError>,
 ) -> Result<ClosePage, PageError> {
     let scope = user.principal.scope();
     let st = statements::statement(&s.cases, month, PolicyChoice::NONE).await?;
@@ -328,8 +329,8 @@ async fn close_page(
     confirmation(&s, &user, lang, month, CloseForm::default(), Vec::new()).await
 }
 
-/// Each bad field of a form with its message: (field, message).
-type FieldErrors = Vec<(String, String)>;
+/// Each bad field of a form with its message in the page's language.
+type FieldErrors = Vec<FieldError>;
 
 /// The policy and reason of a close form, or each bad field's message in `lang`.
 fn check_close(
@@ -339,16 +340,20 @@ fn check_close(
     let mut errors = Vec::new();
     let (mode, unallocated) = (form.mode.trim(), form.unallocated.trim());
     if mode.is_empty() {
-        errors.push(("mode".into(), t(lang, "close.choose").into()));
+        errors.push(FieldError::of("mode", Problem::Required, t(lang, "close.choose")));
     }
     if unallocated.is_empty() {
-        errors.push(("unallocated".into(), t(lang, "close.choose").into()));
+        errors.push(FieldError::of("unallocated", Problem::Required, t(lang, "close.choose")));
     }
     let reason = form.reason.trim();
     if reason.contains('\0') {
-        errors.push(("reason".into(), t(lang, "form.nul").into()));
+        errors.push(FieldError::of("reason", Problem::Characters, t(lang, "form.nul")));
     } else if reason.chars().count() > REASON_MAX {
-        errors.push(("reason".into(), t(lang, "form.too_long").replace("{max}", &REASON_MAX.to_string())));
+        errors.push(FieldError::of(
+            "reason",
+            Problem::TooLong,
+            t(lang, "form.too_long").replace("{max}", &REASON_MAX.to_string()),
+        ));
     }
     let choice = crate::validate::policy_choice(
         Some(mode).filter(|m| !m.is_empty()),
@@ -356,7 +361,7 @@ fn check_close(
         None,
     );
     match choice {
-        Err(e) => errors.push((e.field.clone(), e.message.clone())),
+        Err(e) => errors.push(e),
         Ok(c) if errors.is_empty() => {
             if let Some(policy) = c.complete() {
                 return Ok((policy, Some(reason.to_string()).filter(|r| !r.is_empty())));
@@ -396,16 +401,18 @@ async fn close_submit(
     }
 }
 
-/// A close the ledger refused for a reason the form can show: (field, message).
-fn close_refusal(e: &usecase::Error, lang: crate::export::Lang) -> Option<(String, String)> {
-    use crate::ledger::LedgerError as L;
+/// A close the use case refused for a reason the form can show: the field and its message.
+fn close_refusal(e: &usecase::Error, lang: crate::export::Lang) -> Option<FieldError> {
     match e {
-        usecase::Error::Ledger(L::NotReady(_)) => Some(("reason".into(), t(lang, "close.give_reason").into())),
-        usecase::Error::Ledger(L::OverrideReason(i)) => Some(("reason".into(), i.message.clone())),
-        usecase::Error::Ledger(L::NotEnded(m)) => {
-            Some(("month".into(), t(lang, "close.not_ended").replace("{month}", &m.to_string())))
+        usecase::Error::NotReady(_) => Some(FieldError::of("reason", Problem::Required, t(lang, "close.give_reason"))),
+        usecase::Error::NotEnded(m) => {
+            Some(FieldError::new("month", t(lang, "close.not_ended").replace("{month}", &m.to_string())))
         }
-        usecase::Error::Invalid(list) => list.first().map(|i| (i.field.clone(), i.message.clone())),
+        // an override reason the rules refuse is shown beside the reason field, whatever the rule names it
+        usecase::Error::Invalid(list) => list.first().map(|i| {
+            let field = if i.field == "override.reason" { "reason" } else { i.field.as_str() };
+            FieldError::of(field, i.problem, i.message.clone())
+        }),
         _ => None,
     }
 }
@@ -423,7 +430,7 @@ mod tests {
         let (p, r) = check_close(&form("chargeback", "kept_by_platform", " "), crate::export::Lang::En).unwrap();
         assert_eq!(p.mode, crate::billing::BillMode::Chargeback);
         assert_eq!(r, None);
-        let fields = |e: Vec<(String, String)>| e.into_iter().map(|(f, _)| f).collect::<Vec<_>>();
+        let fields = |e: Vec<FieldError>| e.into_iter().map(|e| e.field).collect::<Vec<_>>();
         assert_eq!(
             fields(check_close(&form("", "", ""), crate::export::Lang::En).unwrap_err()),
             ["mode", "unallocated"]

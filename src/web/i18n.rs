@@ -23,6 +23,7 @@ const TABLES: &[&[Word]] = &[
     super::rates::MANUAL_WORDS,
     super::field_errors::WORDS,
     super::reports::WORDS,
+    super::layout::WORDS,
 ];
 
 /// The words every section shares.

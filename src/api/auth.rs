@@ -1,4 +1,4 @@
-//! The capability extractors: each authenticates `Authorization: Bearer <token>` (scheme case-insensitive) and
+//! The API's capability extractors: each authenticates `Authorization: Bearer <token>` (scheme case-insensitive) and
 //! admits only the roles its capability allows. A 401 carries `WWW-Authenticate: Bearer realm="cardhour"` (RFC
 //! 6750), with `error="invalid_token"` when a token was sent but is unknown, expired or revoked.
 
@@ -9,10 +9,10 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use sqlx::PgPool;
 
-use super::{Principal, hash_token};
+use super::error::ApiError;
 use crate::access::{Scope, Writer};
+use crate::auth::{Principal, hash_token};
 use crate::db;
-use crate::error::ApiError;
 
 /// Admin or finance: writes (rates, mappings, teams, budgets) and closing months, as the [`Writer`] the write use
 /// cases take.
