@@ -295,6 +295,30 @@ pub(crate) mod tests {
         assert!(html.contains(r#"<link rel="stylesheet" href="/static/portal.css">"#));
     }
 
+    #[tokio::test]
+    async fn a_conflict_is_a_409_page_in_the_callers_frame() {
+        let finance = user(Role::Finance, &[]);
+        assert_eq!(section_of(&finance, "/bills/2026-11/close"), "/bills");
+        assert_eq!(section_of(&finance, "/admin/teams/x"), "/admin/teams");
+        assert_eq!(section_of(&finance, "/"), "/");
+        assert_eq!(section_of(&finance, "/billsx"), "");
+        for (lang, heading, said) in [
+            (Lang::Zh, "409 · 与现有数据冲突", "2026-11 已结账"),
+            (Lang::En, "409 · Conflict", "2026-11 is closed already"),
+        ] {
+            let r = conflict_page(&finance, lang, "/bills", "month 2026-11 is closed already");
+            assert_eq!(r.status(), StatusCode::CONFLICT);
+            let html = String::from_utf8(axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap().to_vec()).unwrap();
+            assert!(html.contains(&format!("<h1>{heading}</h1>")) && html.contains(said), "{html}");
+            assert!(html.contains("<nav>") && html.contains(r#"href="/bills" class="active""#), "{html}");
+            assert!(html.contains("<strong>alice</strong>"), "{html}");
+        }
+        // a handler's conflict, before it is framed: 409, noted for the frame
+        let r = PageError::Conflict("month 2026-11 is closed already".into()).into_response();
+        assert_eq!(r.status(), StatusCode::CONFLICT);
+        assert!(r.extensions().get::<ConflictNote>().is_some());
+    }
+
     #[test]
     fn the_stylesheet_hides_the_navigation_in_print() {
         let print = &CSS[CSS.find("@media print").unwrap()..];
