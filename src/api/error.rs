@@ -1,5 +1,6 @@
-//! The HTTP boundary's error: every failure becomes JSON `{status, code, field?, message}`; 5xx details are
-//! logged, never sent.
+//! The HTTP API's error: every failure becomes JSON `{status, code, field?, message}`; 5xx details are logged,
+//! never sent. A use case's refusal ([`crate::usecase::Error`]) becomes its answer in `api::errors`; a database
+//! error of the API's own (tokens, idempotency keys, probes) is read as the use cases read it.
 
 use axum::Json;
 use axum::http::StatusCode;

@@ -155,6 +155,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_use_case_refusal_is_its_http_answer() {
+        let m: crate::billing::Month = "2026-11".parse().unwrap();
+        let answer = |e: usecase::Error| {
+            let e = ApiError::from(e);
+            let field = match &e {
+                ApiError::Conflict { field, .. } => field.clone(),
+                ApiError::Invalid(list) => list.first().map(|f| f.field.clone()),
+                ApiError::NotFoundField { field, .. } => Some(field.clone()),
+                _ => None,
+            };
+            (e.status().as_u16(), field)
+        };
+        let conflict = usecase::Error::Conflict { field: Some("effective_from".into()), message: "taken".into() };
+        assert_eq!(answer(conflict), (409, Some("effective_from".into())));
+        assert_eq!(answer(usecase::Error::NotEnded(m)), (409, Some("month".into())));
+        assert_eq!(answer(usecase::Error::invalid("pue", "must be at least 1.0")), (422, Some("pue".into())));
+        assert_eq!(answer(usecase::Error::NotFound("team x".into())), (404, None));
+        let unknown = usecase::Error::NotFoundField { field: "team".into(), message: "unknown team x".into() };
+        assert_eq!(answer(unknown), (404, Some("team".into())));
+        assert_eq!(answer(usecase::Error::Forbidden), (403, None));
+        assert_eq!(answer(usecase::Error::Timeout), (503, None));
+        assert_eq!(answer(usecase::Error::Internal(anyhow::anyhow!("boom"))), (500, None));
+        // the database's refusals reach the API through the same reading
+        let taken = crate::db::constraint::fake::refused("23505", Some("teams_pkey"));
+        assert_eq!((ApiError::from(taken).status().as_u16()), 409);
+        assert_eq!(ApiError::from(sqlx::Error::PoolTimedOut).status().as_u16(), 503);
+    }
+
+    #[test]
     fn rejection_fields() {
         let bad = StatusCode::BAD_REQUEST;
         let field = |text: &str, route: Option<&str>| field_of_rejection(bad, text, route);
