@@ -7,7 +7,6 @@ pub mod billing;
 pub mod cli;
 pub mod db;
 pub mod digest;
-pub mod error;
 pub mod export;
 pub mod glossary;
 pub mod http;

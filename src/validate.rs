@@ -10,8 +10,11 @@ use crate::billing::{BillMode, Month, PolicyChoice, UnallocatedPolicy};
 
 pub mod decimal;
 pub mod duration;
+mod field;
 pub mod form;
 pub mod mapping_file;
+
+pub use field::{FieldError, Problem};
 
 /// The first and last day any stored date may be: data outside them is a typo, and Postgres refuses some of it.
 pub const FIRST_DATE: NaiveDate = NaiveDate::from_ymd_opt(2000, 1, 1).expect("valid date");
@@ -94,26 +97,9 @@ pub const PAGE_MAX: i64 = 1000;
 /// The longest window of the idle list, in hours (90 days).
 pub const IDLE_HOURS_MAX: u32 = 2160;
 
-/// One refused value: which field, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invalid {
-    pub field: String,
-    pub message: String,
-}
-
-impl Invalid {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Invalid { field: field.into(), message: message.into() }
-    }
-}
-
-impl fmt::Display for Invalid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for Invalid {}
+/// One refused value: which field, and why — the [`FieldError`] every face renders, by the name the checks here
+/// return it under.
+pub type Invalid = FieldError;
 
 /// Bidirectional formatting controls: they make a name display as something else (U+202E reverses it).
 fn is_bidi_control(c: char) -> bool {

@@ -209,7 +209,7 @@ async fn concurrent_posts_with_one_key_write_once(pool: PgPool) {
 #[sqlx::test]
 async fn constraint_violations_map_to_409_and_422_naming_the_field(pool: PgPool) {
     use axum::response::IntoResponse;
-    use cardhour::error::ApiError;
+    use cardhour::api::error::ApiError;
     let insert =
         "INSERT INTO rate_versions (gpu_model, effective_from, rate, created_by) VALUES ('A', '2026-11-01', 1, 't')";
     sqlx::query(insert).execute(&pool).await.unwrap();

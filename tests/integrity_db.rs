@@ -324,7 +324,8 @@ async fn a_closed_statement_is_read_once_and_kept_by_its_hash(pool: PgPool) {
     assert!(Arc::ptr_eq(&first, &cache.statement(&pool, sept, frozen).await.unwrap()));
     let other = PolicyChoice { mode: Some(cardhour::billing::BillMode::Chargeback), ..PolicyChoice::NONE };
     match cache.statement(&pool, sept, other).await {
-        Err(LedgerError::PolicyMismatch { field: "mode", .. }) => {}
+        // the ledger's policy mismatch, as the use cases' conflict naming the field
+        Err(cardhour::usecase::Error::Conflict { field: Some(f), .. }) if f == "mode" => {}
         other => panic!("expected a policy mismatch, got {other:?}"),
     }
 

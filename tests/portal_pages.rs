@@ -146,3 +146,59 @@ async fn pages_show_the_api_numbers_and_a_team_lead_only_its_own(pool: PgPool) {
     let (_, bill) = api.call(Method::GET, &format!("/api/v1/bills/{month}"), Some(&api.finance), None).await;
     assert_eq!(bill["status"], Value::from("open"), "{bill}");
 }
+
+/// A conflict in the portal is answered as the API answers it: a second close of a month closed already is a 409
+/// for both — the portal's a page in the caller's frame (its navigation, its name, its language), not a bare page
+/// nor a 500; and the confirmation page of a closed month is the same 409 page.
+#[sqlx::test]
+async fn a_conflict_is_a_409_page_with_the_navigation_in_either_language(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    seed(&api).await;
+    let portal = TestPortal::start(pool.clone()).await;
+    let month = SEED_MONTH;
+    let finance = signed_in(&portal, "finance").await;
+    let (status, confirm) = get(&portal, &finance, &format!("/bills/{month}/close")).await;
+    assert_eq!(status, 200, "{confirm}");
+    let csrf = hidden(&confirm, "csrf").expect("the close form's CSRF token");
+    let close = async |lang: &str| {
+        let form = [
+            ("csrf", csrf.as_str()),
+            ("mode", "chargeback"),
+            ("unallocated", "kept_by_platform"),
+            ("reason", "closed by a test of conflicts"),
+        ];
+        let r = finance.post(portal.url(&format!("/bills/{month}/close?lang={lang}"))).form(&form).send().await;
+        let r = r.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    };
+    let (status, body) = close("zh").await;
+    assert_eq!(status, 303, "the first close closes the month: {body}");
+
+    // the API refuses the same close again: 409 naming the month
+    let policy = serde_json::json!({"mode": "chargeback", "unallocated": "kept_by_platform"});
+    let path = format!("/api/v1/bills/{month}/close");
+    let (status, again) = api.call(Method::POST, &path, Some(&api.finance), Some(policy)).await;
+    assert_eq!((status, again["code"].as_str(), again["field"].as_str()), (409, Some("conflict"), Some("month")));
+
+    // the portal refuses it as a 409 page, in the page's language, framed as every page of the caller
+    for (lang, heading, said, bills) in
+        [("zh", "409 · 与现有数据冲突", "已结账", "账单"), ("en", "409 · Conflict", "is closed already", "Bills")]
+    {
+        let (status, page) = close(lang).await;
+        assert_eq!(status, 409, "{lang}: {page}");
+        assert!(page.contains(&format!("<h1>{heading}</h1>")), "{lang}: {page}");
+        assert!(page.contains(said), "{lang}: {page}");
+        assert!(page.contains("<nav>") && page.contains(&format!(">{bills}</a>")), "{lang}: no navigation: {page}");
+        assert!(page.contains("<strong>finance</strong>"), "{lang}: the caller's name: {page}");
+        assert!(page.contains(r#"href="/bills" class="active""#), "{lang}: the section it is in: {page}");
+        if lang == "zh" {
+            assert!(!page.contains("closed already") && !page.contains("Conflict"), "English on a zh page: {page}");
+        }
+        // the confirmation page of the closed month: the same conflict
+        let (status, page) = get(&portal, &finance, &format!("/bills/{month}/close?lang={lang}")).await;
+        assert_eq!(status, 409, "{lang}: {page}");
+        assert!(page.contains(said) && page.contains("<nav>"), "{lang}: {page}");
+    }
+    let (_, bill) = api.call(Method::GET, &format!("/api/v1/bills/{month}"), Some(&api.finance), None).await;
+    assert_eq!(bill["status"], Value::from("closed"), "{bill}");
+}

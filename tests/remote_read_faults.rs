@@ -112,7 +112,8 @@ async fn count(pool: &PgPool, sql: &str) -> i64 {
 
 async fn ingest_by(pool: &PgPool, source: &SampleSource) -> Result<ingest::IngestSummary, ingest::IngestError> {
     let (from, to) = (t("2026-01-01T00:00:00Z"), t("2026-01-01T03:00:00Z"));
-    ingest::backfill_until(pool, source, &opts(), from, to, |_| {}, &WriteMode::ingest("test"), &Stop::never()).await
+    ingest::backfill_until(pool, source, &opts(), from, to, |_| {}, &WriteMode::ingest(&test_writer()), &Stop::never())
+        .await
 }
 
 fn client(url: &str) -> PromClient {
@@ -216,4 +217,9 @@ async fn auto_reads_a_window_by_the_query_api_when_its_remote_read_breaks(pool: 
     assert_eq!((s.hours, s.source.as_str()), (3, "remote-read"));
     assert!(calls.load(Ordering::SeqCst) > 1);
     assert_eq!(count(&pool, "SELECT count(*) FROM ingested_hours").await, 3);
+}
+
+/// The tests' writer (the command line's operator, audited as `test`).
+fn test_writer() -> cardhour::access::Writer {
+    cardhour::access::Writer::of(&cardhour::access::Principal::operator("test")).expect("an operator writes")
 }

@@ -78,7 +78,7 @@ async fn a_broken_export_is_a_clear_error_naming_it_and_writes_nothing(pool: PgP
             from,
             to,
             |_| {},
-            &WriteMode::ingest("test"),
+            &WriteMode::ingest(&test_writer()),
             &Stop::never(),
         )
         .await
@@ -102,4 +102,9 @@ async fn auto_chooses_the_export_when_remote_read_is_absent(pool: PgPool) {
     let source = ingest::source::choose(&pool, client(&none), "vm2", SourceRequest::Auto).await.unwrap();
     assert_eq!(source.kind(), SourceKind::Query, "{}", source.reason());
     assert!(source.reason().contains("vm export at"), "{}", source.reason());
+}
+
+/// The tests' writer (the command line's operator, audited as `test`).
+fn test_writer() -> cardhour::access::Writer {
+    cardhour::access::Writer::of(&cardhour::access::Principal::operator("test")).expect("an operator writes")
 }

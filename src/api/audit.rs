@@ -8,11 +8,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::doc::{Paged, ReaderErrors};
+use super::error::ApiError;
 use super::page::{self, PageRequest};
 use super::views::AuditEntry;
 use super::{ApiQuery, AppState};
 use crate::api::bearer::GlobalReader;
-use crate::error::ApiError;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_audit))

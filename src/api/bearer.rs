@@ -9,11 +9,10 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use sqlx::PgPool;
 
-use crate::access::Principal;
-use crate::access::{Scope, Writer};
+use super::error::ApiError;
+use crate::access::{Principal, Scope, Writer};
 use crate::auth::hash_token;
 use crate::db;
-use crate::error::ApiError;
 
 /// Admin or finance: writes (rates, mappings, teams, budgets) and closing months, as the [`Writer`] the write use
 /// cases take.

@@ -14,11 +14,11 @@ use super::doc::{
     CsvAnswers, MonthAnswers, PdfAnswers, PolicyConflict, ReaderErrors, TeamStatementAnswers, WriterErrors, XLSX,
     XlsxAnswers,
 };
+use super::error::ApiError;
 use super::{ApiQuery, AppState, etag};
 use crate::access::Scope;
 use crate::api::bearer::{Finance, GlobalReader, Reader, ScopedReader};
 use crate::billing::{BillPolicy, Month, PolicyChoice};
-use crate::error::ApiError;
 use crate::ledger::readiness::Readiness;
 use crate::ledger::{MonthStatus, Statement};
 use crate::usecase::closing;

@@ -8,12 +8,12 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::error::ApiError;
 use super::doc::{ReaderErrors, WriterErrors};
 use super::views::{Budget, BudgetStatus};
 use super::{ApiJson, AppState};
 use crate::api::bearer::{Finance, ScopedReader};
 use crate::billing::Month;
-use crate::error::ApiError;
 use crate::usecase::budgets;
 use crate::validate::{self, TeamId};
 

@@ -11,7 +11,7 @@ use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::{ObjectBuilder, Ref, RefOr, Response, Schema, Type};
 use utoipa::{IntoResponses, PartialSchema, ToSchema};
 
-use crate::error::ErrorBody;
+use super::error::ErrorBody;
 use crate::validate;
 
 /// The xlsx content type.

@@ -9,43 +9,23 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::error::{ApiError, ErrorBody, FieldError};
-use crate::ledger::LedgerError;
+use super::error::{ApiError, ErrorBody};
 use crate::usecase;
-
-impl From<LedgerError> for ApiError {
-    fn from(e: LedgerError) -> Self {
-        match e {
-            LedgerError::AlreadyClosed(m) => {
-                ApiError::Conflict { field: Some("month".into()), message: format!("month {m} is closed already") }
-            }
-            LedgerError::NotEnded(m) => {
-                ApiError::Conflict { field: Some("month".into()), message: format!("month {m} has not ended yet") }
-            }
-            LedgerError::NotReady(r) => ApiError::NotReady(r),
-            e @ LedgerError::PolicyMismatch { field, .. } => {
-                ApiError::Conflict { field: Some(field.into()), message: e.to_string() }
-            }
-            LedgerError::OverrideReason(e) => e.into(),
-            other => ApiError::Internal(other.into()),
-        }
-    }
-}
 
 /// A use case's refusal as the HTTP answer it is: the same status, code and fields whichever use case refused.
 impl From<usecase::Error> for ApiError {
     fn from(e: usecase::Error) -> Self {
+        use usecase::Error as E;
         match e {
-            usecase::Error::Invalid(errors) => ApiError::Invalid(
-                errors.into_iter().map(|e| FieldError { field: e.field, message: e.message }).collect(),
-            ),
-            usecase::Error::NotFound(what) => ApiError::NotFound(what),
-            usecase::Error::NotFoundField { field, message } => ApiError::NotFoundField { field, message },
-            usecase::Error::Conflict { field, message } => ApiError::Conflict { field, message },
-            usecase::Error::Forbidden => ApiError::Forbidden,
-            usecase::Error::Ledger(e) => e.into(),
-            usecase::Error::Database(e) => e.into(),
-            usecase::Error::Internal(e) => ApiError::Internal(e),
+            E::Invalid(errors) => ApiError::Invalid(errors),
+            E::NotFound(what) => ApiError::NotFound(what),
+            E::NotFoundField { field, message } => ApiError::NotFoundField { field, message },
+            E::Conflict { field, message } => ApiError::Conflict { field, message },
+            E::NotReady(r) => ApiError::NotReady(r),
+            e @ E::NotEnded(_) => ApiError::Conflict { field: Some("month".into()), message: e.to_string() },
+            E::Forbidden => ApiError::Forbidden,
+            E::Timeout => ApiError::Timeout,
+            E::Internal(e) => ApiError::Internal(e),
         }
     }
 }
@@ -173,6 +153,35 @@ pub async fn json_errors(req: Request, next: Next) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_use_case_refusal_is_its_http_answer() {
+        let m: crate::billing::Month = "2026-11".parse().unwrap();
+        let answer = |e: usecase::Error| {
+            let e = ApiError::from(e);
+            let field = match &e {
+                ApiError::Conflict { field, .. } => field.clone(),
+                ApiError::Invalid(list) => list.first().map(|f| f.field.clone()),
+                ApiError::NotFoundField { field, .. } => Some(field.clone()),
+                _ => None,
+            };
+            (e.status().as_u16(), field)
+        };
+        let conflict = usecase::Error::Conflict { field: Some("effective_from".into()), message: "taken".into() };
+        assert_eq!(answer(conflict), (409, Some("effective_from".into())));
+        assert_eq!(answer(usecase::Error::NotEnded(m)), (409, Some("month".into())));
+        assert_eq!(answer(usecase::Error::invalid("pue", "must be at least 1.0")), (422, Some("pue".into())));
+        assert_eq!(answer(usecase::Error::NotFound("team x".into())), (404, None));
+        let unknown = usecase::Error::NotFoundField { field: "team".into(), message: "unknown team x".into() };
+        assert_eq!(answer(unknown), (404, Some("team".into())));
+        assert_eq!(answer(usecase::Error::Forbidden), (403, None));
+        assert_eq!(answer(usecase::Error::Timeout), (503, None));
+        assert_eq!(answer(usecase::Error::Internal(anyhow::anyhow!("boom"))), (500, None));
+        // the database's refusals reach the API through the same reading
+        let taken = crate::db::constraint::fake::refused("23505", Some("teams_pkey"));
+        assert_eq!((ApiError::from(taken).status().as_u16()), 409);
+        assert_eq!(ApiError::from(sqlx::Error::PoolTimedOut).status().as_u16(), 503);
+    }
 
     #[test]
     fn rejection_fields() {

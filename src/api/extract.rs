@@ -5,7 +5,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
-use crate::error::ApiError;
+use super::error::ApiError;
 
 /// `axum::Json` with JSON errors: a missing or mistyped field is a 422 naming it. Every body of the API is a JSON
 /// object: anything else is refused before it is read into `T` (serde's derived structs would also read an array

@@ -11,11 +11,11 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
+use super::error::ApiError;
 use super::AppState;
 use crate::api::bearer::{AuthRejection, bearer_token};
 use crate::auth::hash_token;
 use crate::db;
-use crate::error::ApiError;
 
 pub const HEADER: &str = "Idempotency-Key";
 const TTL_SECS: i64 = 24 * 3600;

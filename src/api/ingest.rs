@@ -6,10 +6,10 @@ use axum::extract::State;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::error::ApiError;
 use super::AppState;
 use super::doc::ReaderErrors;
 use crate::api::bearer::GlobalReader;
-use crate::error::ApiError;
 use crate::usecase::health::Health;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -2,11 +2,12 @@
 //! bearer tokens with roles; Swagger UI served from the binary.
 
 mod audit;
-mod bearer;
+pub mod bearer;
 mod bill_views;
 mod bills;
 mod budgets;
 pub mod doc;
+pub mod error;
 mod errors;
 mod etag;
 mod extract;
@@ -41,7 +42,7 @@ use crate::usecase::state::BODY_LIMIT;
         description = "GPU FinOps cost accounting: GPU-hours, rates, bills."),
     modifiers(&BearerAuth),
     // named by the shared declarations of `doc` (which utoipa does not follow) and by `GroupBy` parameters
-    components(schemas(crate::error::ErrorBody, views::GroupBy, bill_views::MonthView, bill_views::TeamStatementView,
+    components(schemas(error::ErrorBody, views::GroupBy, bill_views::MonthView, bill_views::TeamStatementView,
         views::AuditEntry, crate::usecase::usage::UsageRow, crate::waste::IdlePod, views::Mapping)),
     tags(
         (name = "usage", description = "Stored GPU-hours"),

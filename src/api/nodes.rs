@@ -9,9 +9,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::doc::{PolicyConflict, ReaderErrors, WriterErrors};
+use super::error::ApiError;
 use super::{ApiJson, ApiQuery, AppState};
 use crate::api::bearer::{Finance, GlobalReader};
-use crate::error::ApiError;
 use crate::usecase::nodes::{self, MarkedNode, NodePreview, NodeSettingsView};
 use crate::validate;
 

@@ -10,7 +10,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use super::error::ApiError;
 use crate::validate;
 
 /// What a cursor looks like (base64url without padding); which ones are this list's, only the server knows.

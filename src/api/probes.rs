@@ -7,7 +7,7 @@ use axum::extract::State;
 use serde::Serialize;
 use sqlx::PgPool;
 
-use crate::error::ApiError;
+use super::error::ApiError;
 
 /// The liveness answer: the process runs and serves requests (nothing else is checked, so a database outage
 /// does not get the process restarted in a loop).

@@ -8,11 +8,11 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::error::ApiError;
 use super::doc::{ReaderErrors, WriterErrors};
 use super::views::{StoredCloudRates, StoredRate};
 use super::{ApiJson, ApiQuery, AppState};
 use crate::api::bearer::{Finance, GlobalReader, ScopedReader};
-use crate::error::ApiError;
 use crate::pricing::{CloudRates, RateBreakdown, TcoInputs};
 use crate::usecase::rates::{self, ModelAlias, RateInput, RentVsBuildView};
 use crate::validate;

@@ -11,9 +11,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::doc::ReaderErrors;
+use super::error::ApiError;
 use super::{ApiQuery, AppState};
 use crate::api::bearer::{GlobalReader, ScopedReader};
-use crate::error::ApiError;
 use crate::glossary::Lang;
 use crate::usecase::idle::IdleAsk;
 use crate::usecase::report_exports::{self, Format, ReportFile};

@@ -9,10 +9,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::doc::ReaderErrors;
+use super::error::ApiError;
 use super::{ApiQuery, AppState};
 use crate::api::bearer::{GlobalReader, ScopedReader};
 use crate::billing::Month;
-use crate::error::ApiError;
 use crate::usecase::reports::{self, TeamRank};
 use crate::validate;
 use crate::waste::{UtilizationReport, WastefulPod};

@@ -10,12 +10,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::doc::{Paged, ReaderErrors, WriterErrors};
+use super::error::ApiError;
 use super::extract::ApiJson;
 use super::page::{self, PageRequest};
 use super::views::{ImportReport, Mapping, Team};
 use super::{ApiQuery, AppState};
 use crate::api::bearer::{Finance, ScopedReader};
-use crate::error::ApiError;
 use crate::usecase::mappings::{self, MappingInput};
 use crate::usecase::teams::{self, TeamInput};
 use crate::validate::TeamId;

@@ -9,11 +9,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::doc::{Paged, ReaderErrors};
+use super::error::ApiError;
 use super::page::{self, PageRequest};
 use super::views::GroupBy;
 use super::{ApiQuery, AppState};
 use crate::api::bearer::ScopedReader;
-use crate::error::ApiError;
 use crate::usecase::usage::UsageRow;
 use crate::validate;
 

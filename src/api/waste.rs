@@ -9,10 +9,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::doc::{Paged, ReaderErrors};
+use super::error::ApiError;
 use super::page::{self, PageRequest};
 use super::{ApiQuery, AppState};
 use crate::api::bearer::ScopedReader;
-use crate::error::ApiError;
 use crate::waste::IdlePod;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -2,10 +2,10 @@
 //! cookie and the SSO proxy's headers; the roles and the data scope a role may see are [`crate::access`]'s.
 //!
 //! The extractors that hand a handler its capability stand on these in each face: the API's `Finance`,
-//! `GlobalReader`, `ScopedReader` in `api::bearer`, the pages' `PageUser` in `web::extract` and `PageWriter`,
-//! `PageGlobalReader`, `PageAdmin` in `web::capability`. Handlers never look at a role: a handler without a
-//! capability does not compile against an authenticated caller, and one with the wrong one is visible in its
-//! signature.
+//! `GlobalReader`, `ScopedReader` in `api::bearer` (over the HTTP API's error), the pages' `PageUser` in
+//! `web::extract` and `PageWriter`, `PageGlobalReader`, `PageAdmin` in `web::capability`. Handlers never look at a
+//! role: a handler without a capability does not compile against an authenticated caller, and one with the wrong
+//! one is visible in its signature. `Finance` hands the [`crate::access::Writer`] every write use case takes.
 
 pub mod password;
 pub mod proxy;

@@ -132,9 +132,8 @@ pub(super) async fn token_cmd(t: TokenCommand) -> anyhow::Result<()> {
 pub(super) async fn mappings_cmd(m: MappingsCommand) -> anyhow::Result<()> {
     let MappingsCommand::Import { db: d, file, dry_run } = m;
     let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-    let refused = |errors: Vec<validate::Invalid>| {
-        let errors: Vec<_> =
-            errors.iter().map(|e| serde_json::json!({"field": e.field, "message": e.message})).collect();
+    // the refused fields in the API's own JSON shape (`{field, message}`)
+    let refused = |errors: Vec<validate::FieldError>| {
         eprintln!("{}", serde_json::json!({ "errors": errors }));
         anyhow::anyhow!("{}: {} problem(s); nothing imported", file.display(), errors.len())
     };

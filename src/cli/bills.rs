@@ -9,7 +9,6 @@ use super::{
 };
 use crate::access::Scope;
 use crate::billing::PolicyChoice;
-use crate::ledger::LedgerError;
 use crate::usecase::{self, closing, exports, statements};
 
 pub(super) async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
@@ -84,7 +83,7 @@ pub(super) async fn close_cmd(a: CloseArgs) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Err(usecase::Error::Ledger(LedgerError::NotReady(r))) => {
+        Err(usecase::Error::NotReady(r)) => {
             eprintln!("{} is not ready to close ({} blocker(s)):", a.month, r.blockers.len());
             for b in &r.blockers {
                 eprintln!("  - {b}");

@@ -9,7 +9,8 @@ use chrono::{DateTime, Utc};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{
-    HealthArgs, IngestArgs, SimulateArgs, SummaryFormat, UndoArgs, WorkerArgs, cli_actor, resolve_time, services,
+    HealthArgs, IngestArgs, SimulateArgs, SummaryFormat, UndoArgs, WorkerArgs, cli_actor, operator, resolve_time,
+    services,
 };
 use crate::db;
 use crate::ingest::{self, IngestOptions, WorkerOptions, window};
@@ -71,7 +72,8 @@ pub(super) async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
     bar.set_message(format!("ingesting {}", opts.cluster));
     // a signal ends the ingest after the hour being stored; the hours before it stay stored
     let stop = crate::shutdown::on_signals("the ingest", Duration::from_secs(8));
-    let mode = ingest::WriteMode { replace_smaller: a.replace_smaller, ..ingest::WriteMode::ingest(cli_actor()) };
+    let by = operator(cli_actor()).writer();
+    let mode = ingest::WriteMode { replace_smaller: a.replace_smaller, ..ingest::WriteMode::ingest(&by) };
     let result = ingest::backfill_until(&pool, &source, &opts, from, to, |_| bar.inc(1), &mode, &stop).await;
     bar.finish_and_clear();
     let summary = result.with_context(|| {
@@ -258,7 +260,7 @@ pub(super) async fn health_cmd(a: HealthArgs) -> anyhow::Result<()> {
 
 pub(super) async fn undo_cmd(a: UndoArgs) -> anyhow::Result<()> {
     let pool = a.db.connect(2).await.context("cannot connect to the database")?;
-    let s = ingest::undo(&pool, a.run, &cli_actor()).await?;
+    let s = ingest::undo(&pool, a.run, &operator(cli_actor()).writer()).await?;
     println!(
         "put back {} hours of {} replaced by run {} (as run {}; `cardhour ingest undo {}` reverses this)",
         s.hours.len(),

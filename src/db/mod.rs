@@ -4,6 +4,7 @@ pub mod audit;
 pub mod bills;
 pub mod budgets;
 pub mod clusters;
+pub mod constraint;
 pub mod health;
 pub mod history;
 pub mod idempotency;
@@ -120,7 +121,5 @@ pub async fn schema_status(pool: &PgPool) -> Result<SchemaStatus, sqlx::migrate:
 /// Whether the database refused a value the caller gave (a reference to nothing, a check, a NUL byte, a value out
 /// of range): the caller's input, not a failure of the service.
 pub fn refuses_value(e: &sqlx::Error) -> bool {
-    e.as_database_error().and_then(|d| d.code()).is_some_and(|c| {
-        matches!(c.as_ref(), "23503" | "23514" | "23502" | "22001" | "22021" | "22P05" | "22008" | "22007" | "22003")
-    })
+    constraint::on_constraint(e).is_some_and(|r| !r.violation.is_conflict())
 }

@@ -131,9 +131,14 @@ pub struct WriteMode {
 }
 
 impl WriteMode {
-    /// A one-off ingest that keeps every stored hour a smaller read would shrink.
-    pub fn ingest(actor: impl Into<String>) -> Self {
-        WriteMode { command: RunCommand::Ingest, actor: actor.into(), replace_smaller: false }
+    /// A one-off ingest by writer `by` (audited as it), keeping every stored hour a smaller read would shrink.
+    pub fn ingest(by: &crate::access::Writer) -> Self {
+        WriteMode { command: RunCommand::Ingest, actor: by.actor(), replace_smaller: false }
+    }
+
+    /// A one-off ingest by the library's [`backfill`] (no person behind it: audited as `library`).
+    fn library() -> Self {
+        WriteMode { command: RunCommand::Ingest, actor: "library".into(), replace_smaller: false }
     }
 
     /// The worker: never shrinks an hour.
@@ -181,7 +186,7 @@ pub async fn backfill(
     on_hour: impl FnMut(DateTime<Utc>),
 ) -> Result<IngestSummary, IngestError> {
     let source = SampleSource::query(client.clone());
-    backfill_until(pool, &source, opts, from, to, on_hour, &WriteMode::ingest("library"), &Stop::never()).await
+    backfill_until(pool, &source, opts, from, to, on_hour, &WriteMode::library(), &Stop::never()).await
 }
 
 /// [`backfill`] as one run of `mode` that ends early, between two batches, once `stop` is asked for: the batch
@@ -501,7 +506,8 @@ pub enum UndoError {
 
 /// Puts back the rows run `run_id` replaced, in one transaction: all of its hours or none. What is stored now is
 /// kept with a new `undo` run first, so an undo can itself be undone; audited.
-pub async fn undo(pool: &PgPool, run_id: i64, actor: &str) -> Result<UndoSummary, UndoError> {
+pub async fn undo(pool: &PgPool, run_id: i64, by: &crate::access::Writer) -> Result<UndoSummary, UndoError> {
+    let actor = &by.actor();
     let mut tx = pool.begin().await?;
     let run = db::history::run(&mut tx, run_id).await?.ok_or(UndoError::NoSuchRun(run_id))?;
     if let Some(by) = db::history::undone_by(&mut tx, run_id).await? {

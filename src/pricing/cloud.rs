@@ -187,7 +187,7 @@ mod tests {
         let cloud = CloudRates { on_demand: Some(dec!(-1)), spot: Some(dec!(2)), reserved: Some(dec!(10_000_000)) };
         for allocation in [dec!(0), dec!(-0.5), dec!(1.01), dec!(60)] {
             let err = rent_vs_build(&tco, allocation, &cloud).unwrap_err();
-            let fields: Vec<_> = err.fields().iter().map(|e| e.field).collect();
+            let fields: Vec<_> = err.fields().iter().map(|e| e.field.as_str()).collect();
             assert_eq!(fields, ["allocation_rate", "on_demand", "reserved"]);
         }
         // Out of `Decimal`'s range: refused, not a panic.

@@ -258,9 +258,9 @@ mod tests {
             RateVersion::manual(" ", d("2024-01-01"), rate(dec!(1))),
         ])
         .unwrap_err();
-        let fields: Vec<_> = err.fields().iter().map(|e| e.field).collect();
+        let fields: Vec<_> = err.fields().iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["rate", "gpu_model", "effective_from"]);
-        assert!(err.fields()[2].reason.contains("A100-80GB has two rates effective from 2024-04-16"));
+        assert!(err.fields()[2].message.contains("A100-80GB has two rates effective from 2024-04-16"));
         // Same date, different models: fine.
         assert!(
             RateHistory::new([

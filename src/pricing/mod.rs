@@ -23,10 +23,7 @@ pub mod cloud;
 pub mod history;
 pub mod tco;
 
-use std::fmt;
-
 use rust_decimal::Decimal;
-use serde::Serialize;
 
 use crate::money::{Money, RatePerCardHour};
 
@@ -38,24 +35,9 @@ pub use cloud::{CLOUD_RATE, CloudComparison, CloudRates, RentVsBuild, rent_vs_bu
 pub use history::{RateHistory, RateSegment, RateSource, RateVersion, start_of_day};
 pub use tco::{ExactBreakdown, HOURS_PER_YEAR, RateBreakdown, Tco, TcoInputs};
 
-/// One refused input: the JSON field name as the API client sent it, and why, in words a user can act on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FieldError {
-    pub field: &'static str,
-    pub reason: String,
-}
-
-impl FieldError {
-    pub fn new(field: &'static str, reason: impl Into<String>) -> Self {
-        Self { field, reason: reason.into() }
-    }
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.reason)
-    }
-}
+/// One refused input: the JSON field name as the API client sent it, and why, in words a user can act on (the
+/// one field-error shape of every check, [`crate::validate::FieldError`]).
+pub use crate::validate::FieldError;
 
 /// Errors of this module. Every one carries the offending fields, so the API can answer 422 with all of them at
 /// once instead of one per round trip.

@@ -322,7 +322,7 @@ pub(crate) mod tests {
             recovery_utilization: dec!(0),
         };
         let errors = bad.validate().unwrap_err();
-        let fields: Vec<_> = errors.iter().map(|e| e.field).collect();
+        let fields: Vec<_> = errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(
             fields,
             [
@@ -338,7 +338,7 @@ pub(crate) mod tests {
                 "recovery_utilization",
             ]
         );
-        assert!(errors[2].reason.contains("got 0"), "{}", errors[2].reason);
+        assert!(errors[2].message.contains("got 0"), "{}", errors[2].message);
     }
 
     #[test]

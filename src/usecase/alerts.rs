@@ -22,6 +22,19 @@ use crate::ledger::LedgerError;
 use crate::money::Money;
 use crate::waste::{crossings, forecast};
 
+/// Why a budget check failed: the ledger or the database behind it, or the HTTP client that delivers to the
+/// webhook (which is no database failure).
+#[derive(Debug, thiserror::Error)]
+pub enum AlertError {
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// The webhook's HTTP client cannot be built (no TLS backend, no resolver): nothing was delivered.
+    #[error("cannot build the webhook client: {0}")]
+    WebhookClient(String),
+}
+
 #[derive(Debug, Default, Serialize)]
 pub struct AlertRun {
     /// Crossings seen for the first time.
@@ -46,7 +59,7 @@ pub async fn check_after_ingest(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     webhook: Option<&str>,
-) -> Result<AlertRun, LedgerError> {
+) -> Result<AlertRun, AlertError> {
     let mut run = AlertRun::default();
     let last = Month::containing(to - chrono::Duration::milliseconds(1), tz);
     let mut month = Month::containing(from, tz).min(last);
@@ -111,7 +124,7 @@ mod coalesced {
 
     use sqlx::PgPool;
 
-    use super::{AlertRun, LedgerError, Month};
+    use super::{AlertError, AlertRun, Month};
 
     #[derive(Default)]
     struct Flight {
@@ -132,7 +145,7 @@ mod coalesced {
 
     /// Checks `month` for a change committed before this call, unless a check that started after the call
     /// completes meanwhile (then it has seen the change: nothing is left to do).
-    pub(super) async fn check(pool: &PgPool, month: Month, tz: chrono_tz::Tz) -> Result<AlertRun, LedgerError> {
+    pub(super) async fn check(pool: &PgPool, month: Month, tz: chrono_tz::Tz) -> Result<AlertRun, AlertError> {
         let flight = flight(pool, month);
         let mine = flight.requested.fetch_add(1, Ordering::SeqCst) + 1;
         let mut covered = flight.covered.lock().await;
@@ -161,7 +174,7 @@ pub async fn check_budgets(
     tz: chrono_tz::Tz,
     at: DateTime<Utc>,
     webhook: Option<&str>,
-) -> Result<AlertRun, LedgerError> {
+) -> Result<AlertRun, AlertError> {
     // held until the end of this call; a crash rolls the transaction back and frees it. While another check holds
     // it, the connection goes back to the pool between tries: a waiting check must not hold one the check running
     // (or anything else the service does) needs.
@@ -177,7 +190,7 @@ async fn check_budgets_locked(
     tz: chrono_tz::Tz,
     at: DateTime<Utc>,
     webhook: Option<&str>,
-) -> Result<AlertRun, LedgerError> {
+) -> Result<AlertRun, AlertError> {
     let mut run = AlertRun::default();
     let budgets = db::budgets::for_month(pool, &month.to_string(), &Scope::all()).await?;
     if !budgets.is_empty() {
@@ -209,7 +222,7 @@ async fn check_budgets_locked(
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
-        .map_err(|e| LedgerError::Database(sqlx::Error::Protocol(format!("cannot build the webhook client: {e}"))))?;
+        .map_err(|e| AlertError::WebhookClient(e.to_string()))?;
     for alert in db::budgets::alerts(pool, &month.to_string(), true).await? {
         let mut error = None;
         // a few quick tries now; whatever still fails is tried again on the next run

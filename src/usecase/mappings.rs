@@ -49,7 +49,7 @@ async fn insert_checked(
     // one statement decides: of concurrent identical requests exactly one inserts (and is audited)
     let m = db::teams::insert_mapping(&mut *tx, cluster.as_deref(), &ns, team.as_str(), valid_from, actor)
         .await
-        .map_err(|e| if db::refuses_value(&e) { unknown_team() } else { Error::Database(e) })?
+        .map_err(|e| if db::refuses_value(&e) { unknown_team() } else { Error::from(e) })?
         .ok_or_else(|| Error::Conflict {
             field: Some(format!("{at}valid_from")),
             message: format!("namespace {ns} already has a mapping valid from {valid_from}"),
@@ -151,7 +151,7 @@ pub async fn apply_previewed(s: &Services, by: &Writer, bytes: &[u8], plan: &str
 fn import_error(e: ImportError) -> Error {
     match e {
         ImportError::Invalid(errors) => Error::Invalid(errors),
-        ImportError::Database(e) => Error::Database(e),
+        ImportError::Database(e) => Error::from(e),
     }
 }
 

@@ -57,7 +57,7 @@ pub async fn put_model_alias(
 
 /// Pricing's refused fields as the use cases' error, each name prefixed (`tco.`).
 fn pricing_errors(errors: Vec<crate::pricing::FieldError>, prefix: &str) -> Error {
-    Error::Invalid(errors.into_iter().map(|e| Invalid::new(format!("{prefix}{}", e.field), e.reason)).collect())
+    Error::Invalid(errors.into_iter().map(|e| Invalid::new(format!("{prefix}{}", e.field), e.message)).collect())
 }
 
 /// Every rate version, per model by effective date (any reader).

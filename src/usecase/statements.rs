@@ -10,7 +10,7 @@ use super::{Error, Services};
 use crate::access::Scope;
 use crate::billing::{Month, PolicyChoice};
 use crate::db;
-use crate::ledger::{self, LedgerError, Statement};
+use crate::ledger::{self, Statement};
 
 /// Statements served from memory. A closed month is read once from what was stored at close and kept under its
 /// content hash: it never changes, so only the (tiny) hash is read per request, never the snapshot, and nothing is
@@ -28,19 +28,13 @@ pub struct StatementCache {
 }
 
 impl StatementCache {
-    pub async fn statement(
-        &self,
-        pool: &PgPool,
-        month: Month,
-        choice: PolicyChoice,
-    ) -> Result<Arc<Statement>, LedgerError> {
+    pub async fn statement(&self, pool: &PgPool, month: Month, choice: PolicyChoice) -> Result<Arc<Statement>, Error> {
         let (version, closed_hash) = db::version::with_closed_hash(pool, &month.to_string()).await?;
         match closed_hash {
-            None => {
-                self.open
-                    .get_or_compute_at(version, (month, choice), async || ledger_statement(pool, month, choice).await)
-                    .await
-            }
+            None => Ok(self
+                .open
+                .get_or_compute_at(version, (month, choice), async || ledger_statement(pool, month, choice).await)
+                .await?),
             // The snapshot is verified against its stored hash when it is read (an altered one is an error, never
             // cached); should the stored hash change, the key changes and the month is read again.
             Some(hash) => {
@@ -59,12 +53,7 @@ impl StatementCache {
 
     /// Verifies closed `month` against its stored hash again unless that was done under `version` already and no
     /// integrity alarm is up for it (an alarm keeps it verified on every request).
-    async fn verify_closed(
-        &self,
-        pool: &PgPool,
-        month: Month,
-        version: db::version::DataVersion,
-    ) -> Result<(), LedgerError> {
+    async fn verify_closed(&self, pool: &PgPool, month: Month, version: db::version::DataVersion) -> Result<(), Error> {
         let alarmed = ledger::integrity::alarmed(month);
         let verified = || self.verified.lock().unwrap_or_else(|e| e.into_inner());
         if !alarmed && verified().get(&month).is_some_and(|v| *v >= version) {
@@ -78,7 +67,7 @@ impl StatementCache {
 
 /// The statement of `month` under `choice` (a closed month: only under its frozen policy), from memory.
 pub async fn statement(s: &Services, month: Month, choice: PolicyChoice) -> Result<Arc<Statement>, Error> {
-    Ok(s.statements.statement(&s.pool, month, choice).await?)
+    s.statements.statement(&s.pool, month, choice).await
 }
 
 /// A team asked for must be a known team the caller may see: else not found, naming `team` (a team lead learns

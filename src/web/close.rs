@@ -27,6 +27,7 @@ use crate::ledger::MonthStatus;
 use crate::ledger::readiness::Blocker;
 use crate::usecase::state::AppState;
 use crate::usecase::{self, closing, statements};
+use crate::validate::{FieldError, Problem};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -53,12 +54,12 @@ pub struct ClosePage {
     /// Why the page is shown again instead of closing (the figures under the chosen policy differ), in words.
     pub notice: Option<&'static str>,
     /// The message of each bad field: (field, message).
-    pub errors: Vec<(String, String)>,
+    pub errors: Vec<FieldError>,
 }
 
 impl ClosePage {
     pub fn error(&self, field: &str) -> Option<&str> {
-        self.errors.iter().find(|(f, _)| f == field).map(|(_, m)| m.as_str())
+        self.errors.iter().find(|e| e.field == field).map(|e| e.message.as_str())
     }
 
     pub fn selected(&self, value: &str) -> &'static str {
@@ -143,7 +144,7 @@ async fn confirmation(
     month: Month,
     form: CloseForm,
     notice: Option<&'static str>,
-    errors: Vec<(String, String)>,
+    errors: Vec<FieldError>,
 ) -> Result<ClosePage, PageError> {
     let user = &writer.user;
     let (st, teams, cluster, fingerprint) = draft(s, writer, lang, month, form.choice()).await?;
@@ -199,24 +200,28 @@ async fn preview_submit(
     confirmation(&s, &user, lang, month, form, None, Vec::new()).await
 }
 
-/// Each bad field of a form with its message: (field, message).
-type FieldErrors = Vec<(String, String)>;
+/// Each bad field of a form with its message in the page's language.
+type FieldErrors = Vec<FieldError>;
 
 /// The policy and reason of a close form, or each bad field's message in `lang`.
 fn check_close(form: &CloseForm, lang: Lang) -> Result<(crate::billing::BillPolicy, Option<String>), FieldErrors> {
     let mut errors = Vec::new();
     let (mode, unallocated) = (form.mode.trim(), form.unallocated.trim());
     if mode.is_empty() {
-        errors.push(("mode".into(), t(lang, "close.choose").into()));
+        errors.push(FieldError::of("mode", Problem::Required, t(lang, "close.choose")));
     }
     if unallocated.is_empty() {
-        errors.push(("unallocated".into(), t(lang, "close.choose").into()));
+        errors.push(FieldError::of("unallocated", Problem::Required, t(lang, "close.choose")));
     }
     let reason = form.reason.trim();
     if reason.contains('\0') {
-        errors.push(("reason".into(), t(lang, "form.nul").into()));
+        errors.push(FieldError::of("reason", Problem::Characters, t(lang, "form.nul")));
     } else if reason.chars().count() > REASON_MAX {
-        errors.push(("reason".into(), t(lang, "form.too_long").replace("{max}", &REASON_MAX.to_string())));
+        errors.push(FieldError::of(
+            "reason",
+            Problem::TooLong,
+            t(lang, "form.too_long").replace("{max}", &REASON_MAX.to_string()),
+        ));
     }
     let choice = crate::validate::policy_choice(
         Some(mode).filter(|m| !m.is_empty()),
@@ -224,7 +229,7 @@ fn check_close(form: &CloseForm, lang: Lang) -> Result<(crate::billing::BillPoli
         None,
     );
     match choice {
-        Err(e) => errors.push((e.field.clone(), super::field_errors::localize(lang, &e.message))),
+        Err(e) => errors.push(FieldError::of(e.field.clone(), e.problem, super::field_errors::localize(lang, &e.message))),
         Ok(c) if errors.is_empty() => {
             if let Some(policy) = c.complete() {
                 return Ok((policy, Some(reason.to_string()).filter(|r| !r.is_empty())));
@@ -272,26 +277,24 @@ async fn shown_again(
     month: Month,
     form: CloseForm,
     notice: Option<&'static str>,
-    errors: Vec<(String, String)>,
+    errors: Vec<FieldError>,
 ) -> Result<Response, PageError> {
     let page = confirmation(s, user, lang, month, form, notice, errors).await?;
     Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
 }
 
-/// A close the ledger refused for a reason the form can show: (field, message).
-fn close_refusal(e: &usecase::Error, lang: Lang) -> Option<(String, String)> {
-    use crate::ledger::LedgerError as L;
+/// A close the use case refused for a reason the form can show: the field and its message.
+fn close_refusal(e: &usecase::Error, lang: Lang) -> Option<FieldError> {
     match e {
-        usecase::Error::Ledger(L::NotReady(_)) => Some(("reason".into(), t(lang, "close.give_reason").into())),
-        usecase::Error::Ledger(L::OverrideReason(i)) => {
-            Some(("reason".into(), super::field_errors::localize(lang, &i.message)))
+        usecase::Error::NotReady(_) => Some(FieldError::of("reason", Problem::Required, t(lang, "close.give_reason"))),
+        usecase::Error::NotEnded(m) => {
+            Some(FieldError::new("month", t(lang, "close.not_ended").replace("{month}", &m.to_string())))
         }
-        usecase::Error::Ledger(L::NotEnded(m)) => {
-            Some(("month".into(), t(lang, "close.not_ended").replace("{month}", &m.to_string())))
-        }
-        usecase::Error::Invalid(list) => {
-            list.first().map(|i| (i.field.clone(), super::field_errors::localize(lang, &i.message)))
-        }
+        // an override reason the rules refuse is shown beside the reason field, whatever the rule names it
+        usecase::Error::Invalid(list) => list.first().map(|i| {
+            let field = if i.field == "override.reason" || i.field == "override_reason" { "reason" } else { i.field.as_str() };
+            FieldError::of(field, i.problem, super::field_errors::localize(lang, &i.message))
+        }),
         _ => None,
     }
 }
@@ -309,7 +312,7 @@ mod tests {
         let (p, r) = check_close(&form("chargeback", "kept_by_platform", " "), Lang::En).unwrap();
         assert_eq!(p.mode, crate::billing::BillMode::Chargeback);
         assert_eq!(r, None);
-        let fields = |e: Vec<(String, String)>| e.into_iter().map(|(f, _)| f).collect::<Vec<_>>();
+        let fields = |e: Vec<FieldError>| e.into_iter().map(|e| e.field).collect::<Vec<_>>();
         assert_eq!(fields(check_close(&form("", "", ""), Lang::En).unwrap_err()), ["mode", "unallocated"]);
         assert_eq!(fields(check_close(&form("bogus", "kept_by_platform", ""), Lang::En).unwrap_err()), ["mode"]);
         assert_eq!(

@@ -9,44 +9,26 @@ use rust_decimal::Decimal;
 use super::i18n::{Lang, Word, t};
 use crate::billing::Month;
 use crate::usecase;
-use crate::validate::{self, Invalid};
+pub use crate::validate::Problem;
+use crate::validate::{self, FieldError};
 
 /// The longest text a figure field takes (a decimal the API reads has at most 26 characters).
 pub const FIGURE_MAX: usize = 32;
 
-/// What is wrong with a field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Problem {
-    Required,
-    /// NUL, control or invisible formatting characters.
-    Characters,
-    TooLong,
-    NotNumber,
-    Negative,
-    OutOfRange,
-    NotDate,
-    DateRange,
-    NotMonth,
-    UnknownTeam,
-    /// Already taken (a rate version on that date).
-    Taken,
-}
-
-impl Problem {
-    fn key(self) -> &'static str {
-        match self {
-            Problem::Required => "fieldmsg.required",
-            Problem::Characters => "fieldmsg.characters",
-            Problem::TooLong => "fieldmsg.too_long",
-            Problem::NotNumber => "fieldmsg.not_number",
-            Problem::Negative => "fieldmsg.negative",
-            Problem::OutOfRange => "fieldmsg.out_of_range",
-            Problem::NotDate => "fieldmsg.not_date",
-            Problem::DateRange => "fieldmsg.date_range",
-            Problem::NotMonth => "fieldmsg.not_month",
-            Problem::UnknownTeam => "fieldmsg.unknown_team",
-            Problem::Taken => "fieldmsg.taken",
-        }
+/// The page's words for what is wrong with a field.
+fn key(problem: Problem) -> &'static str {
+    match problem {
+        Problem::Required => "fieldmsg.required",
+        Problem::Characters => "fieldmsg.characters",
+        Problem::TooLong => "fieldmsg.too_long",
+        Problem::NotNumber => "fieldmsg.not_number",
+        Problem::Negative => "fieldmsg.negative",
+        Problem::OutOfRange => "fieldmsg.out_of_range",
+        Problem::NotDate => "fieldmsg.not_date",
+        Problem::DateRange => "fieldmsg.date_range",
+        Problem::NotMonth => "fieldmsg.not_month",
+        Problem::UnknownTeam => "fieldmsg.unknown_team",
+        Problem::Taken => "fieldmsg.taken",
     }
 }
 
@@ -116,6 +98,12 @@ pub fn localize(lang: Lang, message: &str) -> String {
             (r"^the file is neither UTF-8 nor GBK", "文件既不是 UTF-8 也不是 GBK/GB18030：请另存为 CSV UTF-8"),
             (r"^at most (\d+) rows per import", "每次最多导入 $1 行；请拆分文件"),
             (r"^maps (\S+) from (\S+) to (\S+), row (\d+) to (\S+)$", "将 $1 自 $2 映射到 $3，而第 $4 行映射到 $5"),
+            // the conflicts a page shows (the API answers them 409)
+            (r"^(?:month )?(\d{4}-\d{2}) is closed already$", "$1 已结账"),
+            (r"^month (\d{4}-\d{2}) has not ended yet$", "$1 尚未结束，不能结账"),
+            (r"^month (\d{4}-\d{2}) is not ready to close", "$1 尚不具备结账条件（阻碍项见结账页）"),
+            (r"^month (\d{4}-\d{2}) is closed under ", "$1 已结账：账单按结账时选定的计费政策冻结，不能按其他政策查看"),
+            (r"^it exists already", "已存在（已被他人先行或同时写入）"),
         ]
         .into_iter()
         .filter_map(|(re, zh)| regex::Regex::new(re).ok().map(|r| (r, zh)))
@@ -135,22 +123,13 @@ pub fn localize(lang: Lang, message: &str) -> String {
         .unwrap_or_else(|| message.to_string())
 }
 
-/// One bad field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    pub field: String,
-    pub problem: Problem,
-    /// The rule's own message (English), shown on English pages after the words.
-    pub detail: String,
-}
-
 /// Every bad field of a form, in the order found.
 #[derive(Debug, Clone, Default)]
 pub struct FieldErrors(pub Vec<FieldError>);
 
 impl FieldErrors {
     pub fn add(&mut self, field: &str, problem: Problem, detail: impl Into<String>) {
-        self.0.push(FieldError { field: field.into(), problem, detail: detail.into() });
+        self.0.push(FieldError::of(field, problem, detail));
     }
 
     pub fn is_empty(&self) -> bool {
@@ -160,13 +139,13 @@ impl FieldErrors {
     /// The message next to `field` in `lang` (the first refusal of that field).
     pub fn message(&self, lang: Lang, field: &str) -> Option<String> {
         let e = self.0.iter().find(|e| e.field == field)?;
-        let words = t(lang, e.problem.key());
+        let words = t(lang, key(e.problem));
         Some(match lang {
-            Lang::En if !e.detail.is_empty() => format!("{words}: {}", e.detail),
+            Lang::En if !e.message.is_empty() => format!("{words}: {}", e.message),
             // a use case's own rule, where the translation knows it, says more than the word alone
             Lang::Zh if matches!(e.problem, Problem::OutOfRange | Problem::Taken) => {
-                let zh = localize(lang, &e.detail);
-                if zh != e.detail { format!("{words}：{zh}") } else { words.to_string() }
+                let zh = localize(lang, &e.message);
+                if zh != e.message { format!("{words}：{zh}") } else { words.to_string() }
             }
             _ => words.to_string(),
         })
@@ -178,9 +157,9 @@ impl FieldErrors {
         let mut out = FieldErrors::default();
         match e {
             usecase::Error::Invalid(list) => {
-                for Invalid { field, message } in list {
+                for FieldError { field, message, problem } in list {
                     let field = field.strip_prefix(prefix).unwrap_or(&field).to_string();
-                    out.add(&field, Problem::OutOfRange, message);
+                    out.add(&field, problem, message);
                 }
             }
             usecase::Error::NotFound(what) if what.starts_with("team ") => {

@@ -24,6 +24,7 @@ const TABLES: &[&[Word]] = &[
     super::field_errors::WORDS,
     super::reports::WORDS,
     super::nodes::WORDS,
+    super::layout::WORDS,
 ];
 
 /// The words every section shares.

@@ -6,10 +6,21 @@ use askama_web::WebTemplate;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::i18n::{self, Lang};
+use super::field_errors::localize;
+use super::i18n::{self, Lang, Word};
 use crate::access::Role;
 use crate::usecase;
 use crate::web::extract::PageUser;
+
+/// The words of the pages every section shares (the conflict page).
+pub(super) const WORDS: &[Word] = &[
+    ("error.conflict", "409 · 与现有数据冲突", "409 · Conflict"),
+    (
+        "error.conflict_hint",
+        "请返回或刷新页面，查看最新状态。",
+        "Go back or reload the page to see how things stand now.",
+    ),
+];
 
 /// The stylesheet, in the binary: nothing is loaded from another host.
 pub const CSS: &str = include_str!("../../static/portal.css");
@@ -120,16 +131,17 @@ pub enum PageError {
     Internal(String),
 }
 
+/// A use case's refusal as a page: what the API answers 409 (a conflict, a month not ready or not ended) is the
+/// conflict page, what it answers 4xx otherwise the not-found page (a page has no field to name), the rest 500.
 impl From<usecase::Error> for PageError {
     fn from(e: usecase::Error) -> Self {
         use usecase::Error as E;
         match e {
             E::NotFound(_) | E::NotFoundField { .. } | E::Forbidden | E::Invalid(_) => PageError::NotFound,
             E::Conflict { message, .. } => PageError::Conflict(message),
-            E::Ledger(
-                l @ (crate::ledger::LedgerError::PolicyMismatch { .. } | crate::ledger::LedgerError::AlreadyClosed(_)),
-            ) => PageError::Conflict(l.to_string()),
-            other => PageError::Internal(other.to_string()),
+            e @ (E::NotReady(_) | E::NotEnded(_)) => PageError::Conflict(e.to_string()),
+            e @ E::Timeout => PageError::Internal(e.to_string()),
+            E::Internal(e) => PageError::Internal(format!("{e:#}")),
         }
     }
 }
@@ -150,11 +162,72 @@ pub fn not_found_page() -> Response {
     (StatusCode::NOT_FOUND, page).into_response()
 }
 
+/// The conflict a page handler answered, noted on its answer: [`frame_conflicts`] shows it in the caller's page.
+#[derive(Debug, Clone)]
+struct ConflictNote(String);
+
+/// The conflict page: what the data refuses (in the page's language where the words are known), in the caller's
+/// frame — its navigation, its name, the language switch — as any other page.
+pub fn conflict_page(user: &PageUser, lang: Lang, active: &str, message: &str) -> Response {
+    let heading = i18n::t(lang, "error.conflict");
+    let page = MessagePage {
+        c: Chrome::new(user, lang, active, heading),
+        heading: heading.to_string(),
+        text: format!("{} {}", localize(lang, message), i18n::t(lang, "error.conflict_hint")),
+    };
+    (StatusCode::CONFLICT, page).into_response()
+}
+
+/// The section of the navigation `path` is in: the longest entry it starts with (`/bills/2026-11/close` is in
+/// `/bills`).
+fn section_of(user: &PageUser, path: &str) -> &'static str {
+    sections(user.principal.role)
+        .iter()
+        .map(|(href, _)| *href)
+        .filter(|href| path == *href || (href.len() > 1 && path.starts_with(&format!("{href}/"))))
+        .max_by_key(|href| href.len())
+        .unwrap_or("")
+}
+
+/// Shows a conflict a page handler answered (a month closed meanwhile, something written first) in the caller's
+/// page, as the API answers it 409: the handler's error knows no user, so the user is read again here — only
+/// when a conflict was answered, from the request's own session.
+pub async fn frame_conflicts(
+    axum::extract::State(state): axum::extract::State<crate::usecase::state::AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let (uri, headers, extensions) = (parts.uri.clone(), parts.headers.clone(), parts.extensions.clone());
+    let response = next.run(axum::extract::Request::from_parts(parts, body)).await;
+    let Some(ConflictNote(message)) = response.extensions().get::<ConflictNote>().cloned() else { return response };
+    let lang = i18n::lang_of(uri.query(), &headers);
+    let mut again = axum::extract::Request::new(());
+    *again.uri_mut() = uri.clone();
+    *again.headers_mut() = headers;
+    *again.extensions_mut() = extensions;
+    let (mut parts, ()) = again.into_parts();
+    match <PageUser as axum::extract::FromRequestParts<_>>::from_request_parts(&mut parts, &state).await {
+        Ok(user) => conflict_page(&user, lang, section_of(&user, uri.path()), &message),
+        // signed out meanwhile: the conflict as it was answered, without a frame
+        Err(_) => response,
+    }
+}
+
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let (status, text) = match self {
             PageError::NotFound => return not_found_page(),
-            PageError::Conflict(m) => (StatusCode::CONFLICT, m),
+            PageError::Conflict(m) => {
+                let page = MessagePage {
+                    c: Chrome::bare(Lang::Zh, "409"),
+                    heading: StatusCode::CONFLICT.to_string(),
+                    text: m.clone(),
+                };
+                let mut response = (StatusCode::CONFLICT, page).into_response();
+                response.extensions_mut().insert(ConflictNote(m));
+                return response;
+            }
             PageError::Internal(m) => {
                 tracing::error!(error = %m, "page failed");
                 (StatusCode::INTERNAL_SERVER_ERROR, "出错了，请稍后再试。Something went wrong; try again later.".into())
@@ -236,6 +309,30 @@ pub(crate) mod tests {
         // nobody's name, no navigation, no form
         assert!(!html.contains("<nav>") && !html.contains("logout"), "{html}");
         assert!(html.contains(r#"<link rel="stylesheet" href="/static/portal.css">"#));
+    }
+
+    #[tokio::test]
+    async fn a_conflict_is_a_409_page_in_the_callers_frame() {
+        let finance = user(Role::Finance, &[]);
+        assert_eq!(section_of(&finance, "/bills/2026-11/close"), "/bills");
+        assert_eq!(section_of(&finance, "/admin/teams/x"), "/admin/teams");
+        assert_eq!(section_of(&finance, "/"), "/");
+        assert_eq!(section_of(&finance, "/billsx"), "");
+        for (lang, heading, said) in [
+            (Lang::Zh, "409 · 与现有数据冲突", "2026-11 已结账"),
+            (Lang::En, "409 · Conflict", "2026-11 is closed already"),
+        ] {
+            let r = conflict_page(&finance, lang, "/bills", "month 2026-11 is closed already");
+            assert_eq!(r.status(), StatusCode::CONFLICT);
+            let html = String::from_utf8(axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap().to_vec()).unwrap();
+            assert!(html.contains(&format!("<h1>{heading}</h1>")) && html.contains(said), "{html}");
+            assert!(html.contains("<nav>") && html.contains(r#"href="/bills" class="active""#), "{html}");
+            assert!(html.contains("<strong>alice</strong>"), "{html}");
+        }
+        // a handler's conflict, before it is framed: 409, noted for the frame
+        let r = PageError::Conflict("month 2026-11 is closed already".into()).into_response();
+        assert_eq!(r.status(), StatusCode::CONFLICT);
+        assert!(r.extensions().get::<ConflictNote>().is_some());
     }
 
     #[test]

@@ -47,6 +47,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .merge(waste::routes())
         .merge(admin::routes())
         .merge(login::routes(state.sso.is_some()))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), layout::frame_conflicts))
         .layer(axum::middleware::from_fn(i18n::remember))
 }
 

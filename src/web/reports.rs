@@ -144,11 +144,11 @@ fn time_field(field: &str, s: &str) -> Result<Option<crate::validate::TimeInput>
 
 /// A report form's messages, field by field (what the page prints beside each field; 422 when any).
 #[derive(Debug, Default)]
-pub struct FieldErrors(Vec<(String, String)>);
+pub struct FieldErrors(Vec<crate::validate::FieldError>);
 
 impl FieldErrors {
-    fn push(&mut self, e: crate::validate::Invalid) {
-        self.0.push((e.field, e.message));
+    fn push(&mut self, e: crate::validate::FieldError) {
+        self.0.push(e);
     }
 
     /// Keeps `r`'s value, or its message.
@@ -162,7 +162,7 @@ impl FieldErrors {
 
     /// The message of `field`, empty when it has none.
     pub fn of(&self, field: &str) -> &str {
-        self.0.iter().find(|(f, _)| f == field).map_or("", |(_, m)| m.as_str())
+        self.0.iter().find(|e| e.field == field).map_or("", |e| e.message.as_str())
     }
 }
 

@@ -20,7 +20,7 @@ use super::layout::PageError;
 use crate::access::{Administrator, Principal};
 use crate::usecase;
 use crate::usecase::state::AppState;
-use crate::validate::Invalid;
+use crate::validate::{FieldError, Problem};
 use crate::web::extract::PageUser;
 
 pub fn routes() -> Router<AppState> {
@@ -77,13 +77,13 @@ pub fn tabs(user: &PageUser, lang: Lang, active: &str) -> Vec<Tab> {
         .collect()
 }
 
-/// The message of each bad field of a form, in the page's language: (field, message).
+/// Each bad field of a form, its message in the page's language.
 #[derive(Debug, Default, Clone)]
-pub struct FieldErrors(pub Vec<(String, String)>);
+pub struct FieldErrors(pub Vec<FieldError>);
 
 impl FieldErrors {
     pub fn get(&self, field: &str) -> Option<&str> {
-        self.0.iter().find(|(f, _)| f == field).map(|(_, m)| m.as_str())
+        self.0.iter().find(|e| e.field == field).map(|e| e.message.as_str())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -91,20 +91,21 @@ impl FieldErrors {
     }
 
     pub fn push(&mut self, lang: Lang, field: &str, message: &str) {
-        self.0.push((field.to_string(), localize(lang, message)));
+        self.0.push(FieldError::new(field, localize(lang, message)));
     }
 
-    fn of(lang: Lang, list: &[Invalid]) -> Self {
-        FieldErrors(list.iter().map(|i| (i.field.clone(), localize(lang, &i.message))).collect())
+    fn of(lang: Lang, list: Vec<FieldError>) -> Self {
+        FieldErrors(list.into_iter().map(|e| FieldError { message: localize(lang, &e.message), ..e }).collect())
     }
 
     /// The fields a use case refused, or the error as a page when it is not about a field.
     pub fn from_refusal(lang: Lang, e: usecase::Error) -> Result<Self, PageError> {
         use usecase::Error as E;
         match e {
-            E::Invalid(list) => Ok(Self::of(lang, &list)),
-            E::NotFoundField { field, message } | E::Conflict { field: Some(field), message } => {
-                Ok(Self::of(lang, &[Invalid::new(field, message)]))
+            E::Invalid(list) => Ok(Self::of(lang, list)),
+            E::NotFoundField { field, message } => Ok(Self::of(lang, vec![FieldError::new(field, message)])),
+            E::Conflict { field: Some(field), message } => {
+                Ok(Self::of(lang, vec![FieldError::of(field, Problem::Taken, message)]))
             }
             other => Err(other.into()),
         }

@@ -1,17 +1,15 @@
-//! The HTTP boundary's error: every failure becomes JSON `{status, code, field?, message}`; 5xx details are
-//! logged, never sent.
+//! The HTTP API's error: every failure becomes JSON `{status, code, field?, message}`; 5xx details are logged,
+//! never sent. A use case's refusal ([`crate::usecase::Error`]) becomes its answer in `api::errors`; a database
+//! error of the API's own (tokens, idempotency keys, probes) is read as the use cases read it.
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-/// One invalid input field.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct FieldError {
-    pub field: String,
-    pub message: String,
-}
+/// One invalid input field: the one shape every face renders ([`crate::validate::FieldError`]), `{field,
+/// message}` in JSON.
+pub use crate::validate::FieldError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -52,7 +50,7 @@ pub enum ApiError {
 
 impl ApiError {
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::Invalid(vec![FieldError { field: field.into(), message: message.into() }])
+        Self::Invalid(vec![FieldError::new(field, message)])
     }
 
     pub fn bad_request(field: impl Into<String>, message: impl Into<String>) -> Self {
@@ -92,56 +90,16 @@ impl ApiError {
 
 impl From<crate::validate::Invalid> for ApiError {
     fn from(e: crate::validate::Invalid) -> Self {
-        Self::Invalid(vec![FieldError { field: e.field, message: e.message }])
+        Self::Invalid(vec![e])
     }
 }
 
-/// The request field a database constraint protects (constraint names as the migrations create them).
-fn field_of_constraint(constraint: &str) -> Option<&'static str> {
-    Some(match constraint {
-        "rate_versions_gpu_model_effective_from_key" => "effective_from",
-        "namespace_mappings_unique" => "valid_from",
-        "namespace_mappings_team_id_fkey" => "team_id",
-        "budgets_team_id_fkey" => "team",
-        "budgets_pkey" => "month",
-        "budgets_month_check" | "closed_months_month_check" | "closed_months_pkey" => "month",
-        "teams_pkey" | "teams_id_check" => "id",
-        "teams_name_check" => "name",
-        "idempotency_keys_pkey" => "Idempotency-Key",
-        c if c.starts_with("rate_versions_rate") => "rate",
-        c if c.starts_with("cloud_rates_") => "rates",
-        _ => return None,
-    })
-}
-
 /// Constraint violations are the caller's (a race lost, a value the schema refuses): 409 or 422 naming the
-/// field, never a 500. A cancelled statement (`statement_timeout`) is a 503. Everything else is internal.
+/// field, never a 500. A cancelled statement (`statement_timeout`) is a 503. Everything else is internal. The
+/// reading is the use cases' ([`crate::usecase::Error`]'s, from `db::constraint`), so every face agrees.
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
-        // every connection busy for the pool's acquire timeout: the service is overloaded, not broken
-        if matches!(e, sqlx::Error::PoolTimedOut) {
-            return Self::Timeout;
-        }
-        let Some(db) = e.as_database_error() else { return Self::Internal(e.into()) };
-        let field = db.constraint().and_then(field_of_constraint).map(str::to_string);
-        let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
-        match code.as_str() {
-            // unique_violation: someone else wrote the same thing first
-            "23505" => Self::Conflict { field, message: "it exists already (written concurrently or before)".into() },
-            // foreign_key_violation: what it refers to does not exist (or not any more)
-            "23503" => Self::invalid(field.unwrap_or_else(|| "body".into()), "refers to something that does not exist"),
-            // check_violation, not_null_violation, string too long
-            "23514" | "23502" | "22001" => {
-                Self::invalid(field.unwrap_or_else(|| "body".into()), "is not a value the ledger accepts")
-            }
-            // NUL or untranslatable characters, dates and numbers out of Postgres' range
-            "22021" | "22P05" | "22008" | "22007" | "22003" => {
-                Self::invalid(field.unwrap_or_else(|| "body".into()), "holds a value out of range or a NUL byte")
-            }
-            // query_canceled: statement_timeout
-            "57014" => Self::Timeout,
-            _ => Self::Internal(e.into()),
-        }
+        crate::usecase::Error::from(e).into()
     }
 }
 
