@@ -178,7 +178,7 @@ async fn check_budgets_locked(
     webhook: Option<&str>,
 ) -> Result<AlertRun, LedgerError> {
     let mut run = AlertRun::default();
-    let budgets = db::budgets::for_month(pool, &month.to_string(), &Scope::all()).await?;
+    let budgets = db::budgets::for_month(pool, month, &Scope::all()).await?;
     if !budgets.is_empty() {
         let st = ledger::statement(pool, month, crate::billing::PolicyChoice::NONE).await?;
         let part = elapsed(month, tz, at);
@@ -209,7 +209,7 @@ async fn check_budgets_locked(
         .timeout(Duration::from_secs(10))
         .build()
         .map_err(|e| LedgerError::Database(sqlx::Error::Protocol(format!("cannot build the webhook client: {e}"))))?;
-    for alert in db::budgets::alerts(pool, &month.to_string(), true).await? {
+    for alert in db::budgets::alerts(pool, month, true).await? {
         let mut error = None;
         // a few quick tries now; whatever still fails is tried again on the next run
         for attempt in 0..3u32 {

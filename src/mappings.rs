@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 
 use crate::db::{self, audit, teams::Mapping, teams::Team};
-use crate::validate::{self, Invalid, TeamId};
+use crate::validate::{self, ClusterName, Invalid, Namespace, TeamId};
 
 /// Each row may re-attribute stored usage: an import is bounded so that it cannot hold the database for minutes.
 pub const MAX_IMPORT_ROWS: usize = 10_000;
@@ -20,9 +20,9 @@ pub const MAX_IMPORT_ROWS: usize = 10_000;
 pub struct ImportRow {
     /// The row's line in the file (the header is line 1).
     pub line: usize,
-    pub cluster: Option<String>,
-    pub namespace: String,
-    pub team: String,
+    pub cluster: Option<ClusterName>,
+    pub namespace: Namespace,
+    pub team: TeamId,
     pub valid_from: NaiveDate,
     pub team_name: Option<String>,
     pub owner: Option<String>,
@@ -143,7 +143,7 @@ pub fn parse_rows(body: &str) -> (Vec<ImportRow>, Vec<Invalid>) {
         };
         let before = errors.len();
         let mut bad = |field: &str, message: String| errors.push(Invalid::new(format!("{at}: {field}"), message));
-        let namespace = validate::namespace("namespace", &row.namespace).map_err(|e| bad("namespace", e.message));
+        let namespace = Namespace::parse("namespace", &row.namespace).map_err(|e| bad("namespace", e.message));
         let team = TeamId::parse("team", &row.team).map_err(|_| {
             bad("team", format!("`{}` is not a team id (a-z, 0-9, `.`, `_`, `-`)", row.team.escape_debug()))
         });
@@ -155,7 +155,7 @@ pub fn parse_rows(body: &str) -> (Vec<ImportRow>, Vec<Invalid>) {
             }
         }
         let cluster = match row.cluster.as_deref().filter(|c| !c.is_empty()) {
-            Some(c) => validate::cluster("cluster", c).map(Some).map_err(|e| bad("cluster", e.message)),
+            Some(c) => ClusterName::parse("cluster", c).map(Some).map_err(|e| bad("cluster", e.message)),
             None => Ok(None),
         };
         let valid_from =
@@ -164,7 +164,7 @@ pub fn parse_rows(body: &str) -> (Vec<ImportRow>, Vec<Invalid>) {
             && errors.len() == before
         {
             let [team_name, owner] = texts;
-            let row = ImportRow { line, cluster, namespace, team: team.into_string(), valid_from, team_name, owner };
+            let row = ImportRow { line, cluster, namespace, team, valid_from, team_name, owner };
             // the same cluster, namespace and day twice: equal rows are one, different teams a contradiction
             if let Some(earlier) = rows.iter().find(|r| same_key(r, &row) && r.team != row.team) {
                 errors.push(Invalid::new(
@@ -210,9 +210,9 @@ pub async fn import(
     let mut new_teams: Vec<&str> = Vec::new();
     for (i, row) in rows.iter().enumerate() {
         if db::teams::get(&mut *tx, &row.team).await?.is_none() && !new_teams.contains(&row.team.as_str()) {
-            let name = row.team_name.clone().unwrap_or_else(|| row.team.clone());
-            let team = Team { id: row.team.clone(), name, owner: row.owner.clone() };
-            new_teams.push(&row.team);
+            let name = row.team_name.clone().unwrap_or_else(|| row.team.to_string());
+            let team = Team { id: row.team.to_string(), name, owner: row.owner.clone() };
+            new_teams.push(row.team.as_str());
             // a concurrent import may create it first: then it is not ours to count or audit
             if !dry_run {
                 if db::teams::create(&mut *tx, &team).await? {
@@ -224,11 +224,11 @@ pub async fn import(
             }
         }
         let earlier = rows[..i].iter().any(|r| same_key(r, row));
-        let stored = db::teams::mapping_at(&mut *tx, row.cluster.as_deref(), &row.namespace, row.valid_from).await?;
+        let stored = db::teams::mapping_at(&mut *tx, row.cluster.as_ref(), &row.namespace, row.valid_from).await?;
         let (action, previous_team) = match &stored {
             _ if earlier => (RowAction::Unchanged, None),
             None => (RowAction::Insert, None),
-            Some(m) if m.team_id == row.team => (RowAction::Unchanged, None),
+            Some(m) if m.team_id == row.team.as_str() => (RowAction::Unchanged, None),
             Some(m) => (RowAction::Update, Some(m.team_id.clone())),
         };
         if !dry_run {
@@ -237,7 +237,7 @@ pub async fn import(
                 (RowAction::Insert, _) => {
                     let m = db::teams::insert_mapping(
                         &mut *tx,
-                        row.cluster.as_deref(),
+                        row.cluster.as_ref(),
                         &row.namespace,
                         &row.team,
                         row.valid_from,
@@ -274,9 +274,9 @@ pub async fn import(
         report.rows.push(RowOutcome {
             line: row.line,
             action,
-            cluster: row.cluster.clone(),
-            namespace: row.namespace.clone(),
-            team: row.team.clone(),
+            cluster: row.cluster.as_ref().map(ToString::to_string),
+            namespace: row.namespace.to_string(),
+            team: row.team.to_string(),
             valid_from: row.valid_from,
             previous_team,
         });

@@ -2,14 +2,14 @@
 //! rate and the alerts raised.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use rust_decimal::Decimal;
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::doc::{ReaderErrors, WriterErrors};
-use super::{ApiJson, AppState};
+use super::{ApiJson, ApiPath, AppState};
 use crate::auth::{Finance, ScopedReader};
 use crate::billing::Month;
 use crate::db::budgets::Budget;
@@ -19,10 +19,6 @@ use crate::validate::{self, TeamId};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(put_budget)).routes(routes!(list_budgets))
-}
-
-fn parse_month(s: &str) -> Result<Month, ApiError> {
-    Ok(validate::month("month", s)?)
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -46,11 +42,9 @@ pub struct BudgetInput {
 async fn put_budget(
     State(s): State<AppState>,
     Finance(writer): Finance,
-    Path((month, team)): Path<(String, String)>,
+    ApiPath((month, team)): ApiPath<(Month, TeamId)>,
     ApiJson(input): ApiJson<BudgetInput>,
 ) -> Result<Json<Budget>, ApiError> {
-    let month = parse_month(&month)?;
-    let team = TeamId::parse("team", &team)?.into_string();
     Ok(Json(budgets::set_budget(&s.cases, &writer, month, &team, input.amount, input.thresholds).await?))
 }
 
@@ -61,7 +55,7 @@ async fn put_budget(
 async fn list_budgets(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
-    Path(month): Path<String>,
+    ApiPath(month): ApiPath<Month>,
 ) -> Result<Json<Vec<BudgetStatus>>, ApiError> {
-    Ok(Json(budgets::budgets(&s.cases, &scope, parse_month(&month)?).await?))
+    Ok(Json(budgets::budgets(&s.cases, &scope, month).await?))
 }

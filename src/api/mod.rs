@@ -27,7 +27,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
-pub use extract::{ApiJson, ApiQuery};
+pub use extract::{ApiJson, ApiPath, ApiQuery};
 
 pub use crate::state::AppState;
 

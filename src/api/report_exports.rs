@@ -11,8 +11,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::doc::ReaderErrors;
-use super::{ApiQuery, AppState};
+use super::{ApiPath, ApiQuery, AppState};
 use crate::auth::{GlobalReader, ScopedReader};
+use crate::billing::Month;
 use crate::error::ApiError;
 use crate::glossary::Lang;
 use crate::usecase::idle::IdleAsk;
@@ -186,10 +187,9 @@ pub struct MonthExportQuery {
 async fn month_report_export(
     State(s): State<AppState>,
     GlobalReader(reader): GlobalReader,
-    Path((month, file)): Path<(String, String)>,
+    ApiPath((month, file)): ApiPath<(Month, String)>,
     ApiQuery(q): ApiQuery<MonthExportQuery>,
 ) -> Result<Response, ApiError> {
-    let month = validate::month("month", &month)?;
     let words = lang_of(q.lang.as_deref())?;
     let scope = reader.scope();
     let f = if file.starts_with("tiers.") {

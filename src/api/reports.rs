@@ -2,14 +2,14 @@
 //! the team ranking.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use chrono::Utc;
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::doc::ReaderErrors;
-use super::{ApiQuery, AppState};
+use super::{ApiPath, ApiQuery, AppState};
 use crate::auth::{GlobalReader, ScopedReader};
 use crate::billing::Month;
 use crate::error::ApiError;
@@ -106,10 +106,6 @@ async fn low_utilization(
     Ok(Json(reports::low_utilization(&s.cases, &scope, from, to, top).await?))
 }
 
-fn parse_month(s: &str) -> Result<Month, ApiError> {
-    Ok(validate::month("month", s)?)
-}
-
 /// The month's allocation rate, utilization and effective rate, per billing day (with GPU-hours per team, for a
 /// stacked trend) and per team (global readers).
 #[utoipa::path(get, path = "/reports/utilization/{month}", tag = "reports", security(("bearer" = [])),
@@ -118,9 +114,9 @@ fn parse_month(s: &str) -> Result<Month, ApiError> {
 async fn monthly_utilization(
     State(s): State<AppState>,
     GlobalReader(reader): GlobalReader,
-    Path(month): Path<String>,
+    ApiPath(month): ApiPath<Month>,
 ) -> Result<Json<UtilizationReport>, ApiError> {
-    Ok(Json(reports::month_utilization(&s.cases, &reader.scope(), parse_month(&month)?).await?))
+    Ok(Json(reports::month_utilization(&s.cases, &reader.scope(), month).await?))
 }
 
 /// Teams ranked by efficiency (utilization), with GPU-hours, effective GPU-hours and cost (global readers).
@@ -130,7 +126,7 @@ async fn monthly_utilization(
 async fn team_ranking(
     State(s): State<AppState>,
     GlobalReader(reader): GlobalReader,
-    Path(month): Path<String>,
+    ApiPath(month): ApiPath<Month>,
 ) -> Result<Json<Vec<TeamRank>>, ApiError> {
-    Ok(Json(reports::team_ranking(&s.cases, &reader.scope(), parse_month(&month)?).await?))
+    Ok(Json(reports::team_ranking(&s.cases, &reader.scope(), month).await?))
 }

@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 use super::doc::{Paged, ReaderErrors, WriterErrors};
 use super::extract::ApiJson;
 use super::page::{self, PageRequest};
-use super::{ApiQuery, AppState};
+use super::{ApiPath, ApiQuery, AppState};
 use crate::auth::{Finance, ScopedReader};
 use crate::db::teams::{Mapping, Team};
 use crate::error::ApiError;
@@ -42,9 +42,8 @@ async fn list_teams(State(s): State<AppState>, ScopedReader(scope): ScopedReader
 async fn get_team(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<TeamId>,
 ) -> Result<Json<Team>, ApiError> {
-    let id = TeamId::parse("id", &id)?.into_string();
     Ok(Json(teams::team(&s.cases, &scope, &id).await?))
 }
 

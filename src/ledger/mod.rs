@@ -19,6 +19,7 @@ use crate::billing::{
 use crate::db;
 use crate::money::{Money, card_hours_from_seconds};
 use crate::readiness::{Blocker, Readiness};
+use crate::validate::TeamId;
 pub use frozen::FrozenExtras;
 pub use layout::Layout;
 
@@ -381,8 +382,8 @@ pub async fn statement(pool: &PgPool, month: Month, choice: PolicyChoice) -> Res
 
 /// Whether `team` is a team of this statement or of the ledger at all: an export or statement asked for a team that
 /// is neither is an unknown team (a typo), not a team without lines.
-pub async fn team_known(pool: &PgPool, st: &Statement, team: &str) -> Result<bool, LedgerError> {
-    if st.team_ids().contains(&team) {
+pub async fn team_known(pool: &PgPool, st: &Statement, team: &TeamId) -> Result<bool, LedgerError> {
+    if st.team_ids().contains(&team.as_str()) {
         return Ok(true);
     }
     let mut conn = pool.acquire().await?;

@@ -5,7 +5,7 @@
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
@@ -13,6 +13,7 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use super::capability::PageWriter;
+use super::extract::PagePath;
 use super::fmt::{card_hours, yuan};
 use super::i18n::{PageLang, t};
 use super::layout::{Chrome, PageError};
@@ -22,6 +23,7 @@ use crate::export::view::{Block, Section, mode_words, unallocated_words};
 use crate::ledger::MonthStatus;
 use crate::state::AppState;
 use crate::usecase::{self, closing, exports, months, statements};
+use crate::validate::TeamId;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -31,15 +33,6 @@ pub fn routes() -> Router<AppState> {
         .route("/bills/{month}/teams/{team}/bills.csv", get(team_csv))
         .route("/bills/{month}/teams/{team}/statement.pdf", get(team_pdf))
         .route("/bills/{month}/close", get(close_page).post(close_submit))
-}
-
-/// A month in a path; anything else is not found (a path that names no month names no page).
-fn month_of(s: &str) -> Result<Month, PageError> {
-    crate::validate::month("month", s).map_err(|_| PageError::NotFound)
-}
-
-fn team_of(s: &str) -> Result<String, PageError> {
-    crate::validate::TeamId::parse("team", s).map(|t| t.into_string()).map_err(|_| PageError::NotFound)
 }
 
 pub fn status_word(lang: crate::export::Lang, s: MonthStatus) -> &'static str {
@@ -128,9 +121,8 @@ async fn month_page(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
-    Path(month): Path<String>,
+    PagePath(month): PagePath<Month>,
 ) -> Result<MonthPage, PageError> {
-    let month = month_of(&month)?;
     let scope = user.principal.scope();
     let st = statements::statement(&s.cases, month, PolicyChoice::NONE).await?;
     let b = &st.bills;
@@ -172,18 +164,22 @@ impl TeamPage {
 
 /// The statement of `team` in `month` as the caller may see it: not found when the team is unknown or outside
 /// the caller's scope.
-async fn selection(s: &AppState, user: &PageUser, month: &str, team: &str) -> Result<statements::Selection, PageError> {
-    let (month, team) = (month_of(month)?, team_of(team)?);
-    Ok(statements::select(&s.cases, &user.principal.scope(), month, PolicyChoice::NONE, Some(&team)).await?)
+async fn selection(
+    s: &AppState,
+    user: &PageUser,
+    month: Month,
+    team: &TeamId,
+) -> Result<statements::Selection, PageError> {
+    Ok(statements::select(&s.cases, &user.principal.scope(), month, PolicyChoice::NONE, Some(team)).await?)
 }
 
 async fn team_page(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
-    Path((month, team)): Path<(String, String)>,
+    PagePath((month, team)): PagePath<(Month, TeamId)>,
 ) -> Result<TeamPage, PageError> {
-    let sel = selection(&s, &user, &month, &team).await?;
+    let sel = selection(&s, &user, month, &team).await?;
     let mut extras = usecase::extras::extras_for(&s.cases, &sel.statement, &sel.scope).await?;
     // one team's page: its own statement, not the finance summary of the month
     extras.finance_summary = false;
@@ -211,9 +207,9 @@ fn download(sel: &statements::Selection, content_type: &'static str, ext: &str, 
 async fn team_csv(
     State(s): State<AppState>,
     user: PageUser,
-    Path((month, team)): Path<(String, String)>,
+    PagePath((month, team)): PagePath<(Month, TeamId)>,
 ) -> Result<Response, PageError> {
-    let sel = selection(&s, &user, &month, &team).await?;
+    let sel = selection(&s, &user, month, &team).await?;
     let body = exports::csv(&sel, None)?;
     Ok(download(&sel, "text/csv; charset=utf-8", "csv", body))
 }
@@ -222,9 +218,9 @@ async fn team_pdf(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
-    Path((month, team)): Path<(String, String)>,
+    PagePath((month, team)): PagePath<(Month, TeamId)>,
 ) -> Result<Response, PageError> {
-    let sel = selection(&s, &user, &month, &team).await?;
+    let sel = selection(&s, &user, month, &team).await?;
     let body = exports::pdf(&s.cases, &sel, user.username.clone(), lang).await?;
     Ok(download(&sel, "application/pdf", "pdf", body))
 }
@@ -322,9 +318,8 @@ async fn close_page(
     State(s): State<AppState>,
     user: PageWriter,
     PageLang(lang): PageLang,
-    Path(month): Path<String>,
+    PagePath(month): PagePath<Month>,
 ) -> Result<ClosePage, PageError> {
-    let month = month_of(&month)?;
     confirmation(&s, &user, lang, month, CloseForm::default(), Vec::new()).await
 }
 
@@ -371,10 +366,9 @@ async fn close_submit(
     State(s): State<AppState>,
     user: PageWriter,
     PageLang(lang): PageLang,
-    Path(month): Path<String>,
+    PagePath(month): PagePath<Month>,
     CsrfForm(form): CsrfForm<CloseForm>,
 ) -> Result<Response, PageError> {
-    let month = month_of(&month)?;
     let (policy, reason) = match check_close(&form, lang) {
         Ok(v) => v,
         Err(errors) => {

@@ -10,6 +10,7 @@ mod bills;
 mod budgets;
 mod capability;
 mod chart;
+mod extract;
 mod field_errors;
 mod fmt;
 mod home;
