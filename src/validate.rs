@@ -6,7 +6,7 @@ use std::fmt;
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, Utc};
 
-use crate::billing::{BillMode, Month, PolicyChoice, UnallocatedPolicy};
+use crate::billing::{BillMode, PolicyChoice, UnallocatedPolicy};
 
 pub mod decimal;
 pub mod form;
@@ -23,7 +23,7 @@ pub const MAX_POD_RANGE_DAYS: i64 = 92;
 // The checks below as JSON Schema patterns and bounds, which `api::doc` writes into the OpenAPI document: each
 // pattern accepts what its check accepts (the tests hold the two side by side), so document and server agree.
 
-/// A billing month (see [`month`]): 2000-01 ..= 2100-12.
+/// A billing month ([`crate::billing::Month::parse`]): 2000-01 ..= 2100-12.
 pub const MONTH_PATTERN: &str = r"^(20[0-9]{2}|2100)-(0[1-9]|1[0-2])$";
 /// The shape of a date [`parse_date`] reads, years within [`FIRST_DATE`] ..= [`LAST_DATE`] (with `format: date`).
 pub const DATE_PATTERN: &str = r"^(20[0-9]{2}|2100)-[0-9]{2}-[0-9]{2}$";
@@ -367,11 +367,6 @@ pub fn lenient_date(field: &str, s: &str) -> Result<NaiveDate, Invalid> {
     date(field, NaiveDate::from_ymd_opt(y, m, d).ok_or_else(refuse)?)
 }
 
-/// A billing month as a field: [`Month::parse`]'s answer, its refusal naming `field`.
-pub fn month(field: &str, s: &str) -> Result<Month, Invalid> {
-    Month::parse(s).map_err(|e| Invalid::new(field, e.to_string()))
-}
-
 /// An instant within the date range (UTC).
 pub fn instant(field: &str, t: DateTime<Utc>) -> Result<DateTime<Utc>, Invalid> {
     // a day of margin each side: a time typed on the first or last day, in any zone, is in range
@@ -533,6 +528,7 @@ pub fn bounded(field: &str, v: i64, min: i64, max: i64) -> Result<i64, Invalid> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::billing::Month;
 
     #[test]
     fn replica_billings_are_the_documents_names_only() {
@@ -569,11 +565,11 @@ mod tests {
         {
             assert_eq!(parse_date("d", bad).unwrap_err().field, "d", "{bad}");
         }
-        assert_eq!(month("month", "2026-11").unwrap().to_string(), "2026-11");
+        assert_eq!(Month::parse("2026-11").unwrap().to_string(), "2026-11");
         for bad in ["0000-01", "1999-12", "2101-01", "9999-12", "2026-13", "2026-1"] {
-            assert!(month("month", bad).is_err(), "{bad}");
+            assert!(Month::parse(bad).is_err(), "{bad}");
         }
-        assert!(month("month", "2000-01").is_ok() && month("month", "2100-12").is_ok());
+        assert!(Month::parse("2000-01").is_ok() && Month::parse("2100-12").is_ok());
         let t = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
         assert!(range(t("2026-11-01T00:00:00Z"), t("2026-11-02T00:00:00Z"), 92).is_ok());
         assert_eq!(range(t("2026-11-02T00:00:00Z"), t("2026-11-01T00:00:00Z"), 92).unwrap_err().field, "to");
@@ -676,7 +672,7 @@ mod tests {
         let (m, d, t, c) = (re(MONTH_PATTERN), re(DATE_PATTERN), re(TEAM_ID_PATTERN), re(CLUSTER_PATTERN));
         let (txt, ns) = (re(&text_pattern()), re(&namespace_pattern()));
         for s in ["2000-01", "2100-12", "1999-12", "2101-01", "2026-13", "2026-00", "2026-1", " 2026-01", "x"] {
-            assert_eq!(m.is_match(s), month("m", s).is_ok(), "{s:?}");
+            assert_eq!(m.is_match(s), Month::parse(s).is_ok(), "{s:?}");
         }
         // the date pattern is the shape and the years; `format: date` adds the calendar
         for s in ["2000-01-01", "2100-12-31", "1999-12-31", "2101-01-01", "2026-1-01", "2026-02-28"] {
@@ -728,7 +724,7 @@ mod tests {
 
         #[test]
         fn month_parse_never_panics(s in "\\PC{0,10}") {
-            if let Ok(m) = month("m", &s) {
+            if let Ok(m) = Month::parse(&s) {
                 prop_assert!((2000..=2100).contains(&m.year()));
             }
         }

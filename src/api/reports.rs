@@ -14,7 +14,7 @@ use crate::auth::{GlobalReader, ScopedReader};
 use crate::billing::Month;
 use crate::error::ApiError;
 use crate::usecase::reports::{self, TeamRank};
-use crate::validate;
+use crate::validate::{self, ClusterName};
 use crate::waste::{UtilizationReport, WastefulPod};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -37,7 +37,8 @@ pub struct OversubscriptionQuery {
     #[param(value_type = Option<String>)]
     pub to: Option<validate::TimeInput>,
     /// Only this cluster (default: all).
-    pub cluster: Option<String>,
+    #[param(value_type = Option<String>)]
+    pub cluster: Option<ClusterName>,
 }
 
 /// Oversubscription (超卖) per node, GPU model and cluster per day: cards' worth promised (a time-slicing replica a
@@ -52,8 +53,7 @@ async fn oversubscription(
     ApiQuery(q): ApiQuery<OversubscriptionQuery>,
 ) -> Result<Json<crate::waste::OversubscriptionReport>, ApiError> {
     let (from, to) = reports::oversubscription_range(q.from, q.to, s.billing_tz, Utc::now())?;
-    let cluster = q.cluster.as_deref().map(|c| validate::cluster("cluster", c)).transpose()?;
-    let report = reports::oversubscription(&s.cases, &reader.scope(), from, to, cluster.as_deref()).await?;
+    let report = reports::oversubscription(&s.cases, &reader.scope(), from, to, q.cluster.as_ref()).await?;
     Ok(Json(report))
 }
 

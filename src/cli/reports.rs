@@ -70,8 +70,7 @@ pub(super) async fn usage_cmd(a: UsageArgs) -> anyhow::Result<()> {
     if to <= from {
         bail!("--to {} must be after --from {}", to.to_rfc3339(), from.to_rfc3339());
     }
-    let rows =
-        usecase::usage::usage(&sv, &Scope::all(), from, to, a.group_by, a.cluster.as_ref().map(|c| c.as_str())).await?;
+    let rows = usecase::usage::usage(&sv, &Scope::all(), from, to, a.group_by, a.cluster.as_ref()).await?;
     print!("{}", usage::render(&rows, a.group_by, a.format)?);
     Ok(())
 }

@@ -111,11 +111,11 @@ pub async fn marked(s: &Services, scope: &Scope, month: Month) -> Result<Vec<Mar
 pub async fn configured(
     s: &Services,
     scope: &Scope,
-    cluster: Option<&str>,
+    cluster: Option<&ClusterName>,
 ) -> Result<Vec<db::nodes::StoredNodeSettings>, Error> {
     global_only(scope)?;
     let mut conn = s.pool.acquire().await?;
-    Ok(db::nodes::list(&mut conn, cluster).await?)
+    Ok(db::nodes::list(&mut conn, cluster.map(ClusterName::as_str)).await?)
 }
 
 /// A node's settings as asked (a form or a JSON body, every field text or absent), checked: cluster and node

@@ -6,6 +6,7 @@ use super::{Error, Services};
 use crate::access::Scope;
 use crate::db::usage::GroupBy;
 use crate::usage::UsageRow;
+use crate::validate::ClusterName;
 
 /// What a usage answer depends on besides the stored data: range, grouping, cluster, the caller's teams.
 pub type UsageKey = (DateTime<Utc>, DateTime<Utc>, GroupBy, Option<String>, Option<Vec<String>>);
@@ -18,7 +19,7 @@ pub async fn usage(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     group_by: GroupBy,
-    cluster: Option<&str>,
+    cluster: Option<&ClusterName>,
 ) -> Result<Vec<UsageRow>, Error> {
     let compute = async || {
         let totals = crate::db::usage::totals(&s.pool, from, to, group_by, cluster, scope, s.billing_tz).await?;
@@ -27,6 +28,6 @@ pub async fn usage(
     if group_by == GroupBy::Pod {
         return compute().await;
     }
-    let key = (from, to, group_by, cluster.map(str::to_string), scope.teams.clone());
+    let key = (from, to, group_by, cluster.map(ClusterName::to_string), scope.teams.clone());
     Ok(s.usage.get_or_compute(&s.pool, key, compute).await?.as_ref().clone())
 }
