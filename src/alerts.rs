@@ -197,8 +197,7 @@ async fn check_budgets_locked(
                     "forecast": forecast(spent, part),
                     "as_of": at,
                 });
-                if db::budgets::raise(pool, &b.team_id, &month.to_string(), threshold, basis.as_str(), &payload).await?
-                {
+                if db::budgets::raise(pool, &b.team_id, month, threshold, basis.as_str(), &payload).await? {
                     run.raised += 1;
                 }
             }

@@ -83,7 +83,7 @@ pub async fn for_month(pool: &PgPool, month: Month, scope: &Scope) -> Result<Vec
 pub async fn raise(
     pool: &PgPool,
     team: &str,
-    month: &str,
+    month: Month,
     threshold: Decimal,
     basis: &str,
     payload: &serde_json::Value,
@@ -92,7 +92,7 @@ pub async fn raise(
         "INSERT INTO budget_alerts (team_id, month, threshold, basis, payload) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT DO NOTHING",
         team,
-        month,
+        month.to_string(),
         threshold,
         basis,
         payload

@@ -39,7 +39,7 @@ pub(super) fn mismatch(month: &str, stored: &str, actual: &str) -> LedgerError {
 /// Verifies `month`'s stored snapshot against its content hash in the database (the snapshot is hashed there, not
 /// sent): `Ok` when it is intact or the month is not closed.
 pub async fn verify_closed(pool: &PgPool, month: Month) -> Result<(), LedgerError> {
-    match db::bills::closed_hashes(pool, &month.to_string()).await? {
+    match db::bills::closed_hashes(pool, month).await? {
         Some((stored, actual)) if stored != actual => Err(mismatch(&month.to_string(), &stored, &actual)),
         _ => Ok(()),
     }

@@ -347,7 +347,7 @@ pub fn check_frozen_policy(month: Month, frozen: BillPolicy, choice: PolicyChoic
 /// default policy (a draft), with the restatements of the closed months right before it.
 pub async fn statement(pool: &PgPool, month: Month, choice: PolicyChoice) -> Result<Statement, LedgerError> {
     let mut conn = pool.acquire().await?;
-    if let Some(c) = db::bills::closed(&mut conn, &month.to_string()).await? {
+    if let Some(c) = db::bills::closed(&mut conn, month).await? {
         let st = from_closed(month, &c)?;
         check_frozen_policy(month, st.bills.policy, choice)?;
         return Ok(st);
@@ -401,7 +401,7 @@ fn restate_key(r: &RestatementLine) -> RestateKey {
 /// carried.
 async fn pending_restatements(pool: &PgPool, month: Month) -> Result<Vec<RestatementLine>, LedgerError> {
     let mut conn = pool.acquire().await?;
-    let closed = db::bills::closed_before(&mut conn, &month.to_string()).await?;
+    let closed = db::bills::closed_before(&mut conn, month).await?;
     let mut chain = Vec::new();
     let mut expect = month.prev();
     for c in &closed {
@@ -470,7 +470,7 @@ pub async fn close<E: From<LedgerError> + From<sqlx::Error>>(
     };
     // one close of a month at a time; a concurrent one waits without holding a connection this one needs
     let mut tx = db::turns::begin_holding(pool, &format!("close:{month}")).await?;
-    if db::bills::closed(&mut tx, &month.to_string()).await?.is_some() {
+    if db::bills::closed(&mut tx, month).await?.is_some() {
         return Err(LedgerError::AlreadyClosed(month).into());
     }
     let st = statement(pool, month, PolicyChoice::exactly(req.policy)).await?;
@@ -505,10 +505,10 @@ pub async fn close<E: From<LedgerError> + From<sqlx::Error>>(
     }
     let action = if close_override.is_some() { "month.close_override" } else { "month.close" };
     // the one door into closed_months: the row and its audit entry, together (close_month, SECURITY DEFINER)
-    if !db::bills::insert_closed(&mut tx, &month.to_string(), actor, &value, action, &summary).await? {
+    if !db::bills::insert_closed(&mut tx, month, actor, &value, action, &summary).await? {
         return Err(LedgerError::AlreadyClosed(month).into());
     }
-    let closed = db::bills::closed(&mut tx, &month.to_string()).await?;
+    let closed = db::bills::closed(&mut tx, month).await?;
     tx.commit().await?;
     match closed {
         Some(c) => Ok(from_closed(month, &c)?),

@@ -34,7 +34,7 @@ impl StatementCache {
         month: Month,
         choice: PolicyChoice,
     ) -> Result<Arc<Statement>, LedgerError> {
-        let (version, closed_hash) = db::version::with_closed_hash(pool, &month.to_string()).await?;
+        let (version, closed_hash) = db::version::with_closed_hash(pool, month).await?;
         match closed_hash {
             None => {
                 self.open
