@@ -6,7 +6,7 @@ use std::fmt;
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, Utc};
 
-use crate::billing::{BillMode, Month, PolicyChoice, UnallocatedPolicy};
+use crate::billing::{BillMode, PolicyChoice, UnallocatedPolicy};
 
 pub mod decimal;
 pub mod duration;
@@ -28,7 +28,7 @@ pub const MAX_POD_RANGE_DAYS: i64 = 92;
 // The checks below as JSON Schema patterns and bounds, which `api::doc` writes into the OpenAPI document: each
 // pattern accepts what its check accepts (the tests hold the two side by side), so document and server agree.
 
-/// A billing month (see [`month`]): 2000-01 ..= 2100-12.
+/// A billing month ([`crate::billing::Month::parse`]): 2000-01 ..= 2100-12.
 pub const MONTH_PATTERN: &str = r"^(20[0-9]{2}|2100)-(0[1-9]|1[0-2])$";
 /// The shape of a date [`parse_date`] reads, years within [`FIRST_DATE`] ..= [`LAST_DATE`] (with `format: date`).
 pub const DATE_PATTERN: &str = r"^(20[0-9]{2}|2100)-[0-9]{2}-[0-9]{2}$";
@@ -176,6 +176,66 @@ pub fn node_name(field: &str, s: &str) -> Result<String, Invalid> {
 /// The longest node name (a Kubernetes object name: a DNS subdomain).
 pub const NODE_NAME_MAX: usize = 253;
 
+/// What a checked name is besides its check: its text (`as_str`, `into_string`, `Display`, `AsRef<str>`), serialised
+/// as that string and deserialised only through the check — a value in a path, a query or a body is parsed once, at
+/// the edge, and carried typed down to `db`, which binds `as_str()`.
+macro_rules! string_newtype {
+    ($name:ident, $what:literal, $parse:expr) => {
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = Invalid;
+            fn from_str(s: &str) -> Result<$name, Invalid> {
+                let parse: fn(&str) -> Result<$name, Invalid> = $parse;
+                parse(s)
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.0)
+            }
+        }
+
+        /// Through the check, inside the visitor (a path extractor then names the parameter that failed).
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
+                struct Visitor;
+                impl serde::de::Visitor<'_> for Visitor {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str($what)
+                    }
+                    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<$name, E> {
+                        s.parse().map_err(|e: Invalid| E::custom(e.message))
+                    }
+                }
+                d.deserialize_str(Visitor)
+            }
+        }
+    };
+}
+
 /// A team id: `[a-z0-9][a-z0-9_.-]{0,62}` (the `teams` table's rule).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TeamId(String);
@@ -208,21 +268,42 @@ impl TeamId {
         let id = cut.trim_end_matches('-');
         (!id.is_empty()).then(|| TeamId(id.to_string()))
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    pub fn into_string(self) -> String {
-        self.0
-    }
 }
 
-impl fmt::Display for TeamId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+string_newtype!(TeamId, "a team id", |s| TeamId::parse("team", s));
+
+/// A cluster name, checked by [`cluster`]: what the pages, the API and the command line hand down to `db`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClusterName(String);
+
+impl ClusterName {
+    pub fn parse(field: &str, s: &str) -> Result<ClusterName, Invalid> {
+        cluster(field, s).map(ClusterName)
     }
 }
+string_newtype!(ClusterName, "a cluster name", |s| ClusterName::parse("cluster", s));
+
+/// A Kubernetes namespace, checked by [`namespace`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Namespace(String);
+
+impl Namespace {
+    pub fn parse(field: &str, s: &str) -> Result<Namespace, Invalid> {
+        namespace(field, s).map(Namespace)
+    }
+}
+string_newtype!(Namespace, "a namespace", |s| Namespace::parse("namespace", s));
+
+/// A GPU model or pricing key, checked by [`model_name`] (stored trimmed, at most [`MODEL_NAME_MAX`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GpuModel(String);
+
+impl GpuModel {
+    pub fn parse(field: &str, s: &str) -> Result<GpuModel, Invalid> {
+        model_name(field, s).map(GpuModel)
+    }
+}
+string_newtype!(GpuModel, "a GPU model", |s| GpuModel::parse("gpu_model", s));
 
 /// A date within [`FIRST_DATE`] ..= [`LAST_DATE`].
 pub fn date(field: &str, d: NaiveDate) -> Result<NaiveDate, Invalid> {
@@ -272,15 +353,6 @@ pub fn lenient_date(field: &str, s: &str) -> Result<NaiveDate, Invalid> {
     let (y, m, d) =
         (y.parse().map_err(|_| refuse())?, m.parse().map_err(|_| refuse())?, d.parse().map_err(|_| refuse())?);
     date(field, NaiveDate::from_ymd_opt(y, m, d).ok_or_else(refuse)?)
-}
-
-/// A billing month `YYYY-MM` between 2000-01 and 2100-12 (closing `0000-01` would be irreversible).
-pub fn month(field: &str, s: &str) -> Result<Month, Invalid> {
-    let m = Month::parse(s).map_err(|_| {
-        Invalid::new(field, format!("`{}` is not a month: expected YYYY-MM, 01 to 12", s.escape_debug()))
-    })?;
-    date(field, m.first_day()).map_err(|_| Invalid::new(field, "must be between 2000-01 and 2100-12"))?;
-    Ok(m)
 }
 
 /// An instant within the date range (UTC).
@@ -444,6 +516,7 @@ pub fn bounded(field: &str, v: i64, min: i64, max: i64) -> Result<i64, Invalid> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::billing::Month;
 
     #[test]
     fn replica_billings_are_the_documents_names_only() {
@@ -480,11 +553,11 @@ mod tests {
         {
             assert_eq!(parse_date("d", bad).unwrap_err().field, "d", "{bad}");
         }
-        assert_eq!(month("month", "2026-11").unwrap().to_string(), "2026-11");
+        assert_eq!(Month::parse("2026-11").unwrap().to_string(), "2026-11");
         for bad in ["0000-01", "1999-12", "2101-01", "9999-12", "2026-13", "2026-1"] {
-            assert!(month("month", bad).is_err(), "{bad}");
+            assert!(Month::parse(bad).is_err(), "{bad}");
         }
-        assert!(month("month", "2000-01").is_ok() && month("month", "2100-12").is_ok());
+        assert!(Month::parse("2000-01").is_ok() && Month::parse("2100-12").is_ok());
         let t = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
         assert!(range(t("2026-11-01T00:00:00Z"), t("2026-11-02T00:00:00Z"), 92).is_ok());
         assert_eq!(range(t("2026-11-02T00:00:00Z"), t("2026-11-01T00:00:00Z"), 92).unwrap_err().field, "to");
@@ -547,6 +620,24 @@ mod tests {
         }
     }
 
+    /// The newtypes read from JSON, a query or a path only through their checks, and write back as their text.
+    #[test]
+    fn names_deserialise_through_their_checks() {
+        let t: TeamId = serde_json::from_str("\"vision\"").unwrap();
+        assert_eq!((t.as_str(), serde_json::to_string(&t).unwrap().as_str()), ("vision", "\"vision\""));
+        assert!(serde_json::from_str::<TeamId>("\"Vision\"").is_err());
+        assert_eq!("c1.x".parse::<ClusterName>().unwrap().as_str(), "c1.x");
+        assert!(serde_json::from_str::<ClusterName>("\"a b\"").is_err());
+        assert_eq!(serde_json::from_str::<Namespace>("\"recsys\"").unwrap().to_string(), "recsys");
+        assert!(serde_json::from_str::<Namespace>("\"rec sys\"").is_err());
+        assert_eq!(serde_json::from_str::<GpuModel>("\" NVIDIA L40S \"").unwrap().as_str(), "NVIDIA L40S");
+        let long = format!("\"{}\"", "G".repeat(MODEL_NAME_MAX + 1));
+        assert!(serde_json::from_str::<GpuModel>(&long).is_err());
+        assert!(serde_json::from_str::<TeamId>("7").is_err(), "a number is no id");
+        let e = "Bad\u{202E}Team".parse::<TeamId>().unwrap_err();
+        assert_eq!(e.field, "team");
+    }
+
     #[test]
     fn team_ids() {
         assert_eq!(TeamId::parse("id", "vision-2").unwrap().as_str(), "vision-2");
@@ -569,7 +660,7 @@ mod tests {
         let (m, d, t, c) = (re(MONTH_PATTERN), re(DATE_PATTERN), re(TEAM_ID_PATTERN), re(CLUSTER_PATTERN));
         let (txt, ns) = (re(&text_pattern()), re(&namespace_pattern()));
         for s in ["2000-01", "2100-12", "1999-12", "2101-01", "2026-13", "2026-00", "2026-1", " 2026-01", "x"] {
-            assert_eq!(m.is_match(s), month("m", s).is_ok(), "{s:?}");
+            assert_eq!(m.is_match(s), Month::parse(s).is_ok(), "{s:?}");
         }
         // the date pattern is the shape and the years; `format: date` adds the calendar
         for s in ["2000-01-01", "2100-12-31", "1999-12-31", "2101-01-01", "2026-1-01", "2026-02-28"] {
@@ -621,7 +712,7 @@ mod tests {
 
         #[test]
         fn month_parse_never_panics(s in "\\PC{0,10}") {
-            if let Ok(m) = month("m", &s) {
+            if let Ok(m) = Month::parse(&s) {
                 prop_assert!((2000..=2100).contains(&m.year()));
             }
         }

@@ -8,9 +8,9 @@ use serde::Serialize;
 use crate::access::Scope;
 use crate::billing::{BillMode, BillPolicy, UnallocatedPolicy};
 use crate::export::{Layout, since};
+use crate::ledger::readiness::Blocker;
 use crate::ledger::{CloseOverride, MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
-use crate::ledger::readiness::Blocker;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PolicyView {

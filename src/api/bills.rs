@@ -2,7 +2,7 @@
 //! month (finance). A team lead sees its own teams' statements only; others are 404.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
@@ -15,7 +15,7 @@ use super::doc::{
     XlsxAnswers,
 };
 use super::error::ApiError;
-use super::{ApiQuery, AppState, etag};
+use super::{ApiPath, ApiQuery, AppState, etag};
 use crate::access::Scope;
 use crate::api::bearer::{Finance, GlobalReader, Reader, ScopedReader};
 use crate::billing::{BillPolicy, Month, PolicyChoice};
@@ -24,6 +24,7 @@ use crate::ledger::{MonthStatus, Statement};
 use crate::usecase::closing;
 use crate::usecase::exports;
 use crate::usecase::statements::{self, Selection};
+use crate::validate::TeamId;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -34,11 +35,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(export_csv))
         .routes(routes!(export_pdf))
         .routes(routes!(export_xlsx))
-}
-
-/// A month in a path: `YYYY-MM` within 2000-01 ..= 2100-12, else a 422 naming `month`.
-fn parse_month(s: &str) -> Result<Month, ApiError> {
-    Ok(crate::validate::month("month", s)?)
 }
 
 /// The bill policy to show an open month under (a draft: what is left out is the configured default). A closed
@@ -80,11 +76,10 @@ fn json_answer(request: &HeaderMap, st: &Statement, view: &impl Serialize) -> Re
 async fn get_month(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
-    Path(month): Path<String>,
+    ApiPath(month): ApiPath<Month>,
     ApiQuery(policy): ApiQuery<PolicyInput>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let month = parse_month(&month)?;
     let st = statements::statement(&s.cases, month, policy.resolve()?).await?;
     json_answer(&headers, &st, &month_view(&st, &scope))
 }
@@ -107,14 +102,12 @@ struct IfNoneMatch {
 async fn get_team_statement(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
-    Path((month, team)): Path<(String, String)>,
+    ApiPath((month, team)): ApiPath<(Month, TeamId)>,
     ApiQuery(policy): ApiQuery<PolicyInput>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let month = parse_month(&month)?;
-    let team = crate::validate::TeamId::parse("team", &team)?.into_string();
     let sel = statements::select(&s.cases, &scope, month, policy.resolve()?, Some(&team)).await?;
-    json_answer(&headers, &sel.statement, &team_statement_view(&sel.statement, &team))
+    json_answer(&headers, &sel.statement, &team_statement_view(&sel.statement, team.as_str()))
 }
 
 /// What closing a month takes: the policy it is frozen with, both parts named (no default: finance decides it at
@@ -175,10 +168,9 @@ fn close_policy(input: &CloseInput) -> Result<BillPolicy, ApiError> {
 async fn close_month(
     State(s): State<AppState>,
     Finance(writer): Finance,
-    Path(month): Path<String>,
+    ApiPath(month): ApiPath<Month>,
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<ClosedView>), ApiError> {
-    let month = parse_month(&month)?;
     let input: CloseInput = if body.iter().all(u8::is_ascii_whitespace) {
         CloseInput::default()
     } else {
@@ -207,9 +199,9 @@ async fn close_month(
 async fn month_readiness(
     State(s): State<AppState>,
     GlobalReader(reader): GlobalReader,
-    Path(month): Path<String>,
+    ApiPath(month): ApiPath<Month>,
 ) -> Result<Json<Readiness>, ApiError> {
-    Ok(Json(closing::readiness(&s.cases, &reader.scope(), parse_month(&month)?).await?))
+    Ok(Json(closing::readiness(&s.cases, &reader.scope(), month).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -218,7 +210,8 @@ async fn month_readiness(
 pub struct ExportQuery {
     /// Only this team (default: every team the caller may see). An unknown team is a 404 naming `team`; a known
     /// team without lines this month is an export without lines.
-    pub team: Option<String>,
+    #[param(value_type = Option<String>)]
+    pub team: Option<TeamId>,
     /// Open month: the draft under this bill mode, `showback` or `chargeback` (default: the configured one).
     /// Closed month: only the mode it was closed with (another is a 409).
     pub mode: Option<String>,
@@ -249,7 +242,8 @@ fn parse_lang(lang: Option<&str>) -> Result<Option<crate::export::Lang>, ApiErro
 pub struct PdfQuery {
     /// Only this team (default: every team the caller may see). An unknown team is a 404 naming `team`; a known
     /// team without lines this month gets its empty statement.
-    pub team: Option<String>,
+    #[param(value_type = Option<String>)]
+    pub team: Option<TeamId>,
     /// As for the other exports: an open month's draft under this bill mode; a closed month only its own.
     pub mode: Option<String>,
     /// As for the other exports: an open month's draft under this unallocated policy; a closed month only its own.
@@ -261,21 +255,11 @@ pub struct PdfQuery {
     pub lang: Option<String>,
 }
 
-/// Refuses a `team` that is not a team id (before anything is read): it would end up in a header.
-fn check_export_team(team: Option<&str>) -> Result<(), ApiError> {
-    if let Some(t) = team {
-        crate::validate::TeamId::parse("team", t)?;
-    }
-    Ok(())
-}
-
 /// What every export starts from: the month's statement under the policy asked for, and the teams of it the
 /// caller gets (its scope, narrowed to `team` when asked: an unknown team, or one outside the scope, is a 404).
-async fn export_selection(s: &AppState, scope: &Scope, month: &str, q: &ExportQuery) -> Result<Selection, ApiError> {
-    let month = parse_month(month)?;
-    check_export_team(q.team.as_deref())?;
+async fn export_selection(s: &AppState, scope: &Scope, month: Month, q: &ExportQuery) -> Result<Selection, ApiError> {
     let choice = crate::validate::policy_choice(q.mode.as_deref(), q.unallocated.as_deref(), q.replicas.as_deref())?;
-    Ok(statements::select(&s.cases, scope, month, choice, q.team.as_deref()).await?)
+    Ok(statements::select(&s.cases, scope, month, choice, q.team.as_ref()).await?)
 }
 
 /// The header of [`exports::content_disposition`] (the pages' downloads name their files the same way).
@@ -310,14 +294,21 @@ fn attachment(
 async fn export_csv(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
-    Path(month): Path<String>,
+    ApiPath(month): ApiPath<Month>,
     ApiQuery(q): ApiQuery<ExportQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let words = parse_lang(q.lang.as_deref())?;
-    let sel = export_selection(&s, &scope, &month, &q).await?;
+    let sel = export_selection(&s, &scope, month, &q).await?;
     let body = exports::csv(&sel, words)?;
-    Ok(attachment(&headers, &sel.statement, "text/csv; charset=utf-8", q.team.as_deref(), "csv", body))
+    Ok(attachment(
+        &headers,
+        &sel.statement,
+        "text/csv; charset=utf-8",
+        q.team.as_ref().map(TeamId::as_str),
+        "csv",
+        body,
+    ))
 }
 
 /// The month's statements as PDF: for global readers a finance summary with a chart, then one statement per team;
@@ -333,7 +324,7 @@ async fn export_csv(
 async fn export_pdf(
     State(s): State<AppState>,
     Reader(reader): Reader,
-    Path(month): Path<String>,
+    ApiPath(month): ApiPath<Month>,
     ApiQuery(q): ApiQuery<PdfQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -346,9 +337,9 @@ async fn export_pdf(
         replicas: q.replicas.clone(),
         lang: None,
     };
-    let sel = export_selection(&s, &scope, &month, &export).await?;
+    let sel = export_selection(&s, &scope, month, &export).await?;
     let body = exports::pdf(&s.cases, &sel, reader.name.clone(), lang).await?;
-    Ok(attachment(&headers, &sel.statement, "application/pdf", q.team.as_deref(), "pdf", body))
+    Ok(attachment(&headers, &sel.statement, "application/pdf", q.team.as_ref().map(TeamId::as_str), "pdf", body))
 }
 
 /// The month's statements as an Excel workbook: a summary sheet (`汇总 Summary`: the policy, every team's totals
@@ -364,14 +355,14 @@ async fn export_pdf(
 async fn export_xlsx(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
-    Path(month): Path<String>,
+    ApiPath(month): ApiPath<Month>,
     ApiQuery(q): ApiQuery<ExportQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let lang = parse_lang(q.lang.as_deref())?.unwrap_or_default();
-    let sel = export_selection(&s, &scope, &month, &q).await?;
+    let sel = export_selection(&s, &scope, month, &q).await?;
     let body = exports::xlsx(&s.cases, &sel, lang)?;
-    Ok(attachment(&headers, &sel.statement, XLSX, q.team.as_deref(), "xlsx", body))
+    Ok(attachment(&headers, &sel.statement, XLSX, q.team.as_ref().map(TeamId::as_str), "xlsx", body))
 }
 
 #[cfg(test)]
@@ -396,14 +387,23 @@ mod tests {
         );
     }
 
+    /// `?team=` of an export as the query extractor reads it (it ends up in a header: only a team id passes).
+    fn export_team(team: Option<&str>) -> Result<Option<TeamId>, ApiError> {
+        let query = team.map_or_else(String::new, |t| {
+            format!("?team={}", url::form_urlencoded::byte_serialize(t.as_bytes()).collect::<String>())
+        });
+        let uri: axum::http::Uri = format!("/exports/2026-11/bills.csv{query}").parse().unwrap();
+        Ok(axum::extract::Query::<ExportQuery>::try_from_uri(&uri)?.0.team)
+    }
+
     #[test]
     fn export_teams_must_be_team_ids() {
         for ok in ["vision", "nlp-2", "a.b_c"] {
-            assert!(check_export_team(Some(ok)).is_ok(), "{ok}");
+            assert_eq!(export_team(Some(ok)).unwrap().unwrap().as_str(), ok);
         }
-        assert!(check_export_team(None).is_ok());
+        assert!(export_team(None).unwrap().is_none());
         for bad in ["a\";filename=\"evil.exe", "a\r\nx: y", "", "Vision", "视觉", &"a".repeat(64)] {
-            let err = check_export_team(Some(bad)).unwrap_err();
+            let err = export_team(Some(bad)).unwrap_err();
             assert_eq!(err.status(), StatusCode::UNPROCESSABLE_ENTITY, "{bad:?}");
             assert!(matches!(&err, ApiError::Invalid(f) if f[0].field == "team"), "{bad:?}");
         }

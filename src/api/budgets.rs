@@ -2,16 +2,16 @@
 //! rate and the alerts raised.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use rust_decimal::Decimal;
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::ApiError;
 use super::doc::{ReaderErrors, WriterErrors};
+use super::error::ApiError;
 use super::views::{Budget, BudgetStatus};
-use super::{ApiJson, AppState};
+use super::{ApiJson, ApiPath, AppState};
 use crate::api::bearer::{Finance, ScopedReader};
 use crate::billing::Month;
 use crate::usecase::budgets;
@@ -19,10 +19,6 @@ use crate::validate::{self, TeamId};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(put_budget)).routes(routes!(list_budgets))
-}
-
-fn parse_month(s: &str) -> Result<Month, ApiError> {
-    Ok(validate::month("month", s)?)
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -46,11 +42,9 @@ pub struct BudgetInput {
 async fn put_budget(
     State(s): State<AppState>,
     Finance(writer): Finance,
-    Path((month, team)): Path<(String, String)>,
+    ApiPath((month, team)): ApiPath<(Month, TeamId)>,
     ApiJson(input): ApiJson<BudgetInput>,
 ) -> Result<Json<Budget>, ApiError> {
-    let month = parse_month(&month)?;
-    let team = TeamId::parse("team", &team)?.into_string();
     Ok(Json(budgets::set_budget(&s.cases, &writer, month, &team, input.amount, input.thresholds).await?.into()))
 }
 
@@ -61,7 +55,7 @@ async fn put_budget(
 async fn list_budgets(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
-    Path(month): Path<String>,
+    ApiPath(month): ApiPath<Month>,
 ) -> Result<Json<Vec<BudgetStatus>>, ApiError> {
-    Ok(Json(budgets::budgets(&s.cases, &scope, parse_month(&month)?).await?.into_iter().map(Into::into).collect()))
+    Ok(Json(budgets::budgets(&s.cases, &scope, month).await?.into_iter().map(Into::into).collect()))
 }

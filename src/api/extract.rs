@@ -1,6 +1,7 @@
 //! JSON and query-string extractors whose rejections are [`ApiError`]s naming the field.
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::path::ErrorKind;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -31,6 +32,33 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
 #[derive(Debug, FromRequestParts)]
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub struct ApiQuery<T>(pub T);
+
+/// `axum::extract::Path` with JSON errors: a value its type refuses (a month outside 2000-01 ..= 2100-12, a team id
+/// with a capital) is a 422 naming the route's parameter (`month`, `team`). Handlers take the typed values —
+/// `ApiPath<Month>`, `ApiPath<(Month, TeamId)>` — and never parse a path segment themselves.
+#[derive(Debug, FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct ApiPath<T>(pub T);
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> Self {
+        let PathRejection::FailedToDeserializePathParams(e) = r else {
+            // no path parameters at all: a route wired to the wrong extractor
+            return ApiError::Internal(anyhow::anyhow!("{}", r.body_text()));
+        };
+        match e.into_kind() {
+            ErrorKind::DeserializeError { key, message, .. } => ApiError::invalid(key, message),
+            ErrorKind::ParseErrorAtKey { key, expected_type, .. } => {
+                ApiError::invalid(key, format!("expected {expected_type}"))
+            }
+            ErrorKind::InvalidUtf8InPathParam { key } => ApiError::bad_request(key, "not UTF-8 once percent-decoded"),
+            kind @ (ErrorKind::ParseErrorAtIndex { .. } | ErrorKind::ParseError { .. }) => {
+                ApiError::BadRequest { field: None, message: kind.to_string() }
+            }
+            kind => ApiError::Internal(anyhow::anyhow!("path parameters: {kind}")),
+        }
+    }
+}
 
 /// The field a serde message names and the message without axum's path prefix: serde names the culprit in
 /// backticks ("missing field `pue`", "unknown field `extra`"), axum prefixes the JSON path of the value that
@@ -91,7 +119,54 @@ impl From<QueryRejection> for ApiError {
 
 #[cfg(test)]
 mod tests {
-    use super::field_of;
+    use super::*;
+    use crate::billing::Month;
+    use crate::validate::TeamId;
+    use axum::extract::FromRequestParts;
+
+    async fn path<T: serde::de::DeserializeOwned + Send + 'static>(route: &str, uri: &str) -> Result<T, ApiError> {
+        // a router extracts through the real matcher, which is what fills the parameters in
+        use tower::ServiceExt;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let app = axum::Router::new().route(
+            route,
+            axum::routing::get(move |req: axum::extract::Request| {
+                let tx = tx.clone();
+                async move {
+                    let (mut parts, _) = req.into_parts();
+                    let _ = tx.send(ApiPath::<T>::from_request_parts(&mut parts, &()).await.map(|p| p.0));
+                }
+            }),
+        );
+        let req = axum::http::Request::get(uri).body(axum::body::Body::empty()).unwrap();
+        app.oneshot(req).await.unwrap();
+        rx.recv().unwrap()
+    }
+
+    fn field(e: ApiError) -> (u16, Option<String>) {
+        let status = e.status().as_u16();
+        match e {
+            ApiError::Invalid(f) => (status, f.first().map(|f| f.field.clone())),
+            ApiError::BadRequest { field, .. } => (status, field),
+            _ => (status, None),
+        }
+    }
+
+    #[tokio::test]
+    async fn typed_paths_name_the_parameter() {
+        let m: Month = path("/b/{month}", "/b/2026-11").await.unwrap();
+        assert_eq!(m.to_string(), "2026-11");
+        for bad in ["0000-01", "2101-01", "2026-13", "x"] {
+            let e = path::<Month>("/b/{month}", &format!("/b/{bad}")).await.unwrap_err();
+            assert_eq!(field(e), (422, Some("month".into())), "{bad}");
+        }
+        let (m, t): (Month, TeamId) = path("/b/{month}/t/{team}", "/b/2026-11/t/nlp").await.unwrap();
+        assert_eq!((m.to_string(), t.as_str()), ("2026-11".into(), "nlp"));
+        let e = path::<(Month, TeamId)>("/b/{month}/t/{team}", "/b/2026-11/t/NLP").await.unwrap_err();
+        assert_eq!(field(e), (422, Some("team".into())));
+        let e = path::<(Month, TeamId)>("/b/{month}/t/{team}", "/b/1999-12/t/NLP").await.unwrap_err();
+        assert_eq!(field(e), (422, Some("month".into())), "the first parameter first");
+    }
 
     #[test]
     fn finds_the_field() {

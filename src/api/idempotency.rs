@@ -11,8 +11,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
-use super::error::ApiError;
 use super::AppState;
+use super::error::ApiError;
 use crate::api::bearer::{AuthRejection, bearer_token};
 use crate::auth::hash_token;
 use crate::db;

@@ -6,9 +6,9 @@ use axum::extract::State;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::ApiError;
 use super::AppState;
 use super::doc::ReaderErrors;
+use super::error::ApiError;
 use crate::api::bearer::GlobalReader;
 use crate::usecase::health::Health;
 

@@ -31,7 +31,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
-pub use extract::{ApiJson, ApiQuery};
+pub use extract::{ApiJson, ApiPath, ApiQuery};
 
 use crate::usecase::state::AppState;
 use crate::usecase::state::BODY_LIMIT;

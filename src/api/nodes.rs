@@ -10,8 +10,9 @@ use utoipa_axum::routes;
 
 use super::doc::{PolicyConflict, ReaderErrors, WriterErrors};
 use super::error::ApiError;
-use super::{ApiJson, ApiQuery, AppState};
+use super::{ApiJson, ApiPath, ApiQuery, AppState};
 use crate::api::bearer::{Finance, GlobalReader};
+use crate::billing::Month;
 use crate::usecase::nodes::{self, MarkedNode, NodePreview, NodeSettingsView};
 use crate::validate;
 
@@ -28,9 +29,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 async fn marked_nodes(
     State(s): State<AppState>,
     GlobalReader(reader): GlobalReader,
-    Path(month): Path<String>,
+    ApiPath(month): ApiPath<Month>,
 ) -> Result<Json<Vec<MarkedNode>>, ApiError> {
-    let month = validate::month("month", &month)?;
     Ok(Json(nodes::marked(&s.cases, &reader.scope(), month).await?))
 }
 
@@ -39,7 +39,8 @@ async fn marked_nodes(
 #[serde(deny_unknown_fields)]
 pub struct PreviewQuery {
     /// The month whose figures move (YYYY-MM).
-    pub month: String,
+    #[param(value_type = String)]
+    pub month: Month,
     /// An open month's draft under this bill mode (default: the configured one); a closed month only its own.
     pub mode: Option<String>,
     /// An open month's draft under this unallocated policy (default: the configured one); a closed month only its own.
@@ -61,7 +62,7 @@ async fn preview_node(
     ApiQuery(q): ApiQuery<PreviewQuery>,
     ApiJson(body): ApiJson<NodeSettingsView>,
 ) -> Result<Json<NodePreview>, ApiError> {
-    let month = validate::month("month", &q.month)?;
+    let month = q.month;
     let choice = validate::policy_choice(q.mode.as_deref(), q.unallocated.as_deref(), None)?;
     Ok(Json(nodes::preview(&s.cases, &reader.scope(), month, choice, &cluster, &node, &body).await?))
 }

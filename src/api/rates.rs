@@ -8,8 +8,8 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::ApiError;
 use super::doc::{ReaderErrors, WriterErrors};
+use super::error::ApiError;
 use super::views::{StoredCloudRates, StoredRate};
 use super::{ApiJson, ApiQuery, AppState};
 use crate::api::bearer::{Finance, GlobalReader, ScopedReader};

@@ -12,8 +12,9 @@ use utoipa_axum::routes;
 
 use super::doc::ReaderErrors;
 use super::error::ApiError;
-use super::{ApiQuery, AppState};
+use super::{ApiPath, ApiQuery, AppState};
 use crate::api::bearer::{GlobalReader, ScopedReader};
+use crate::billing::Month;
 use crate::glossary::Lang;
 use crate::usecase::idle::IdleAsk;
 use crate::usecase::report_exports::{self, Format, ReportFile};
@@ -133,7 +134,8 @@ pub struct RangeExportQuery {
     /// Low utilization: how many pods (1–500, default 10).
     pub top: Option<i64>,
     /// Oversubscription: only this cluster (default: all).
-    pub cluster: Option<String>,
+    #[param(value_type = Option<String>)]
+    pub cluster: Option<validate::ClusterName>,
     /// CSV: header and words in `zh` or `en` (default: field names and codes). Workbook: its language (default zh).
     pub lang: Option<String>,
 }
@@ -156,8 +158,7 @@ async fn range_report_export(
         // a cluster-wide report: global readers only (the use case refuses a team lead too)
         let format = format_of(&file, "oversubscription")?;
         let range = reports::oversubscription_range(q.from, q.to, s.billing_tz, Utc::now())?;
-        let cluster = q.cluster.as_deref().map(|c| validate::cluster("cluster", c)).transpose()?;
-        let f = report_exports::oversubscription_file(&s.cases, &scope, range, cluster.as_deref(), format, words);
+        let f = report_exports::oversubscription_file(&s.cases, &scope, range, q.cluster.as_ref(), format, words);
         return Ok(download(f.await?));
     }
     let format = format_of(&file, "low-utilization")?;
@@ -186,10 +187,9 @@ pub struct MonthExportQuery {
 async fn month_report_export(
     State(s): State<AppState>,
     GlobalReader(reader): GlobalReader,
-    Path((month, file)): Path<(String, String)>,
+    ApiPath((month, file)): ApiPath<(Month, String)>,
     ApiQuery(q): ApiQuery<MonthExportQuery>,
 ) -> Result<Response, ApiError> {
-    let month = validate::month("month", &month)?;
     let words = lang_of(q.lang.as_deref())?;
     let scope = reader.scope();
     let f = if file.starts_with("tiers.") {

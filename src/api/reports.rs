@@ -2,7 +2,7 @@
 //! the team ranking.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use chrono::Utc;
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
@@ -10,11 +10,11 @@ use utoipa_axum::routes;
 
 use super::doc::ReaderErrors;
 use super::error::ApiError;
-use super::{ApiQuery, AppState};
+use super::{ApiPath, ApiQuery, AppState};
 use crate::api::bearer::{GlobalReader, ScopedReader};
 use crate::billing::Month;
 use crate::usecase::reports::{self, TeamRank};
-use crate::validate;
+use crate::validate::{self, ClusterName};
 use crate::waste::{UtilizationReport, WastefulPod};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -37,7 +37,8 @@ pub struct OversubscriptionQuery {
     #[param(value_type = Option<String>)]
     pub to: Option<validate::TimeInput>,
     /// Only this cluster (default: all).
-    pub cluster: Option<String>,
+    #[param(value_type = Option<String>)]
+    pub cluster: Option<ClusterName>,
 }
 
 /// Oversubscription (超卖) per node, GPU model and cluster per day: cards' worth promised (a time-slicing replica a
@@ -52,8 +53,7 @@ async fn oversubscription(
     ApiQuery(q): ApiQuery<OversubscriptionQuery>,
 ) -> Result<Json<crate::waste::OversubscriptionReport>, ApiError> {
     let (from, to) = reports::oversubscription_range(q.from, q.to, s.billing_tz, Utc::now())?;
-    let cluster = q.cluster.as_deref().map(|c| validate::cluster("cluster", c)).transpose()?;
-    let report = reports::oversubscription(&s.cases, &reader.scope(), from, to, cluster.as_deref()).await?;
+    let report = reports::oversubscription(&s.cases, &reader.scope(), from, to, q.cluster.as_ref()).await?;
     Ok(Json(report))
 }
 
@@ -106,10 +106,6 @@ async fn low_utilization(
     Ok(Json(reports::low_utilization(&s.cases, &scope, from, to, top).await?))
 }
 
-fn parse_month(s: &str) -> Result<Month, ApiError> {
-    Ok(validate::month("month", s)?)
-}
-
 /// The month's allocation rate, utilization and effective rate, per billing day (with GPU-hours per team, for a
 /// stacked trend) and per team (global readers).
 #[utoipa::path(get, path = "/reports/utilization/{month}", tag = "reports", security(("bearer" = [])),
@@ -118,9 +114,9 @@ fn parse_month(s: &str) -> Result<Month, ApiError> {
 async fn monthly_utilization(
     State(s): State<AppState>,
     GlobalReader(reader): GlobalReader,
-    Path(month): Path<String>,
+    ApiPath(month): ApiPath<Month>,
 ) -> Result<Json<UtilizationReport>, ApiError> {
-    Ok(Json(reports::month_utilization(&s.cases, &reader.scope(), parse_month(&month)?).await?))
+    Ok(Json(reports::month_utilization(&s.cases, &reader.scope(), month).await?))
 }
 
 /// Teams ranked by efficiency (utilization), with GPU-hours, effective GPU-hours and cost (global readers).
@@ -130,7 +126,7 @@ async fn monthly_utilization(
 async fn team_ranking(
     State(s): State<AppState>,
     GlobalReader(reader): GlobalReader,
-    Path(month): Path<String>,
+    ApiPath(month): ApiPath<Month>,
 ) -> Result<Json<Vec<TeamRank>>, ApiError> {
-    Ok(Json(reports::team_ranking(&s.cases, &reader.scope(), parse_month(&month)?).await?))
+    Ok(Json(reports::team_ranking(&s.cases, &reader.scope(), month).await?))
 }

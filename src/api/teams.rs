@@ -14,7 +14,7 @@ use super::error::ApiError;
 use super::extract::ApiJson;
 use super::page::{self, PageRequest};
 use super::views::{ImportReport, Mapping, Team};
-use super::{ApiQuery, AppState};
+use super::{ApiPath, ApiQuery, AppState};
 use crate::api::bearer::{Finance, ScopedReader};
 use crate::usecase::mappings::{self, MappingInput};
 use crate::usecase::teams::{self, TeamInput};
@@ -41,9 +41,8 @@ async fn list_teams(State(s): State<AppState>, ScopedReader(scope): ScopedReader
 async fn get_team(
     State(s): State<AppState>,
     ScopedReader(scope): ScopedReader,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<TeamId>,
 ) -> Result<Json<Team>, ApiError> {
-    let id = TeamId::parse("id", &id)?.into_string();
     Ok(Json(teams::team(&s.cases, &scope, &id).await?.into()))
 }
 

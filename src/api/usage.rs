@@ -32,7 +32,8 @@ pub struct UsageQuery {
     pub to: validate::TimeInput,
     /// team, namespace, pod or model.
     pub group_by: Option<GroupBy>,
-    pub cluster: Option<String>,
+    #[param(value_type = Option<String>)]
+    pub cluster: Option<validate::ClusterName>,
     /// At most this many rows (1–1000, default 100).
     pub limit: Option<i64>,
     /// The page after this cursor (from `Link`).
@@ -57,10 +58,7 @@ async fn get_usage(
     };
     let (from, to) = (q.from.resolve("from", s.billing_tz)?, q.to.resolve("to", s.billing_tz)?);
     validate::range(from, to, max_days)?;
-    if let Some(c) = &q.cluster {
-        validate::cluster("cluster", c)?;
-    }
-    let rows = crate::usecase::usage::usage(&s.cases, &scope, from, to, group_by, q.cluster.as_deref()).await?;
+    let rows = crate::usecase::usage::usage(&s.cases, &scope, from, to, group_by, q.cluster.as_ref()).await?;
     let (rows, next) = page::page(rows, row_key, &req);
     Ok((page::link(&uri, next.as_deref(), &[]), Json(rows)))
 }

@@ -22,30 +22,44 @@ pub struct Month {
     month: u32,
 }
 
-/// A string that is not a month in the strict `YYYY-MM` form.
+/// The first and last month a billing month may be: a month outside them is a typo, and closing one (`0000-01`)
+/// would be irreversible.
+pub const FIRST_MONTH: Month = Month { year: 2000, month: 1 };
+pub const LAST_MONTH: Month = Month { year: 2100, month: 12 };
+
+/// A string that is not a billing month: not in the strict `YYYY-MM` form, or outside
+/// [`FIRST_MONTH`] ..= [`LAST_MONTH`]. The messages name no field: the caller's field is the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid billing month {0:?}: expected YYYY-MM with a four-digit year and a month from 01 to 12")]
-pub struct MonthParseError(pub String);
+pub enum MonthParseError {
+    #[error("`{}` is not a month: expected YYYY-MM, 01 to 12", .0.escape_debug())]
+    Malformed(String),
+    #[error("must be between 2000-01 and 2100-12")]
+    OutOfRange(String),
+}
 
 impl Month {
-    /// A month from its year (0–9999, the years `YYYY` can spell) and month (1–12).
+    /// A month from its year and month (1–12), within [`FIRST_MONTH`] ..= [`LAST_MONTH`].
     pub fn new(year: i32, month: u32) -> Option<Month> {
-        ((0..=9999).contains(&year) && (1..=12).contains(&month)).then_some(Month { year, month })
+        let m = Month { year, month };
+        ((1..=12).contains(&month) && (FIRST_MONTH..=LAST_MONTH).contains(&m)).then_some(m)
     }
 
-    /// Parses exactly `YYYY-MM`: four digits, a hyphen, two digits, month 01–12. Nothing else is accepted
-    /// (no `2026-1`, no `26-11`, no surrounding spaces): a month key typed wrongly must not silently bill
-    /// another month.
+    /// The one parser of a billing month: exactly `YYYY-MM` (four digits, a hyphen, two digits, month 01–12)
+    /// within [`FIRST_MONTH`] ..= [`LAST_MONTH`]. Nothing else is accepted (no `2026-1`, no `26-11`, no
+    /// surrounding spaces): a month key typed wrongly must not silently bill another month.
     pub fn parse(s: &str) -> Result<Month, MonthParseError> {
-        let err = || MonthParseError(s.to_owned());
+        let malformed = || MonthParseError::Malformed(s.to_owned());
         let b = s.as_bytes();
         let well_formed = b.len() == 7 && b[4] == b'-' && b[..4].iter().chain(&b[5..]).all(u8::is_ascii_digit);
         if !well_formed {
-            return Err(err());
+            return Err(malformed());
         }
-        let year: i32 = s[..4].parse().map_err(|_| err())?;
-        let month: u32 = s[5..].parse().map_err(|_| err())?;
-        Month::new(year, month).ok_or_else(err)
+        let year: i32 = s[..4].parse().map_err(|_| malformed())?;
+        let month: u32 = s[5..].parse().map_err(|_| malformed())?;
+        if !(1..=12).contains(&month) {
+            return Err(malformed());
+        }
+        Month::new(year, month).ok_or_else(|| MonthParseError::OutOfRange(s.to_owned()))
     }
 
     pub fn year(self) -> i32 {
@@ -57,16 +71,16 @@ impl Month {
         self.month
     }
 
-    /// The month after this one. (`9999-12` gives year 10000, which still has correct bounds but
-    /// displays with five digits and does not parse back.)
+    /// The month after this one. (`2100-12` gives `2101-01`, which still has correct bounds but does not parse
+    /// back: nothing is billed after it.)
     pub fn next(self) -> Month {
         if self.month == 12 { Month { year: self.year + 1, month: 1 } } else { Month { month: self.month + 1, ..self } }
     }
 
-    /// The month before this one (`0000-01` stays where it is: there is nothing before it to bill).
+    /// The month before this one. (`2000-01` gives `1999-12`, which has correct bounds, holds no data and does
+    /// not parse back.)
     pub fn prev(self) -> Month {
         match (self.year, self.month) {
-            (0, 1) => self,
             (y, 1) => Month { year: y - 1, month: 12 },
             (y, m) => Month { year: y, month: m - 1 },
         }
@@ -74,7 +88,8 @@ impl Month {
 
     /// The first calendar day of the month.
     pub fn first_day(self) -> NaiveDate {
-        NaiveDate::from_ymd_opt(self.year, self.month, 1).expect("year 0..=10000 and month 1..=12 form a valid date")
+        NaiveDate::from_ymd_opt(self.year, self.month, 1)
+            .expect("a year chrono spells and month 1..=12 form a valid date")
     }
 
     /// The month as the half-open UTC interval `[start, end)` of its local days in `tz`: from the first
@@ -138,10 +153,21 @@ impl Serialize for Month {
     }
 }
 
+/// Through [`Month::parse`], inside the visitor: a path extractor then reports the failure at its key (axum's
+/// `ErrorKind::DeserializeError` names the parameter; an error raised after the string is read would not).
 impl<'de> Deserialize<'de> for Month {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Month, D::Error> {
-        let s = String::deserialize(d)?;
-        Month::parse(&s).map_err(serde::de::Error::custom)
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Month;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a billing month YYYY-MM between 2000-01 and 2100-12")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Month, E> {
+                Month::parse(s).map_err(E::custom)
+            }
+        }
+        d.deserialize_str(Visitor)
     }
 }
 
@@ -160,16 +186,23 @@ mod tests {
         let m = Month::parse("2026-11").unwrap();
         assert_eq!((m.year(), m.month()), (2026, 11));
         assert_eq!(m.to_string(), "2026-11");
-        assert_eq!("0001-01".parse::<Month>().unwrap().to_string(), "0001-01");
+        assert_eq!("2000-01".parse::<Month>().unwrap(), FIRST_MONTH);
+        assert_eq!("2100-12".parse::<Month>().unwrap(), LAST_MONTH);
         for bad in
             ["2026-13", "2026-00", "26-11", "2026-1x", "2026-1", "2026-011", " 2026-11", "2026/11", "+026-11", ""]
         {
-            assert!(Month::parse(bad).is_err(), "{bad:?} must be refused");
+            assert!(matches!(Month::parse(bad), Err(MonthParseError::Malformed(_))), "{bad:?} must be refused");
+        }
+        for far in ["0000-01", "0001-01", "1999-12", "2101-01", "9999-12"] {
+            assert_eq!(Month::parse(far), Err(MonthParseError::OutOfRange(far.into())), "{far:?} must be refused");
         }
         assert_eq!(
             Month::parse("2026-13").unwrap_err().to_string(),
-            "invalid billing month \"2026-13\": expected YYYY-MM with a four-digit year and a month from 01 to 12"
+            "`2026-13` is not a month: expected YYYY-MM, 01 to 12"
         );
+        assert_eq!(Month::parse("1999-12").unwrap_err().to_string(), "must be between 2000-01 and 2100-12");
+        assert_eq!(Month::new(1999, 12), None);
+        assert_eq!(Month::new(2026, 13), None);
     }
 
     #[test]
@@ -227,14 +260,17 @@ mod tests {
         assert_eq!(serde_json::to_string(&m).unwrap(), "\"2026-11\"");
         assert_eq!(serde_json::from_str::<Month>("\"2026-11\"").unwrap(), m);
         assert!(serde_json::from_str::<Month>("\"2026-13\"").is_err());
+        assert!(serde_json::from_str::<Month>("\"0000-01\"").is_err(), "Deserialize is FromStr");
+        assert!(serde_json::from_str::<Month>("202611").is_err());
     }
 
     proptest! {
         #[test]
-        fn display_parse_round_trip_and_months_tile(year in 1900i32..2200, month in 1u32..=12, tz_pick in 0usize..4) {
+        fn display_parse_round_trip_and_months_tile(year in 2000i32..=2100, month in 1u32..=12, tz_pick in 0usize..4) {
             let tz = [DEFAULT_BILLING_TZ, chrono_tz::UTC, chrono_tz::Europe::Berlin, chrono_tz::America::Asuncion][tz_pick];
             let m = Month::new(year, month).unwrap();
             prop_assert_eq!(Month::parse(&m.to_string()).unwrap(), m);
+            prop_assert_eq!(serde_json::from_value::<Month>(serde_json::to_value(m).unwrap()).unwrap(), m);
             prop_assert_eq!(m.next().prev(), m);
             prop_assert!(m.next() > m);
             let (start, end) = m.bounds(tz);
@@ -242,6 +278,35 @@ mod tests {
             prop_assert!(end - start >= Duration::hours(28 * 24 - 1) && end - start <= Duration::hours(31 * 24 + 1));
             prop_assert_eq!(Month::containing(start, tz), m);
             prop_assert_eq!(Month::containing(end - Duration::seconds(1), tz), m);
+        }
+
+        /// Any year and month the `YYYY-MM` shape can spell parses exactly when it is a month of 2000-01 ..=
+        /// 2100-12, and then displays back as typed; every other string is refused.
+        #[test]
+        fn parses_exactly_the_months_of_the_range(year in 0u32..=9999, month in 0u32..=99) {
+            let s = format!("{year:04}-{month:02}");
+            let in_range = (2000..=2100).contains(&year) && (1..=12).contains(&month);
+            match Month::parse(&s) {
+                Ok(m) => {
+                    prop_assert!(in_range, "{} accepted", s);
+                    prop_assert_eq!(m.to_string(), s.clone());
+                    prop_assert_eq!((m.year(), m.month()), (year as i32, month));
+                    prop_assert!((FIRST_MONTH..=LAST_MONTH).contains(&m));
+                }
+                Err(e) => {
+                    prop_assert!(!in_range, "{} refused", s);
+                    let range_only = (1..=12).contains(&month);
+                    prop_assert_eq!(matches!(e, MonthParseError::OutOfRange(_)), range_only);
+                }
+            }
+            prop_assert_eq!(serde_json::from_value::<Month>(serde_json::Value::String(s.clone())).is_ok(), in_range);
+        }
+
+        #[test]
+        fn arbitrary_strings_parse_only_as_displayed(s in ".{0,9}") {
+            if let Ok(m) = Month::parse(&s) {
+                prop_assert_eq!(m.to_string(), s);
+            }
         }
     }
 }

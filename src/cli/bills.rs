@@ -14,9 +14,9 @@ use crate::usecase::{self, closing, exports, statements};
 pub(super) async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
     let sv = services(&a.db, 2).await?;
     // one team's statement is what goes to its lead: no cluster-wide summary then
-    let scope = a.team.clone().map_or_else(Scope::all, |t| Scope::teams(vec![t]));
+    let scope = a.team.clone().map_or_else(Scope::all, |t| Scope::teams(vec![t.into_string()]));
     let choice = PolicyChoice { replicas: a.replicas, ..policy_choice(a.mode, a.unallocated) };
-    let sel = statements::select(&sv, &scope, a.month, choice, a.team.as_deref()).await?;
+    let sel = statements::select(&sv, &scope, a.month, choice, a.team.as_ref()).await?;
     let bytes = match a.format {
         // the whole month (no --team) ends with the cluster rows from layout 2 on, as the API's export does
         ExportFormat::Csv => exports::csv(&sel, None)?,

@@ -151,7 +151,7 @@ pub struct BudgetsArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
     /// The month, YYYY-MM (default: the current one in the billing time zone).
-    #[arg(long, value_parser = valid_month)]
+    #[arg(long)]
     pub month: Option<Month>,
     /// Judge as of this time (default: now): a date or a time with or without seconds and offset; without an
     /// offset, billing time zone.
@@ -167,13 +167,13 @@ pub struct ExportArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
     /// The month, YYYY-MM in the billing time zone.
-    #[arg(long, value_parser = valid_month)]
+    #[arg(long)]
     pub month: Month,
     #[arg(long, value_enum, default_value = "csv")]
     pub format: ExportFormat,
     /// Only this team (an unknown team is an error; a known team without lines exports no lines).
-    #[arg(long, value_parser = valid_team)]
-    pub team: Option<String>,
+    #[arg(long)]
+    pub team: Option<validate::TeamId>,
     /// An open month's draft under this bill mode (default: the configured one). A closed month exports as
     /// closed: a mode other than its own is an error.
     #[arg(long, value_enum)]
@@ -204,7 +204,7 @@ pub struct ReadinessArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
     /// The month, YYYY-MM in the billing time zone.
-    #[arg(long, value_parser = valid_month)]
+    #[arg(long)]
     pub month: Month,
     /// Print the readiness as JSON (as `GET /api/v1/bills/{month}/readiness` answers).
     #[arg(long)]
@@ -232,7 +232,7 @@ pub struct CloseArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
     /// The month, YYYY-MM in the billing time zone.
-    #[arg(long, value_parser = valid_month)]
+    #[arg(long)]
     pub month: Month,
     /// Bill mode frozen with the month (required: look at the draft first, `cardhour export --mode …`).
     #[arg(long, value_enum)]
@@ -540,8 +540,8 @@ pub struct UsageArgs {
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// Only this cluster (default: all).
-    #[arg(long, value_parser = valid_cluster)]
-    pub cluster: Option<String>,
+    #[arg(long)]
+    pub cluster: Option<validate::ClusterName>,
 }
 
 /// A time argument ([`validate::TimeInput`]), resolved in the billing time zone once the settings are read.
@@ -552,19 +552,6 @@ fn valid_time(s: &str) -> Result<validate::TimeInput, String> {
 /// A time argument in the billing time zone.
 fn resolve_time(flag: &str, t: validate::TimeInput, tz: chrono_tz::Tz) -> anyhow::Result<DateTime<Utc>> {
     t.resolve(flag, tz).map_err(|e| anyhow::anyhow!("{}: {}", e.field, e.message))
-}
-
-/// A month argument: `YYYY-MM` from 2000-01 to 2100-12.
-fn valid_month(s: &str) -> Result<Month, String> {
-    validate::month("month", s).map_err(|e| e.message)
-}
-
-fn valid_team(s: &str) -> Result<String, String> {
-    validate::TeamId::parse("team", s).map(validate::TeamId::into_string).map_err(|e| e.message)
-}
-
-fn valid_cluster(s: &str) -> Result<String, String> {
-    validate::cluster("cluster", s).map_err(|e| e.message)
 }
 
 /// Runs the command line; the error is printed by `main` with a non-zero exit.

@@ -18,8 +18,8 @@ pub enum NodesCommand {
     Set {
         #[command(flatten)]
         db: DatabaseArgs,
-        #[arg(long, value_parser = valid_cluster)]
-        cluster: String,
+        #[arg(long)]
+        cluster: validate::ClusterName,
         /// The node's name as kube-state-metrics writes it.
         #[arg(long, value_parser = valid_node)]
         node: String,
@@ -44,13 +44,9 @@ pub enum NodesCommand {
     List {
         #[command(flatten)]
         db: DatabaseArgs,
-        #[arg(long, value_parser = valid_cluster)]
-        cluster: Option<String>,
+        #[arg(long)]
+        cluster: Option<validate::ClusterName>,
     },
-}
-
-fn valid_cluster(s: &str) -> Result<String, String> {
-    validate::cluster("cluster", s).map_err(|e| e.message)
 }
 
 fn valid_node(s: &str) -> Result<String, String> {
@@ -63,7 +59,7 @@ pub async fn run(cmd: NodesCommand) -> anyhow::Result<()> {
             let sv = services(&d, 2).await?;
             let asked =
                 NodeSettingsView { cards, replicas, gpu_model, sharing: sharing.map(|s| s.as_str().to_string()) };
-            let saved = usecase::nodes::assign(&sv, &operator(actor).writer(), &cluster, &node, &asked).await?;
+            let saved = usecase::nodes::assign(&sv, &operator(actor).writer(), cluster.as_str(), &node, &asked).await?;
             println!(
                 "{cluster}/{node}: {}; ingest its hours again to restate an open month",
                 serde_json::to_string(&saved)?
@@ -71,7 +67,7 @@ pub async fn run(cmd: NodesCommand) -> anyhow::Result<()> {
         }
         NodesCommand::List { db: d, cluster } => {
             let sv = services(&d, 2).await?;
-            let rows = usecase::nodes::configured(&sv, &Scope::all(), cluster.as_deref()).await?;
+            let rows = usecase::nodes::configured(&sv, &Scope::all(), cluster.as_ref()).await?;
             println!("{}", serde_json::to_string_pretty(&rows)?);
         }
     }

@@ -21,8 +21,8 @@ pub struct OversubscriptionArgs {
     #[arg(long, value_parser = valid_time)]
     pub to: validate::TimeInput,
     /// Only this cluster (default: all).
-    #[arg(long, value_parser = valid_cluster)]
-    pub cluster: Option<String>,
+    #[arg(long)]
+    pub cluster: Option<validate::ClusterName>,
     /// `text` (one line per node and day, then per model and per cluster: compute and memory promised and their
     /// ratios, busy, utilization, and the card-hours of unknown memory where any) or `json`.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
@@ -31,10 +31,6 @@ pub struct OversubscriptionArgs {
 
 fn valid_time(s: &str) -> Result<validate::TimeInput, String> {
     validate::TimeInput::parse("time", s).map_err(|e| e.message)
-}
-
-fn valid_cluster(s: &str) -> Result<String, String> {
-    validate::cluster("cluster", s).map_err(|e| e.message)
 }
 
 fn line(r: &OversubscriptionRow) -> String {
@@ -68,7 +64,7 @@ pub async fn run(a: OversubscriptionArgs) -> anyhow::Result<()> {
     let sv = services(&a.db, 2).await?;
     let (from, to) = reports::oversubscription_range(Some(a.from), Some(a.to), sv.billing_tz, chrono::Utc::now())
         .map_err(|e| anyhow::anyhow!("--{}: {}", e.field, e.message))?;
-    let report = reports::oversubscription(&sv, &Scope::all(), from, to, a.cluster.as_deref()).await?;
+    let report = reports::oversubscription(&sv, &Scope::all(), from, to, a.cluster.as_ref()).await?;
     if a.format == "json" {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -70,7 +70,7 @@ pub(super) async fn usage_cmd(a: UsageArgs) -> anyhow::Result<()> {
     if to <= from {
         bail!("--to {} must be after --from {}", to.to_rfc3339(), from.to_rfc3339());
     }
-    let rows = usecase::usage::usage(&sv, &Scope::all(), from, to, a.group_by.into(), a.cluster.as_deref()).await?;
+    let rows = usecase::usage::usage(&sv, &Scope::all(), from, to, a.group_by.into(), a.cluster.as_ref()).await?;
     print!("{}", usage_report::render(&rows, a.group_by.into(), a.format)?);
     Ok(())
 }

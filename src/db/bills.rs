@@ -4,6 +4,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::{PgConnection, PgPool};
 
 use crate::access::Scope;
+use crate::billing::Month;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DayUsage {
@@ -81,12 +82,12 @@ impl ClosedMonth {
     }
 }
 
-pub async fn closed(conn: &mut PgConnection, month: &str) -> Result<Option<ClosedMonth>, sqlx::Error> {
+pub async fn closed(conn: &mut PgConnection, month: Month) -> Result<Option<ClosedMonth>, sqlx::Error> {
     sqlx::query_as!(
         ClosedMonth,
         r#"SELECT month, closed_at, closed_by, snapshot, content_hash, snapshot_hash(snapshot) AS "actual_hash!"
          FROM closed_months WHERE month = $1"#,
-        month
+        month.to_string()
     )
     .fetch_optional(conn)
     .await
@@ -94,10 +95,10 @@ pub async fn closed(conn: &mut PgConnection, month: &str) -> Result<Option<Close
 
 /// The content hash `month` was closed with and the one its snapshot has now (hashed in the database: nothing but
 /// the two hashes is sent); `None` when it is not closed.
-pub async fn closed_hashes(pool: &PgPool, month: &str) -> Result<Option<(String, String)>, sqlx::Error> {
+pub async fn closed_hashes(pool: &PgPool, month: Month) -> Result<Option<(String, String)>, sqlx::Error> {
     let r = sqlx::query!(
         r#"SELECT content_hash, snapshot_hash(snapshot) AS "actual!" FROM closed_months WHERE month = $1"#,
-        month
+        month.to_string()
     )
     .fetch_optional(pool)
     .await?;
@@ -105,24 +106,24 @@ pub async fn closed_hashes(pool: &PgPool, month: &str) -> Result<Option<(String,
 }
 
 /// Closed months strictly before `month`, newest first.
-pub async fn closed_before(conn: &mut PgConnection, month: &str) -> Result<Vec<ClosedMonth>, sqlx::Error> {
+pub async fn closed_before(conn: &mut PgConnection, month: Month) -> Result<Vec<ClosedMonth>, sqlx::Error> {
     sqlx::query_as!(
         ClosedMonth,
         r#"SELECT month, closed_at, closed_by, snapshot, content_hash, snapshot_hash(snapshot) AS "actual_hash!"
          FROM closed_months WHERE month < $1 ORDER BY month DESC"#,
-        month
+        month.to_string()
     )
     .fetch_all(conn)
     .await
 }
 
 /// Months strictly after `month` that are closed, oldest first.
-pub async fn closed_after(conn: &mut PgConnection, month: &str) -> Result<Vec<ClosedMonth>, sqlx::Error> {
+pub async fn closed_after(conn: &mut PgConnection, month: Month) -> Result<Vec<ClosedMonth>, sqlx::Error> {
     sqlx::query_as!(
         ClosedMonth,
         r#"SELECT month, closed_at, closed_by, snapshot, content_hash, snapshot_hash(snapshot) AS "actual_hash!"
          FROM closed_months WHERE month > $1 ORDER BY month"#,
-        month
+        month.to_string()
     )
     .fetch_all(conn)
     .await
@@ -134,7 +135,7 @@ pub async fn closed_after(conn: &mut PgConnection, month: &str) -> Result<Vec<Cl
 /// `content_hash`), from the snapshot as stored.
 pub async fn insert_closed(
     conn: &mut PgConnection,
-    month: &str,
+    month: Month,
     actor: &str,
     snapshot: &serde_json::Value,
     action: &str,
@@ -142,7 +143,7 @@ pub async fn insert_closed(
 ) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar!(
         r#"SELECT close_month($1, $2, $3, $4, $5) AS "closed!""#,
-        month,
+        month.to_string(),
         actor,
         snapshot,
         action,

@@ -7,6 +7,7 @@ use sqlx::{PgConnection, PgPool};
 
 use super::audit::Change;
 use crate::access::Scope;
+use crate::billing::Month;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Budget {
@@ -64,12 +65,12 @@ pub async fn put(conn: &mut PgConnection, b: &Budget, actor: &str) -> Result<Cha
     Ok(Change::Changed { before, after })
 }
 
-pub async fn for_month(pool: &PgPool, month: &str, scope: &Scope) -> Result<Vec<Budget>, sqlx::Error> {
+pub async fn for_month(pool: &PgPool, month: Month, scope: &Scope) -> Result<Vec<Budget>, sqlx::Error> {
     sqlx::query_as!(
         Budget,
         "SELECT team_id, month, amount, thresholds FROM budgets
          WHERE month = $1 AND ($2::text[] IS NULL OR team_id = ANY($2)) ORDER BY team_id",
-        month,
+        month.to_string(),
         scope.teams.as_deref() as Option<&[String]>
     )
     .fetch_all(pool)
@@ -80,7 +81,7 @@ pub async fn for_month(pool: &PgPool, month: &str, scope: &Scope) -> Result<Vec<
 pub async fn raise(
     pool: &PgPool,
     team: &str,
-    month: &str,
+    month: Month,
     threshold: Decimal,
     basis: &str,
     payload: &serde_json::Value,
@@ -89,7 +90,7 @@ pub async fn raise(
         "INSERT INTO budget_alerts (team_id, month, threshold, basis, payload) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT DO NOTHING",
         team,
-        month,
+        month.to_string(),
         threshold,
         basis,
         payload
@@ -112,13 +113,13 @@ pub struct Alert {
     pub delivered_at: Option<DateTime<Utc>>,
 }
 
-pub async fn alerts(pool: &PgPool, month: &str, undelivered_only: bool) -> Result<Vec<Alert>, sqlx::Error> {
+pub async fn alerts(pool: &PgPool, month: Month, undelivered_only: bool) -> Result<Vec<Alert>, sqlx::Error> {
     sqlx::query_as!(
         Alert,
         "SELECT team_id, month, threshold, basis, first_seen_at, payload, attempts, last_error, delivered_at
          FROM budget_alerts WHERE month = $1 AND (NOT $2 OR delivered_at IS NULL)
          ORDER BY team_id, threshold, basis",
-        month,
+        month.to_string(),
         undelivered_only
     )
     .fetch_all(pool)

@@ -7,6 +7,7 @@ use serde::Serialize;
 use sqlx::PgConnection;
 
 use crate::metering::{NodeSettings, SharingSetting};
+use crate::validate::ClusterName;
 
 /// One stored node setting, as listed.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -54,15 +55,15 @@ pub async fn for_cluster(
 /// Sets (or with every field empty, removes) one node's settings; audited in the same transaction.
 pub async fn set(
     conn: &mut PgConnection,
-    cluster: &str,
+    cluster: &ClusterName,
     node: &str,
     settings: &NodeSettings,
     actor: &str,
 ) -> Result<(), sqlx::Error> {
-    let before = list(conn, Some(cluster)).await?.into_iter().find(|s| s.node == node);
+    let before = list(conn, Some(cluster.as_str())).await?.into_iter().find(|s| s.node == node);
     let empty = *settings == NodeSettings::default();
     if empty {
-        sqlx::query!("DELETE FROM node_settings WHERE cluster = $1 AND node = $2", cluster, node)
+        sqlx::query!("DELETE FROM node_settings WHERE cluster = $1 AND node = $2", cluster.as_str(), node)
             .execute(&mut *conn)
             .await?;
     } else {
@@ -72,7 +73,7 @@ pub async fn set(
              ON CONFLICT (cluster, node) DO UPDATE SET cards = EXCLUDED.cards, replicas = EXCLUDED.replicas,
                  gpu_model = EXCLUDED.gpu_model, sharing = EXCLUDED.sharing, updated_by = EXCLUDED.updated_by,
                  updated_at = now()",
-            cluster,
+            cluster.as_str(),
             node,
             settings.cards.map(|c| c as i32),
             settings.replicas.map(|r| r as i32),
@@ -111,7 +112,7 @@ pub struct NodeUsageHour {
 /// Node `node` of `cluster`: its stored usage over `[from, to)`.
 pub async fn usage(
     pool: &sqlx::PgPool,
-    cluster: &str,
+    cluster: &ClusterName,
     node: &str,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
@@ -124,7 +125,7 @@ pub async fn usage(
            WHERE cluster = $1 AND node = $2 AND hour >= $3 AND hour < $4
            GROUP BY hour, team, namespace, gpu_model, kind, fraction
            ORDER BY hour, team, namespace, gpu_model, kind"#,
-        cluster,
+        cluster.as_str(),
         node,
         from,
         to
@@ -146,7 +147,7 @@ pub struct NodeCapacityHour {
 /// Node `node` of `cluster`: its stored capacity over `[from, to)`.
 pub async fn capacity(
     pool: &sqlx::PgPool,
-    cluster: &str,
+    cluster: &ClusterName,
     node: &str,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
@@ -156,7 +157,7 @@ pub async fn capacity(
         r#"SELECT hour, gpu_model, cards, card_seconds, coalesce(offered_card_seconds, card_seconds) AS "offered_card_seconds!"
            FROM node_capacity_hourly
            WHERE cluster = $1 AND node = $2 AND hour >= $3 AND hour < $4 ORDER BY hour"#,
-        cluster,
+        cluster.as_str(),
         node,
         from,
         to

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
+use crate::validate::ClusterName;
 use crate::waste::{CapacityDay, HeldDay};
 
 pub async fn held_days(
@@ -60,8 +61,9 @@ pub async fn report(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     tz: chrono_tz::Tz,
-    cluster: Option<&str>,
+    cluster: Option<&ClusterName>,
 ) -> Result<crate::waste::OversubscriptionReport, sqlx::Error> {
+    let cluster = cluster.map(ClusterName::as_str);
     let held = held_days(pool, from, to, tz.name(), cluster).await?;
     let capacity = capacity_days(pool, from, to, tz.name(), cluster).await?;
     Ok(crate::waste::oversubscription(&held, &capacity))

@@ -8,6 +8,7 @@ use sqlx::PgConnection;
 use super::audit::Change;
 use crate::money::RatePerCardHour;
 use crate::pricing::{CloudRates, ModelCatalog, PricingError, RateBook, RateHistory, RateVersion, Tco};
+use crate::validate::GpuModel;
 
 /// A stored rate version (the API shows it as `api::views::StoredRate`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -91,7 +92,7 @@ pub async fn get(conn: &mut PgConnection, id: i64) -> Result<Option<StoredRate>,
 
 pub async fn insert(
     conn: &mut PgConnection,
-    gpu_model: &str,
+    gpu_model: &GpuModel,
     effective_from: NaiveDate,
     rate: RatePerCardHour,
     tco: Option<serde_json::Value>,
@@ -102,7 +103,7 @@ pub async fn insert(
         "INSERT INTO rate_versions (gpu_model, effective_from, rate, tco, created_by) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (gpu_model, effective_from) DO NOTHING
          RETURNING id, gpu_model, effective_from, rate, tco, created_by, created_at",
-        gpu_model,
+        gpu_model.as_str(),
         effective_from,
         rate.as_decimal(),
         tco,
@@ -164,9 +165,10 @@ pub async fn cloud_rates(conn: &mut PgConnection) -> Result<Vec<StoredCloudRates
 /// wins, a change reads the row under its lock first (its true `before`), the values stored already write nothing.
 pub async fn put_cloud_rates(
     conn: &mut PgConnection,
-    gpu_model: &str,
+    gpu_model: &GpuModel,
     r: &CloudRates,
 ) -> Result<Change<CloudRates>, sqlx::Error> {
+    let gpu_model = gpu_model.as_str();
     let created = sqlx::query!(
         "INSERT INTO cloud_rates (gpu_model, on_demand, spot, reserved) VALUES ($1, $2, $3, $4)
          ON CONFLICT (gpu_model) DO NOTHING RETURNING on_demand, spot, reserved",
@@ -210,9 +212,10 @@ pub async fn aliases(conn: &mut PgConnection) -> Result<Vec<(String, String)>, s
 /// Sets (or replaces) the pricing key of a DCGM model name; returns the key it had.
 pub async fn put_alias(
     conn: &mut PgConnection,
-    model_name: &str,
-    pricing_model: &str,
+    model_name: &GpuModel,
+    pricing_model: &GpuModel,
 ) -> Result<Option<String>, sqlx::Error> {
+    let (model_name, pricing_model) = (model_name.as_str(), pricing_model.as_str());
     // the row lock makes concurrent puts of one name see each other's value as `before`
     let before =
         sqlx::query_scalar!("SELECT pricing_model FROM gpu_model_aliases WHERE model_name = $1 FOR UPDATE", model_name)

@@ -4,6 +4,7 @@ use chrono::NaiveDate;
 use sqlx::{PgConnection, PgPool};
 
 use crate::billing::{ReplicaBilling, ReplicaPolicyVersion};
+use crate::validate::ClusterName;
 
 /// Every stored setting, sorted by cluster, pool, date.
 pub async fn list(conn: &mut PgConnection) -> Result<Vec<ReplicaPolicyVersion>, sqlx::Error> {
@@ -127,11 +128,12 @@ pub async fn node_usage_by_day(
 /// Puts a node into a node pool (`None`: out of any), keeping its other settings; audited.
 pub async fn set_node_pool(
     conn: &mut PgConnection,
-    cluster: &str,
+    cluster: &ClusterName,
     node: &str,
     pool: Option<&str>,
     actor: &str,
 ) -> Result<(), sqlx::Error> {
+    let cluster = cluster.as_str();
     let before = sqlx::query_scalar!("SELECT pool FROM node_settings WHERE cluster = $1 AND node = $2", cluster, node)
         .fetch_optional(&mut *conn)
         .await?

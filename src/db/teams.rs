@@ -6,6 +6,7 @@ use sqlx::{PgConnection, PgPool};
 
 use super::audit::Change;
 use crate::access::Scope;
+use crate::validate::{ClusterName, Namespace, TeamId};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Team {
@@ -28,8 +29,8 @@ pub async fn list(pool: &PgPool, scope: &Scope) -> Result<Vec<Team>, sqlx::Error
     .await
 }
 
-pub async fn get(conn: &mut PgConnection, id: &str) -> Result<Option<Team>, sqlx::Error> {
-    sqlx::query_as!(Team, "SELECT id, name, owner FROM teams WHERE id = $1", id).fetch_optional(conn).await
+pub async fn get(conn: &mut PgConnection, id: &TeamId) -> Result<Option<Team>, sqlx::Error> {
+    sqlx::query_as!(Team, "SELECT id, name, owner FROM teams WHERE id = $1", id.as_str()).fetch_optional(conn).await
 }
 
 /// Creates the team or updates its name and owner. As a budget is put (`db::budgets::put`): the creation is the
@@ -110,9 +111,9 @@ pub async fn list_mappings(pool: &PgPool, scope: &Scope) -> Result<Vec<Mapping>,
 /// are mapped already (also when a concurrent request mapped them first).
 pub async fn insert_mapping(
     conn: &mut PgConnection,
-    cluster: Option<&str>,
-    namespace: &str,
-    team_id: &str,
+    cluster: Option<&ClusterName>,
+    namespace: &Namespace,
+    team_id: &TeamId,
     valid_from: NaiveDate,
     actor: &str,
 ) -> Result<Option<Mapping>, sqlx::Error> {
@@ -122,16 +123,16 @@ pub async fn insert_mapping(
          VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (coalesce(cluster, ''), namespace, valid_from) DO NOTHING
          RETURNING id, cluster, namespace, team_id, valid_from, created_by, created_at",
-        cluster,
-        namespace,
-        team_id,
+        cluster.map(ClusterName::as_str),
+        namespace.as_str(),
+        team_id.as_str(),
         valid_from,
         actor
     )
     .fetch_optional(&mut *conn)
     .await?;
     if m.is_some() {
-        retag_namespace(conn, namespace).await?;
+        retag_namespace(conn, namespace.as_str()).await?;
     }
     Ok(m)
 }
@@ -139,8 +140,8 @@ pub async fn insert_mapping(
 /// The mapping of exactly this cluster (`None`: every cluster), namespace and first day, if any.
 pub async fn mapping_at(
     conn: &mut PgConnection,
-    cluster: Option<&str>,
-    namespace: &str,
+    cluster: Option<&ClusterName>,
+    namespace: &Namespace,
     valid_from: NaiveDate,
 ) -> Result<Option<Mapping>, sqlx::Error> {
     sqlx::query_as!(
@@ -148,8 +149,8 @@ pub async fn mapping_at(
         "SELECT id, cluster, namespace, team_id, valid_from, created_by, created_at FROM namespace_mappings
          WHERE coalesce(cluster, '') = coalesce($1, '') AND namespace = $2 AND valid_from = $3
          FOR UPDATE",
-        cluster,
-        namespace,
+        cluster.map(ClusterName::as_str),
+        namespace.as_str(),
         valid_from
     )
     .fetch_optional(conn)
@@ -160,7 +161,7 @@ pub async fn mapping_at(
 pub async fn update_mapping_team(
     conn: &mut PgConnection,
     id: i64,
-    team_id: &str,
+    team_id: &TeamId,
     actor: &str,
 ) -> Result<Mapping, sqlx::Error> {
     let m = sqlx::query_as!(
@@ -168,7 +169,7 @@ pub async fn update_mapping_team(
         "UPDATE namespace_mappings SET team_id = $2, created_by = $3, created_at = now() WHERE id = $1
          RETURNING id, cluster, namespace, team_id, valid_from, created_by, created_at",
         id,
-        team_id,
+        team_id.as_str(),
         actor
     )
     .fetch_one(&mut *conn)

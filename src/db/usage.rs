@@ -8,6 +8,7 @@ use sqlx::{PgConnection, PgPool};
 
 use crate::access::Scope;
 use crate::metering::HourOutput;
+use crate::validate::ClusterName;
 
 /// Serialises writers of the same cluster-hour (several workers may overlap); released at commit. Take the hours
 /// of a batch in ascending order, so two writers of overlapping batches cannot deadlock.
@@ -372,10 +373,11 @@ pub async fn totals(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     group_by: GroupBy,
-    cluster: Option<&str>,
+    cluster: Option<&ClusterName>,
     scope: &Scope,
     billing_tz: chrono_tz::Tz,
 ) -> Result<Vec<UsageTotal>, sqlx::Error> {
+    let cluster = cluster.map(ClusterName::as_str);
     let midnight = |t: DateTime<Utc>| {
         let local = t.with_timezone(&billing_tz);
         (local.time() == chrono::NaiveTime::MIN).then(|| local.date_naive())

@@ -6,6 +6,7 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 
 use crate::access::Role;
+use crate::validate::TeamId;
 
 /// A user as stored, without the password hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -37,9 +38,10 @@ pub async fn insert(
     conn: &mut PgConnection,
     username: &str,
     role: Role,
-    teams: &[String],
+    teams: &[TeamId],
     password_hash: &str,
 ) -> Result<Option<User>, sqlx::Error> {
+    let teams: Vec<String> = teams.iter().map(TeamId::to_string).collect();
     sqlx::query_as!(
         User,
         "INSERT INTO users (username, role, teams, password_hash) VALUES ($1, $2, $3, $4)
@@ -47,7 +49,7 @@ pub async fn insert(
          RETURNING id, username, role, teams, disabled_at, created_at, updated_at",
         username,
         role.as_str(),
-        teams,
+        &teams[..],
         password_hash
     )
     .fetch_optional(conn)

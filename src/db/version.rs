@@ -1,6 +1,7 @@
 //! The data version: one number, bumped once by every committing transaction that changed what answers depend
 //! on, in commit order (migrations/20261201000005_integrity.sql says why). Caches compare it, not timestamps.
 
+use crate::billing::Month;
 use sqlx::PgPool;
 
 /// A value of the data version. Two reads give the same one only if no transaction that changed data committed
@@ -13,11 +14,11 @@ pub async fn current(pool: &PgPool) -> Result<DataVersion, sqlx::Error> {
 }
 
 /// The data version and, when `month` is closed, the content hash of its statement: one round trip, one snapshot.
-pub async fn with_closed_hash(pool: &PgPool, month: &str) -> Result<(DataVersion, Option<String>), sqlx::Error> {
+pub async fn with_closed_hash(pool: &PgPool, month: Month) -> Result<(DataVersion, Option<String>), sqlx::Error> {
     let r = sqlx::query!(
         r#"SELECT (SELECT version FROM data_version) AS "version!",
                   (SELECT content_hash FROM closed_months WHERE month = $1) AS content_hash"#,
-        month
+        month.to_string()
     )
     .fetch_one(pool)
     .await?;

@@ -10,6 +10,8 @@
 
 use std::collections::HashMap;
 
+use crate::validate::GpuModel;
+
 /// Maps DCGM model names to pricing keys: overrides first, then the built-in rules, then the name itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ModelCatalog {
@@ -29,6 +31,12 @@ impl ModelCatalog {
             .map(|(k, v)| (k.as_ref().trim().to_string(), v.as_ref().trim().to_string()))
             .collect();
         Self { overrides }
+    }
+
+    /// The pricing key of a checked model name, checked in turn: a built-in key, an alias as stored (checked when
+    /// it was put) or the name itself.
+    pub fn key_of(&self, model: &GpuModel) -> GpuModel {
+        GpuModel::parse("gpu_model", &self.key_for(model.as_str())).unwrap_or_else(|_| model.clone())
     }
 
     /// The pricing key of a DCGM `modelName`.

@@ -192,7 +192,7 @@ async fn check_budgets_locked(
     webhook: Option<&str>,
 ) -> Result<AlertRun, AlertError> {
     let mut run = AlertRun::default();
-    let budgets = db::budgets::for_month(pool, &month.to_string(), &Scope::all()).await?;
+    let budgets = db::budgets::for_month(pool, month, &Scope::all()).await?;
     if !budgets.is_empty() {
         let st = ledger::statement(pool, month, crate::billing::PolicyChoice::NONE).await?;
         let part = elapsed(month, tz, at);
@@ -211,8 +211,7 @@ async fn check_budgets_locked(
                     "forecast": forecast(spent, part),
                     "as_of": at,
                 });
-                if db::budgets::raise(pool, &b.team_id, &month.to_string(), threshold, basis.as_str(), &payload).await?
-                {
+                if db::budgets::raise(pool, &b.team_id, month, threshold, basis.as_str(), &payload).await? {
                     run.raised += 1;
                 }
             }
@@ -223,7 +222,7 @@ async fn check_budgets_locked(
         .timeout(Duration::from_secs(10))
         .build()
         .map_err(|e| AlertError::WebhookClient(e.to_string()))?;
-    for alert in db::budgets::alerts(pool, &month.to_string(), true).await? {
+    for alert in db::budgets::alerts(pool, month, true).await? {
         let mut error = None;
         // a few quick tries now; whatever still fails is tried again on the next run
         for attempt in 0..3u32 {

@@ -10,7 +10,7 @@ use crate::access::{Scope, Writer};
 use crate::billing::{Month, PolicyChoice};
 use crate::db::{self, audit, budgets::Alert, budgets::Budget};
 use crate::money::Money;
-use crate::validate::{self, Invalid};
+use crate::validate::{self, Invalid, TeamId};
 
 /// A budget with its spend so far, forecast and alerts (the API answers it as `api::views::BudgetStatus`).
 #[derive(Debug, Serialize)]
@@ -26,10 +26,10 @@ pub struct BudgetStatus {
 
 /// The month's budgets of the teams of `scope`, with spend, forecast and alerts.
 pub async fn budgets(s: &Services, scope: &Scope, month: Month) -> Result<Vec<BudgetStatus>, Error> {
-    let budgets = db::budgets::for_month(&s.pool, &month.to_string(), scope).await?;
+    let budgets = db::budgets::for_month(&s.pool, month, scope).await?;
     let st = super::statements::statement(s, month, PolicyChoice::NONE).await?;
     let part = crate::usecase::alerts::elapsed(month, s.billing_tz, Utc::now());
-    let alerts = db::budgets::alerts(&s.pool, &month.to_string(), false).await?;
+    let alerts = db::budgets::alerts(&s.pool, month, false).await?;
     Ok(budgets
         .into_iter()
         .map(|b| {
@@ -50,7 +50,7 @@ pub async fn set_budget(
     s: &Services,
     by: &Writer,
     month: Month,
-    team: &str,
+    team: &TeamId,
     amount: Decimal,
     thresholds: Option<Vec<Decimal>>,
 ) -> Result<Budget, Error> {

@@ -42,7 +42,7 @@ pub async fn month_coverage(s: &Services, month: Month) -> Result<Vec<Coverage>,
 
 /// The month's budgets of the teams of `scope`.
 async fn month_budgets(s: &Services, month: Month, scope: &Scope) -> Result<BTreeMap<String, Money>, Error> {
-    Ok(db::budgets::for_month(&s.pool, &month.to_string(), scope)
+    Ok(db::budgets::for_month(&s.pool, month, scope)
         .await?
         .into_iter()
         .map(|b| (b.team_id, Money::from_decimal(b.amount)))

@@ -19,6 +19,7 @@ use crate::ledger::{
     Snapshot, Statement, TeamInfo, check_frozen_policy, from_closed, integrity, read_snapshot,
 };
 use crate::money::{Money, card_hours_from_seconds};
+use crate::validate::TeamId;
 
 /// The bill policy configured as the default (settings `bill_mode`, `unallocated_policy`).
 pub async fn default_policy(pool: &PgPool) -> Result<BillPolicy, LedgerError> {
@@ -153,7 +154,7 @@ struct Seconds {
 /// default policy (a draft), with the restatements of the closed months right before it.
 pub async fn statement(pool: &PgPool, month: Month, choice: PolicyChoice) -> Result<Statement, LedgerError> {
     let mut conn = pool.acquire().await?;
-    if let Some(c) = db::bills::closed(&mut conn, &month.to_string()).await? {
+    if let Some(c) = db::bills::closed(&mut conn, month).await? {
         let st = from_closed(month, &c)?;
         check_frozen_policy(month, st.bills.policy, choice)?;
         return Ok(st);
@@ -188,8 +189,8 @@ pub async fn statement(pool: &PgPool, month: Month, choice: PolicyChoice) -> Res
 
 /// Whether `team` is a team of this statement or of the ledger at all: an export or statement asked for a team that
 /// is neither is an unknown team (a typo), not a team without lines.
-pub async fn team_known(pool: &PgPool, st: &Statement, team: &str) -> Result<bool, LedgerError> {
-    if st.team_ids().contains(&team) {
+pub async fn team_known(pool: &PgPool, st: &Statement, team: &TeamId) -> Result<bool, LedgerError> {
+    if st.team_ids().contains(&team.as_str()) {
         return Ok(true);
     }
     let mut conn = pool.acquire().await?;
@@ -207,7 +208,7 @@ fn restate_key(r: &RestatementLine) -> RestateKey {
 /// carried.
 async fn pending_restatements(pool: &PgPool, month: Month) -> Result<Vec<RestatementLine>, LedgerError> {
     let mut conn = pool.acquire().await?;
-    let closed = db::bills::closed_before(&mut conn, &month.to_string()).await?;
+    let closed = db::bills::closed_before(&mut conn, month).await?;
     let mut chain = Vec::new();
     let mut expect = month.prev();
     for c in &closed {
@@ -273,7 +274,7 @@ pub async fn close<E: From<LedgerError> + From<sqlx::Error>>(
     };
     // one close of a month at a time; a concurrent one waits without holding a connection this one needs
     let mut tx = db::turns::begin_holding(pool, &format!("close:{month}")).await?;
-    if db::bills::closed(&mut tx, &month.to_string()).await?.is_some() {
+    if db::bills::closed(&mut tx, month).await?.is_some() {
         return Err(LedgerError::AlreadyClosed(month).into());
     }
     let st = statement(pool, month, PolicyChoice::exactly(req.policy)).await?;
@@ -308,10 +309,10 @@ pub async fn close<E: From<LedgerError> + From<sqlx::Error>>(
     }
     let action = if close_override.is_some() { "month.close_override" } else { "month.close" };
     // the one door into closed_months: the row and its audit entry, together (close_month, SECURITY DEFINER)
-    if !db::bills::insert_closed(&mut tx, &month.to_string(), actor, &value, action, &summary).await? {
+    if !db::bills::insert_closed(&mut tx, month, actor, &value, action, &summary).await? {
         return Err(LedgerError::AlreadyClosed(month).into());
     }
-    let closed = db::bills::closed(&mut tx, &month.to_string()).await?;
+    let closed = db::bills::closed(&mut tx, month).await?;
     tx.commit().await?;
     match closed {
         Some(c) => Ok(from_closed(month, &c)?),
@@ -322,7 +323,7 @@ pub async fn close<E: From<LedgerError> + From<sqlx::Error>>(
 /// Verifies `month`'s stored snapshot against its content hash in the database (the snapshot is hashed there, not
 /// sent): `Ok` when it is intact or the month is not closed.
 pub async fn verify_closed(pool: &PgPool, month: Month) -> Result<(), LedgerError> {
-    match db::bills::closed_hashes(pool, &month.to_string()).await? {
+    match db::bills::closed_hashes(pool, month).await? {
         Some((stored, actual)) if stored != actual => Err(integrity::mismatch(&month.to_string(), &stored, &actual)),
         _ => Ok(()),
     }

@@ -90,9 +90,9 @@ pub async fn import(
     let mut new_teams: Vec<&str> = Vec::new();
     for (i, row) in rows.iter().enumerate() {
         if db::teams::get(&mut *tx, &row.team).await?.is_none() && !new_teams.contains(&row.team.as_str()) {
-            let name = row.team_name.clone().unwrap_or_else(|| row.team.clone());
-            let team = Team { id: row.team.clone(), name, owner: row.owner.clone() };
-            new_teams.push(&row.team);
+            let name = row.team_name.clone().unwrap_or_else(|| row.team.to_string());
+            let team = Team { id: row.team.to_string(), name, owner: row.owner.clone() };
+            new_teams.push(row.team.as_str());
             // a concurrent import may create it first: then it is not ours to count or audit
             if !dry_run {
                 if db::teams::create(&mut *tx, &team).await? {
@@ -104,11 +104,11 @@ pub async fn import(
             }
         }
         let earlier = rows[..i].iter().any(|r| same_key(r, row));
-        let stored = db::teams::mapping_at(&mut *tx, row.cluster.as_deref(), &row.namespace, row.valid_from).await?;
+        let stored = db::teams::mapping_at(&mut *tx, row.cluster.as_ref(), &row.namespace, row.valid_from).await?;
         let (action, previous_team) = match &stored {
             _ if earlier => (RowAction::Unchanged, None),
             None => (RowAction::Insert, None),
-            Some(m) if m.team_id == row.team => (RowAction::Unchanged, None),
+            Some(m) if m.team_id == row.team.as_str() => (RowAction::Unchanged, None),
             Some(m) => (RowAction::Update, Some(m.team_id.clone())),
         };
         if !dry_run {
@@ -117,7 +117,7 @@ pub async fn import(
                 (RowAction::Insert, _) => {
                     let m = db::teams::insert_mapping(
                         &mut *tx,
-                        row.cluster.as_deref(),
+                        row.cluster.as_ref(),
                         &row.namespace,
                         &row.team,
                         row.valid_from,
@@ -154,9 +154,9 @@ pub async fn import(
         report.rows.push(RowOutcome {
             line: row.line,
             action,
-            cluster: row.cluster.clone(),
-            namespace: row.namespace.clone(),
-            team: row.team.clone(),
+            cluster: row.cluster.as_ref().map(ToString::to_string),
+            namespace: row.namespace.to_string(),
+            team: row.team.to_string(),
             valid_from: row.valid_from,
             previous_team,
         });

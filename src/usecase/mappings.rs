@@ -10,7 +10,7 @@ use super::{Error, Services};
 use crate::access::{Scope, Writer};
 use crate::db::{self, audit, teams::Mapping};
 use crate::validate::mapping_file;
-use crate::validate::{self, Invalid, TeamId};
+use crate::validate::{self, ClusterName, Invalid, Namespace, TeamId};
 
 /// The mappings of the teams `scope` may see.
 pub async fn mappings(s: &Services, scope: &Scope) -> Result<Vec<Mapping>, Error> {
@@ -47,7 +47,7 @@ async fn insert_checked(
     let Checked { cluster, ns, team, valid_from } = check(tx, input, at).await?;
     let unknown_team = || Error::invalid(format!("{at}team_id"), format!("unknown team `{team}`"));
     // one statement decides: of concurrent identical requests exactly one inserts (and is audited)
-    let m = db::teams::insert_mapping(&mut *tx, cluster.as_deref(), &ns, team.as_str(), valid_from, actor)
+    let m = db::teams::insert_mapping(&mut *tx, cluster.as_ref(), &ns, &team, valid_from, actor)
         .await
         .map_err(|e| if db::refuses_value(&e) { unknown_team() } else { Error::from(e) })?
         .ok_or_else(|| Error::Conflict {
@@ -60,8 +60,8 @@ async fn insert_checked(
 
 /// A mapping's fields as checked.
 struct Checked {
-    cluster: Option<String>,
-    ns: String,
+    cluster: Option<ClusterName>,
+    ns: Namespace,
     team: TeamId,
     valid_from: NaiveDate,
 }
@@ -69,14 +69,14 @@ struct Checked {
 /// Checks a mapping's fields and that its team exists; `at` prefixes field names (CSV rows).
 async fn check(tx: &mut sqlx::PgConnection, input: &MappingInput, at: &str) -> Result<Checked, Error> {
     let named = |e: Invalid| Error::invalid(format!("{at}{}", e.field), e.message);
-    let ns = validate::namespace("namespace", &input.namespace).map_err(named)?;
+    let ns = Namespace::parse("namespace", &input.namespace).map_err(named)?;
     let team = TeamId::parse("team_id", &input.team_id).map_err(named)?;
     let valid_from = validate::date("valid_from", input.valid_from).map_err(named)?;
     let cluster = match input.cluster.as_deref() {
-        Some(c) => Some(validate::cluster("cluster", c).map_err(named)?),
+        Some(c) => Some(ClusterName::parse("cluster", c).map_err(named)?),
         None => None,
     };
-    if db::teams::get(&mut *tx, team.as_str()).await?.is_none() {
+    if db::teams::get(&mut *tx, &team).await?.is_none() {
         return Err(Error::invalid(format!("{at}team_id"), format!("unknown team `{team}`")));
     }
     Ok(Checked { cluster, ns, team, valid_from })
@@ -89,10 +89,10 @@ pub async fn put_mapping(s: &Services, by: &Writer, input: &MappingInput) -> Res
     let actor = &by.actor();
     let mut tx = s.pool.begin().await?;
     let c = check(&mut tx, input, "").await?;
-    let (action, m) = match db::teams::mapping_at(&mut tx, c.cluster.as_deref(), &c.ns, c.valid_from).await? {
+    let (action, m) = match db::teams::mapping_at(&mut tx, c.cluster.as_ref(), &c.ns, c.valid_from).await? {
         Some(m) if m.team_id == c.team.as_str() => (RowAction::Unchanged, m),
         Some(before) => {
-            let m = db::teams::update_mapping_team(&mut tx, before.id, c.team.as_str(), actor).await?;
+            let m = db::teams::update_mapping_team(&mut tx, before.id, &c.team, actor).await?;
             let target = format!("namespace:{}", c.ns);
             audit::record(&mut tx, actor, "mapping.update", &target, json(&before), json(&m)).await?;
             (RowAction::Update, m)

@@ -35,7 +35,7 @@ pub async fn months(s: &Services, now: DateTime<Utc>) -> Result<Vec<MonthEntry>,
     let mut out = Vec::with_capacity(LISTED);
     let mut m = current(s, now);
     for _ in 0..LISTED {
-        let (_, hash) = crate::db::version::with_closed_hash(&s.pool, &m.to_string()).await?;
+        let (_, hash) = crate::db::version::with_closed_hash(&s.pool, m).await?;
         out.push(MonthEntry { month: m, status: if hash.is_some() { MonthStatus::Closed } else { MonthStatus::Open } });
         m = m.prev();
     }

@@ -19,7 +19,7 @@ use crate::db;
 use crate::ledger::MonthStatus;
 use crate::metering::NodeSettings;
 use crate::money::{Money, RatePerCardHour, card_hours_from_seconds};
-use crate::validate::{self, Invalid};
+use crate::validate::{self, ClusterName, Invalid};
 
 /// The anomaly kinds that mark a node finance can settle by its settings.
 pub const MARKS: [&str; 3] = ["unknown_gpu_model", "unverified_node", "default_replicas"];
@@ -111,19 +111,23 @@ pub async fn marked(s: &Services, scope: &Scope, month: Month) -> Result<Vec<Mar
 pub async fn configured(
     s: &Services,
     scope: &Scope,
-    cluster: Option<&str>,
+    cluster: Option<&ClusterName>,
 ) -> Result<Vec<db::nodes::StoredNodeSettings>, Error> {
     global_only(scope)?;
     let mut conn = s.pool.acquire().await?;
-    Ok(db::nodes::list(&mut conn, cluster).await?)
+    Ok(db::nodes::list(&mut conn, cluster.map(ClusterName::as_str)).await?)
 }
 
 /// A node's settings as asked (a form or a JSON body, every field text or absent), checked: cluster and node
 /// names, cards and replicas 1–1024, a model that is not `unknown`, a sharing of `none`, `time-slicing`, `mps`,
 /// `hami`. Every bad field is listed.
-pub fn check(cluster: &str, node: &str, asked: &NodeSettingsView) -> Result<(String, String, NodeSettings), Error> {
+pub fn check(
+    cluster: &str,
+    node: &str,
+    asked: &NodeSettingsView,
+) -> Result<(ClusterName, String, NodeSettings), Error> {
     let mut problems = Vec::new();
-    let cluster = validate::cluster("cluster", cluster).map_err(|e| problems.push(e)).ok();
+    let cluster = ClusterName::parse("cluster", cluster).map_err(|e| problems.push(e)).ok();
     let node = validate::node_name("node", node).map_err(|e| problems.push(e)).ok();
     for (field, v) in [("cards", asked.cards), ("replicas", asked.replicas)] {
         if let Some(v) = v
@@ -311,7 +315,7 @@ pub async fn preview(
         .collect();
     let cap_hours = |b: &crate::billing::MonthBills| b.capacity.iter().map(|c| c.card_hours).sum::<Decimal>();
     Ok(NodePreview {
-        cluster,
+        cluster: cluster.into_string(),
         node,
         month,
         settings: NodeSettingsView::from(&settings),

@@ -11,7 +11,7 @@ use crate::access::{Scope, Writer};
 use crate::db::{self, audit, rates::StoredCloudRates, rates::StoredRate};
 use crate::money::RatePerCardHour;
 use crate::pricing::{CloudRates, ModelCatalog, RateBreakdown, RateSource, RentVsBuild, TcoInputs, rent_vs_build};
-use crate::validate::{self, Invalid};
+use crate::validate::{self, GpuModel, Invalid};
 
 /// How a DCGM `modelName` is priced: the built-in catalogue's key, unless an alias says otherwise.
 #[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
@@ -37,8 +37,8 @@ pub async fn put_model_alias(
     pricing_model: &str,
 ) -> Result<ModelAlias, Error> {
     let actor = &by.actor();
-    let model_name = validate::model_name("model_name", model_name)?;
-    let key = validate::model_name("pricing_model", pricing_model)?;
+    let model_name = GpuModel::parse("model_name", model_name)?;
+    let key = GpuModel::parse("pricing_model", pricing_model)?;
     let mut tx = s.pool.begin().await?;
     let before = db::rates::put_alias(&mut tx, &model_name, &key).await?;
     audit::record(
@@ -52,7 +52,7 @@ pub async fn put_model_alias(
     .await?;
     tx.commit().await?;
     crate::usecase::alerts::check_after_change(&s.pool, s.billing_tz, None).await;
-    Ok(ModelAlias { model_name, pricing_model: key })
+    Ok(ModelAlias { model_name: model_name.into_string(), pricing_model: key.into_string() })
 }
 
 /// Pricing's refused fields as the use cases' error, each name prefixed (`tco.`).
@@ -82,7 +82,7 @@ pub struct RateInput {
 /// Adds a rate version (finance). Two versions of one model on the same date are refused. Audited.
 pub async fn create_rate(s: &Services, by: &Writer, input: RateInput) -> Result<StoredRate, Error> {
     let actor = &by.actor();
-    let model = validate::model_name("gpu_model", &input.gpu_model)?;
+    let model = GpuModel::parse("gpu_model", &input.gpu_model)?;
     let effective_from = validate::date("effective_from", input.effective_from)?;
     let (rate, tco) = match (input.tco, input.rate) {
         (Some(tco), None) => {
@@ -97,7 +97,7 @@ pub async fn create_rate(s: &Services, by: &Writer, input: RateInput) -> Result<
         }
         _ => return Err(Error::invalid("tco", "give either `tco` or `rate`, exactly one")),
     };
-    let model = ModelCatalog::new().key_for(&model);
+    let model = ModelCatalog::new().key_of(&model);
     let mut tx = s.pool.begin().await?;
     // one statement decides: of concurrent identical requests exactly one inserts (and is audited)
     let stored =
@@ -146,13 +146,9 @@ pub async fn put_cloud_rates(s: &Services, by: &Writer, model: &str, rates: Clou
             errors.push(Invalid::new(field, "must be between 0 and 1,000,000"));
         }
     }
-    if let Err(e) = validate::model_name("model", model) {
-        errors.insert(0, e);
-    }
-    if !errors.is_empty() {
-        return Err(Error::Invalid(errors));
-    }
-    let model = ModelCatalog::new().key_for(model.trim());
+    let model = GpuModel::parse("model", model).map_err(|e| errors.insert(0, e)).ok();
+    let Some(model) = model.filter(|_| errors.is_empty()) else { return Err(Error::Invalid(errors)) };
+    let model = ModelCatalog::new().key_of(&model);
     let mut tx = s.pool.begin().await?;
     // the entry's `before` is the row as it was, read under its lock; the same values again write nothing
     let change = db::rates::put_cloud_rates(&mut tx, &model, &rates).await?;

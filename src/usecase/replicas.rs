@@ -61,7 +61,7 @@ pub async fn set_node_pool(
     pool: Option<&str>,
 ) -> Result<(), Error> {
     let actor = &by.actor();
-    let cluster = validate::cluster("cluster", cluster)?;
+    let cluster = validate::ClusterName::parse("cluster", cluster)?;
     let pool = pool.map(|p| pool_name("pool", p)).transpose()?;
     let mut tx = s.pool.begin().await?;
     db::replica_policy::set_node_pool(&mut tx, &cluster, node, pool.as_deref(), actor).await?;

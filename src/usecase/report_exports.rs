@@ -10,6 +10,7 @@ use crate::billing::Month;
 use crate::export::table::{Cell, Column, ReportTable, Writing, column, report_csv, report_xlsx};
 use crate::glossary::Lang;
 use crate::money::Money;
+use crate::validate::ClusterName;
 use crate::waste::{OversubscriptionRow, UtilizationReport, WastefulPod};
 
 /// A file's format.
@@ -386,7 +387,7 @@ pub async fn oversubscription_file(
     s: &Services,
     scope: &Scope,
     (from, to): (DateTime<Utc>, DateTime<Utc>),
-    cluster: Option<&str>,
+    cluster: Option<&ClusterName>,
     format: Format,
     words: Option<Lang>,
 ) -> Result<ReportFile, Error> {

@@ -13,7 +13,7 @@ use crate::billing::{Month, PolicyChoice};
 use crate::db;
 use crate::ingest::window::floor_hour;
 use crate::money::Money;
-use crate::validate::{self, Invalid, TimeInput};
+use crate::validate::{self, ClusterName, Invalid, TimeInput};
 use crate::waste::{CapacitySeconds, Fragmentation, PodSums, UtilizationReport, WastefulPod, utilization_report};
 
 /// How many pods the low-utilization top N lists unless asked.
@@ -213,7 +213,7 @@ pub async fn oversubscription(
     scope: &Scope,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
-    cluster: Option<&str>,
+    cluster: Option<&ClusterName>,
 ) -> Result<crate::waste::OversubscriptionReport, Error> {
     global_only(scope)?;
     Ok(db::oversubscription::report(&s.pool, from, to, s.billing_tz, cluster).await?)

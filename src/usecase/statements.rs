@@ -11,6 +11,7 @@ use crate::access::Scope;
 use crate::billing::{Month, PolicyChoice};
 use crate::db;
 use crate::ledger::{self, Statement};
+use crate::validate::TeamId;
 
 /// Statements served from memory. A closed month is read once from what was stored at close and kept under its
 /// content hash: it never changes, so only the (tiny) hash is read per request, never the snapshot, and nothing is
@@ -29,7 +30,7 @@ pub struct StatementCache {
 
 impl StatementCache {
     pub async fn statement(&self, pool: &PgPool, month: Month, choice: PolicyChoice) -> Result<Arc<Statement>, Error> {
-        let (version, closed_hash) = db::version::with_closed_hash(pool, &month.to_string()).await?;
+        let (version, closed_hash) = db::version::with_closed_hash(pool, month).await?;
         match closed_hash {
             None => Ok(self
                 .open
@@ -72,8 +73,8 @@ pub async fn statement(s: &Services, month: Month, choice: PolicyChoice) -> Resu
 
 /// A team asked for must be a known team the caller may see: else not found, naming `team` (a team lead learns
 /// nothing of other teams: one outside its scope is as unknown). A known team without lines this month is no error.
-pub async fn check_team(s: &Services, st: &Statement, scope: &Scope, team: &str) -> Result<(), Error> {
-    if scope.allows(team) && super::ledger::team_known(&s.pool, st, team).await? {
+pub async fn check_team(s: &Services, st: &Statement, scope: &Scope, team: &TeamId) -> Result<(), Error> {
+    if scope.allows(team.as_str()) && super::ledger::team_known(&s.pool, st, team).await? {
         return Ok(());
     }
     Err(Error::NotFoundField { field: "team".into(), message: format!("unknown team {team}") })
@@ -107,11 +108,11 @@ pub async fn select(
     scope: &Scope,
     month: Month,
     choice: PolicyChoice,
-    team: Option<&str>,
+    team: Option<&TeamId>,
 ) -> Result<Selection, Error> {
     let st = statement(s, month, choice).await?;
     if let Some(t) = team {
         check_team(s, &st, scope, t).await?;
     }
-    Ok(Selection { statement: st, scope: scope.clone(), team: team.map(str::to_string) })
+    Ok(Selection { statement: st, scope: scope.clone(), team: team.map(TeamId::to_string) })
 }

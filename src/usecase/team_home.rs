@@ -10,6 +10,7 @@ use crate::billing::{Month, PolicyChoice};
 use crate::db::usage::GroupBy;
 use crate::money::Money;
 use crate::usecase::usage::UsageRow;
+use crate::validate::TeamId;
 use crate::waste::{IdlePod, IdleRule, WastefulPod};
 
 /// How many months the trend shows (the current one included).
@@ -43,12 +44,13 @@ pub struct TeamHome {
 pub async fn team_home(
     s: &Services,
     scope: &Scope,
-    team: &str,
+    team: &TeamId,
     month: Month,
     now: DateTime<Utc>,
 ) -> Result<TeamHome, Error> {
     let st = super::statements::statement(s, month, PolicyChoice::NONE).await?;
     super::statements::check_team(s, &st, scope, team).await?;
+    let team = team.as_str();
     let only = Scope::teams(vec![team.to_string()]);
     let spent = st.team_total(team);
     let budgets = super::budgets::budgets(s, &only, month).await?;

@@ -12,10 +12,10 @@ pub async fn teams(s: &Services, scope: &Scope) -> Result<Vec<Team>, Error> {
     Ok(db::teams::list(&s.pool, scope).await?)
 }
 
-/// Team `id` (already a team id), when `scope` may see it; outside the scope it does not exist.
-pub async fn team(s: &Services, scope: &Scope, id: &str) -> Result<Team, Error> {
+/// Team `id`, when `scope` may see it; outside the scope it does not exist.
+pub async fn team(s: &Services, scope: &Scope, id: &TeamId) -> Result<Team, Error> {
     let not_found = || Error::NotFound(format!("team {id}"));
-    if !scope.allows(id) {
+    if !scope.allows(id.as_str()) {
         return Err(not_found());
     }
     let mut conn = s.pool.acquire().await?;

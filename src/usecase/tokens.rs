@@ -37,10 +37,10 @@ pub async fn create(s: &Services, by: &Administrator, req: &TokenRequest) -> Res
 async fn issue(s: &Services, actor: &str, req: &TokenRequest) -> Result<Issued, Error> {
     let mut problems = Vec::new();
     let name = validate::text("name", &req.name, NAME_MAX).map_err(|e| problems.push(e)).ok();
-    let mut teams: Vec<String> = Vec::new();
+    let mut teams: Vec<TeamId> = Vec::new();
     for t in &req.teams {
         match TeamId::parse("team", t) {
-            Ok(id) if !teams.iter().any(|x| x == id.as_str()) => teams.push(id.into_string()),
+            Ok(id) if !teams.contains(&id) => teams.push(id),
             Ok(_) => {}
             Err(e) => problems.push(e),
         }
@@ -64,7 +64,9 @@ async fn issue(s: &Services, actor: &str, req: &TokenRequest) -> Result<Issued, 
     }
     let (Some(name), true) = (name, problems.is_empty()) else { return Err(Error::Invalid(problems)) };
     let token = crate::auth::new_token();
-    let id = db::tokens::insert_expiring(&mut tx, &name, &token.hash, req.role, &teams, req.expires_at).await?;
+    // the tests' fixtures insert tokens as text: the table's text[] binds from strings
+    let ids: Vec<String> = teams.iter().map(TeamId::to_string).collect();
+    let id = db::tokens::insert_expiring(&mut tx, &name, &token.hash, req.role, &ids, req.expires_at).await?;
     let after = serde_json::json!({ "id": id, "name": name, "role": req.role.as_str(), "teams": teams,
                                     "expires_at": req.expires_at });
     audit::record(&mut tx, actor, "token.create", &format!("token:{id}"), None, Some(after)).await?;

@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::{Error, Services};
 use crate::access::Scope;
 use crate::db::usage::{GroupBy, UsageTotal};
+use crate::validate::ClusterName;
 
 /// One report row. The group key is named after the grouping; a pod row also names its namespace.
 #[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
@@ -53,7 +54,7 @@ pub async fn usage(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     group_by: GroupBy,
-    cluster: Option<&str>,
+    cluster: Option<&ClusterName>,
 ) -> Result<Vec<UsageRow>, Error> {
     let compute = async || {
         let totals = crate::db::usage::totals(&s.pool, from, to, group_by, cluster, scope, s.billing_tz).await?;
@@ -62,7 +63,7 @@ pub async fn usage(
     if group_by == GroupBy::Pod {
         return compute().await;
     }
-    let key = (from, to, group_by, cluster.map(str::to_string), scope.teams.clone());
+    let key = (from, to, group_by, cluster.map(ClusterName::to_string), scope.teams.clone());
     Ok(s.usage.get_or_compute(&s.pool, key, compute).await?.as_ref().clone())
 }
 

@@ -57,7 +57,7 @@ pub async fn create(
     let mut team_ids = Vec::new();
     for t in teams {
         match TeamId::parse("team", t) {
-            Ok(id) if !team_ids.contains(&id.as_str().to_string()) => team_ids.push(id.into_string()),
+            Ok(id) if !team_ids.contains(&id) => team_ids.push(id),
             Ok(_) => {}
             Err(e) => problems.push(e),
         }

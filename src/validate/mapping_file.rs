@@ -6,7 +6,7 @@
 use chrono::NaiveDate;
 use serde::Deserialize;
 
-use super::{Invalid, TeamId};
+use super::{ClusterName, Invalid, Namespace, TeamId};
 
 /// Each row may re-attribute stored usage: an import is bounded so that it cannot hold the database for minutes.
 pub const MAX_IMPORT_ROWS: usize = 10_000;
@@ -16,9 +16,9 @@ pub const MAX_IMPORT_ROWS: usize = 10_000;
 pub struct ImportRow {
     /// The row's line in the file (the header is line 1).
     pub line: usize,
-    pub cluster: Option<String>,
-    pub namespace: String,
-    pub team: String,
+    pub cluster: Option<ClusterName>,
+    pub namespace: Namespace,
+    pub team: TeamId,
     pub valid_from: NaiveDate,
     pub team_name: Option<String>,
     pub owner: Option<String>,
@@ -81,7 +81,7 @@ pub fn parse_rows(body: &str) -> (Vec<ImportRow>, Vec<Invalid>) {
         };
         let before = errors.len();
         let mut bad = |field: &str, message: String| errors.push(Invalid::new(format!("{at}: {field}"), message));
-        let namespace = super::namespace("namespace", &row.namespace).map_err(|e| bad("namespace", e.message));
+        let namespace = Namespace::parse("namespace", &row.namespace).map_err(|e| bad("namespace", e.message));
         let team = TeamId::parse("team", &row.team).map_err(|_| {
             bad("team", format!("`{}` is not a team id (a-z, 0-9, `.`, `_`, `-`)", row.team.escape_debug()))
         });
@@ -93,7 +93,7 @@ pub fn parse_rows(body: &str) -> (Vec<ImportRow>, Vec<Invalid>) {
             }
         }
         let cluster = match row.cluster.as_deref().filter(|c| !c.is_empty()) {
-            Some(c) => super::cluster("cluster", c).map(Some).map_err(|e| bad("cluster", e.message)),
+            Some(c) => ClusterName::parse("cluster", c).map(Some).map_err(|e| bad("cluster", e.message)),
             None => Ok(None),
         };
         let valid_from = super::lenient_date("valid_from", &row.valid_from).map_err(|e| bad("valid_from", e.message));
@@ -101,7 +101,7 @@ pub fn parse_rows(body: &str) -> (Vec<ImportRow>, Vec<Invalid>) {
             && errors.len() == before
         {
             let [team_name, owner] = texts;
-            let row = ImportRow { line, cluster, namespace, team: team.into_string(), valid_from, team_name, owner };
+            let row = ImportRow { line, cluster, namespace, team, valid_from, team_name, owner };
             // the same cluster, namespace and day twice: equal rows are one, different teams a contradiction
             if let Some(earlier) = rows.iter().find(|r| same_key(r, &row) && r.team != row.team) {
                 errors.push(Invalid::new(

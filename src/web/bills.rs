@@ -7,7 +7,7 @@
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -16,6 +16,7 @@ use chrono::Utc;
 use super::fmt::{card_hours, percent, yuan};
 use super::i18n::{PageLang, t};
 use super::layout::{Chrome, PageError};
+use super::page_path::PagePath;
 use super::policy::{self, PolicyQuery};
 use crate::billing::Month;
 use crate::export::Lang;
@@ -23,6 +24,7 @@ use crate::export::view::{Block, Section};
 use crate::ledger::MonthStatus;
 use crate::usecase::state::AppState;
 use crate::usecase::{self, closing, exports, months, statements};
+use crate::validate::TeamId;
 use crate::web::extract::PageUser;
 
 pub fn routes() -> Router<AppState> {
@@ -35,15 +37,6 @@ pub fn routes() -> Router<AppState> {
         .route("/bills/{month}/teams/{team}", get(team_page))
         .route("/bills/{month}/teams/{team}/bills.csv", get(team_csv))
         .route("/bills/{month}/teams/{team}/statement.pdf", get(team_pdf))
-}
-
-/// A month in a path; anything else is not found (a path that names no month names no page).
-pub(super) fn month_of(s: &str) -> Result<Month, PageError> {
-    crate::validate::month("month", s).map_err(|_| PageError::NotFound)
-}
-
-fn team_of(s: &str) -> Result<String, PageError> {
-    crate::validate::TeamId::parse("team", s).map(|t| t.into_string()).map_err(|_| PageError::NotFound)
 }
 
 pub fn status_word(lang: crate::export::Lang, s: MonthStatus) -> &'static str {
@@ -223,10 +216,9 @@ async fn month_page(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
-    Path(month): Path<String>,
+    PagePath(month): PagePath<Month>,
     Query(q): Query<PolicyQuery>,
 ) -> Result<MonthPage, PageError> {
-    let month = month_of(&month)?;
     let choice = q.choice()?;
     let scope = user.principal.scope();
     let st = statements::statement(&s.cases, month, choice).await?;
@@ -281,24 +273,22 @@ impl TeamPage {
 async fn selection(
     s: &AppState,
     user: &PageUser,
-    month: &str,
-    team: Option<&str>,
+    month: Month,
+    team: Option<&TeamId>,
     q: &PolicyQuery,
 ) -> Result<statements::Selection, PageError> {
-    let month = month_of(month)?;
-    let team = team.map(team_of).transpose()?;
     let choice = q.choice()?;
-    Ok(statements::select(&s.cases, &user.principal.scope(), month, choice, team.as_deref()).await?)
+    Ok(statements::select(&s.cases, &user.principal.scope(), month, choice, team).await?)
 }
 
 async fn team_page(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
-    Path((month, team)): Path<(String, String)>,
+    PagePath((month, team)): PagePath<(Month, TeamId)>,
     Query(q): Query<PolicyQuery>,
 ) -> Result<TeamPage, PageError> {
-    let sel = selection(&s, &user, &month, Some(&team), &q).await?;
+    let sel = selection(&s, &user, month, Some(&team), &q).await?;
     let mut extras = usecase::extras::extras_for(&s.cases, &sel.statement, &sel.scope).await?;
     // one team's page: its own statement, not the finance summary of the month
     extras.finance_summary = false;
@@ -332,10 +322,10 @@ const XLSX: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.
 async fn team_csv(
     State(s): State<AppState>,
     user: PageUser,
-    Path((month, team)): Path<(String, String)>,
+    PagePath((month, team)): PagePath<(Month, TeamId)>,
     Query(q): Query<PolicyQuery>,
 ) -> Result<Response, PageError> {
-    let sel = selection(&s, &user, &month, Some(&team), &q).await?;
+    let sel = selection(&s, &user, month, Some(&team), &q).await?;
     let body = exports::csv(&sel, None)?;
     Ok(download(&sel, "text/csv; charset=utf-8", "csv", body))
 }
@@ -344,10 +334,10 @@ async fn team_pdf(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
-    Path((month, team)): Path<(String, String)>,
+    PagePath((month, team)): PagePath<(Month, TeamId)>,
     Query(q): Query<PolicyQuery>,
 ) -> Result<Response, PageError> {
-    let sel = selection(&s, &user, &month, Some(&team), &q).await?;
+    let sel = selection(&s, &user, month, Some(&team), &q).await?;
     let body = exports::pdf(&s.cases, &sel, user.username.clone(), lang).await?;
     Ok(download(&sel, "application/pdf", "pdf", body))
 }
@@ -359,10 +349,10 @@ async fn month_csv(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
-    Path(month): Path<String>,
+    PagePath(month): PagePath<Month>,
     Query(q): Query<PolicyQuery>,
 ) -> Result<Response, PageError> {
-    let sel = selection(&s, &user, &month, None, &q).await?;
+    let sel = selection(&s, &user, month, None, &q).await?;
     let body = exports::csv(&sel, Some(lang))?;
     Ok(download(&sel, "text/csv; charset=utf-8", "csv", body))
 }
@@ -372,10 +362,10 @@ async fn month_pdf(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
-    Path(month): Path<String>,
+    PagePath(month): PagePath<Month>,
     Query(q): Query<PolicyQuery>,
 ) -> Result<Response, PageError> {
-    let sel = selection(&s, &user, &month, None, &q).await?;
+    let sel = selection(&s, &user, month, None, &q).await?;
     let body = exports::pdf(&s.cases, &sel, user.username.clone(), lang).await?;
     Ok(download(&sel, "application/pdf", "pdf", body))
 }
@@ -385,10 +375,10 @@ async fn month_xlsx(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
-    Path(month): Path<String>,
+    PagePath(month): PagePath<Month>,
     Query(q): Query<PolicyQuery>,
 ) -> Result<Response, PageError> {
-    let sel = selection(&s, &user, &month, None, &q).await?;
+    let sel = selection(&s, &user, month, None, &q).await?;
     let body = exports::xlsx(&s.cases, &sel, lang)?;
     Ok(download(&sel, XLSX, "xlsx", body))
 }

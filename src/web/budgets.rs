@@ -204,7 +204,7 @@ async fn page(
 #[derive(Debug)]
 struct BudgetChange {
     month: Month,
-    team: String,
+    team: TeamId,
     amount: Decimal,
     thresholds: Option<Vec<Decimal>>,
 }
@@ -215,7 +215,7 @@ fn check(form: &BudgetForm, known: &[&str]) -> Result<BudgetChange, FieldErrors>
     let mut errors = FieldErrors::default();
     let month = fields::month(&mut errors, "month", &form.month);
     let team = fields::text(&mut errors, "team", &form.team, 63).and_then(|team| match TeamId::parse("team", &team) {
-        Ok(id) if known.contains(&id.as_str()) => Some(id.into_string()),
+        Ok(id) if known.contains(&id.as_str()) => Some(id),
         Ok(id) => {
             errors.add("team", fields::Problem::UnknownTeam, format!("team {id} not found"));
             None
@@ -251,7 +251,7 @@ async fn form_back(
     form: BudgetForm,
     errors: FieldErrors,
 ) -> Result<Response, PageError> {
-    let month = crate::validate::month("month", &form.month).unwrap_or_else(|_| months::current(&s.cases, Utc::now()));
+    let month = form.month.parse().unwrap_or_else(|_| months::current(&s.cases, Utc::now()));
     let page = render(s, user, lang, month, form, errors, false).await?;
     Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
 }

@@ -8,18 +8,18 @@
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 
-use super::bills::{ClusterTotals, CoverageRow, TeamRow, coverage_rows, month_of, team_rows};
+use super::bills::{ClusterTotals, CoverageRow, TeamRow, coverage_rows, team_rows};
 use super::capability::PageWriter;
 use super::i18n::{PageLang, t};
 use super::layout::{Chrome, PageError};
+use super::page_path::PagePath;
 use super::policy::{self, PolicyQuery};
-use crate::web::extract::CsrfForm;
 use crate::billing::{Month, PolicyChoice};
 use crate::export::Lang;
 use crate::glossary;
@@ -28,6 +28,7 @@ use crate::ledger::readiness::Blocker;
 use crate::usecase::state::AppState;
 use crate::usecase::{self, closing, statements};
 use crate::validate::{FieldError, Problem};
+use crate::web::extract::CsrfForm;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -174,10 +175,9 @@ async fn close_page(
     State(s): State<AppState>,
     user: PageWriter,
     PageLang(lang): PageLang,
-    Path(month): Path<String>,
+    PagePath(month): PagePath<Month>,
     Query(q): Query<PolicyQuery>,
 ) -> Result<ClosePage, PageError> {
-    let month = month_of(&month)?;
     // a policy that names none is no page, as on the month page
     q.choice()?;
     let form = CloseForm {
@@ -193,10 +193,9 @@ async fn preview_submit(
     State(s): State<AppState>,
     user: PageWriter,
     PageLang(lang): PageLang,
-    Path(month): Path<String>,
+    PagePath(month): PagePath<Month>,
     CsrfForm(form): CsrfForm<CloseForm>,
 ) -> Result<ClosePage, PageError> {
-    let month = month_of(&month)?;
     confirmation(&s, &user, lang, month, form, None, Vec::new()).await
 }
 
@@ -229,7 +228,9 @@ fn check_close(form: &CloseForm, lang: Lang) -> Result<(crate::billing::BillPoli
         None,
     );
     match choice {
-        Err(e) => errors.push(FieldError::of(e.field.clone(), e.problem, super::field_errors::localize(lang, &e.message))),
+        Err(e) => {
+            errors.push(FieldError::of(e.field.clone(), e.problem, super::field_errors::localize(lang, &e.message)))
+        }
         Ok(c) if errors.is_empty() => {
             if let Some(policy) = c.complete() {
                 return Ok((policy, Some(reason.to_string()).filter(|r| !r.is_empty())));
@@ -244,10 +245,9 @@ async fn close_submit(
     State(s): State<AppState>,
     user: PageWriter,
     PageLang(lang): PageLang,
-    Path(month): Path<String>,
+    PagePath(month): PagePath<Month>,
     CsrfForm(form): CsrfForm<CloseForm>,
 ) -> Result<Response, PageError> {
-    let month = month_of(&month)?;
     let again = |form, notice, errors| shown_again(&s, &user, lang, month, form, notice, errors);
     let (policy, reason) = match check_close(&form, lang) {
         Ok(v) => v,
@@ -292,7 +292,8 @@ fn close_refusal(e: &usecase::Error, lang: Lang) -> Option<FieldError> {
         }
         // an override reason the rules refuse is shown beside the reason field, whatever the rule names it
         usecase::Error::Invalid(list) => list.first().map(|i| {
-            let field = if i.field == "override.reason" || i.field == "override_reason" { "reason" } else { i.field.as_str() };
+            let field =
+                if i.field == "override.reason" || i.field == "override_reason" { "reason" } else { i.field.as_str() };
             FieldError::of(field, i.problem, super::field_errors::localize(lang, &i.message))
         }),
         _ => None,

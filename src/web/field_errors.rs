@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use rust_decimal::Decimal;
 
 use super::i18n::{Lang, Word, t};
-use crate::billing::Month;
+use crate::billing::{Month, MonthParseError};
 use crate::usecase;
 pub use crate::validate::Problem;
 use crate::validate::{self, FieldError};
@@ -225,10 +225,10 @@ pub fn date(errors: &mut FieldErrors, field: &str, s: &str) -> Option<chrono::Na
 /// A month field `YYYY-MM` within the months the rules accept.
 pub fn month(errors: &mut FieldErrors, field: &str, s: &str) -> Option<Month> {
     let s = text(errors, field, s, FIGURE_MAX)?;
-    validate::month(field, &s)
+    Month::parse(&s)
         .map_err(|e| {
-            let shaped = Month::parse(&s).is_ok();
-            errors.add(field, if shaped { Problem::DateRange } else { Problem::NotMonth }, e.message);
+            let shaped = matches!(e, MonthParseError::OutOfRange(_));
+            errors.add(field, if shaped { Problem::DateRange } else { Problem::NotMonth }, e.to_string());
         })
         .ok()
 }

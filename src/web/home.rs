@@ -4,7 +4,7 @@
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use chrono::Utc;
@@ -13,11 +13,13 @@ use rust_decimal::prelude::ToPrimitive;
 use super::fmt::{card_hours_f64, change, percent, yuan};
 use super::i18n::{PageLang, t};
 use super::layout::{Chrome, MonthQuery, PageError};
+use super::page_path::PagePath;
 use crate::billing::Month;
 use crate::export::Lang;
 use crate::ledger::MonthStatus;
 use crate::usecase::state::AppState;
 use crate::usecase::{months, team_home};
+use crate::validate::TeamId;
 use crate::web::extract::PageUser;
 
 /// The links to the month before and after `month` on a home (none after the current month).
@@ -75,7 +77,8 @@ async fn home(
     let scope = user.principal.scope();
     let month = q.month(&s)?;
     if !scope.is_global() {
-        let first = user.principal.teams.first().cloned().ok_or(PageError::NotFound)?;
+        let first = user.principal.teams.first().ok_or(PageError::NotFound)?;
+        let first = TeamId::parse("team", first).map_err(|_| PageError::NotFound)?;
         return Ok(team_page(&s, &user, lang, &first, month, "/").await?.into_response());
     }
     let now = Utc::now();
@@ -168,12 +171,11 @@ async fn team_page(
     s: &AppState,
     user: &PageUser,
     lang: Lang,
-    team: &str,
+    team: &TeamId,
     month: Month,
     active: &str,
 ) -> Result<TeamPage, PageError> {
-    let team = crate::validate::TeamId::parse("team", team).map_err(|_| PageError::NotFound)?.into_string();
-    let h = team_home::team_home(&s.cases, &user.principal.scope(), &team, month, Utc::now()).await?;
+    let h = team_home::team_home(&s.cases, &user.principal.scope(), team, month, Utc::now()).await?;
     let bars: Vec<(String, f64, String)> =
         h.trend.iter().map(|(m, v)| (m.to_string(), v.as_decimal().to_f64().unwrap_or(0.0), yuan(*v))).collect();
     Ok(TeamPage {
@@ -223,7 +225,7 @@ async fn team(
     State(s): State<AppState>,
     user: PageUser,
     PageLang(lang): PageLang,
-    Path(team): Path<String>,
+    PagePath(team): PagePath<TeamId>,
     Query(q): Query<MonthQuery>,
 ) -> Result<TeamPage, PageError> {
     team_page(&s, &user, lang, &team, q.month(&s)?, "/").await

@@ -250,7 +250,7 @@ impl MonthQuery {
         let current = crate::usecase::months::current(&s.cases, chrono::Utc::now());
         match self.month.as_deref().filter(|m| !m.is_empty()) {
             None => Ok(current),
-            Some(m) => match crate::validate::month("month", m) {
+            Some(m) => match m.parse::<crate::billing::Month>() {
                 Ok(m) if m <= current => Ok(m),
                 _ => Err(PageError::NotFound),
             },

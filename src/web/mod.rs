@@ -19,6 +19,7 @@ mod i18n;
 mod layout;
 mod login;
 mod nodes;
+mod page_path;
 mod policy;
 mod rates;
 mod reports;

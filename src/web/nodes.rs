@@ -19,14 +19,14 @@ use super::fmt::{card_hours, yuan};
 use super::i18n::{PageLang, Word, t};
 use super::layout::{Chrome, MonthQuery, PageError};
 use super::policy::{PolicyQuery, team_id_note};
-use crate::web::extract::{CsrfForm, PageUser};
 use crate::billing::{Month, PolicyChoice};
 use crate::export::Lang;
 use crate::glossary;
 use crate::ledger::readiness::Blocker;
-use crate::usecase::state::AppState;
 use crate::usecase::nodes::{self, NodePreview, NodeSettingsView};
+use crate::usecase::state::AppState;
 use crate::usecase::{self, closing};
+use crate::web::extract::{CsrfForm, PageUser};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -465,7 +465,9 @@ async fn edit(
     let (cluster, node) = node_of(&cluster, &node)?;
     let month = q.month.month(&s)?;
     q.policy.choice()?;
-    let stored = nodes::configured(&s.cases, &user.principal.scope(), Some(&cluster)).await?;
+    // the name was checked by node_of: it parses
+    let cluster_name = crate::validate::ClusterName::parse("cluster", &cluster).map_err(|_| PageError::NotFound)?;
+    let stored = nodes::configured(&s.cases, &user.principal.scope(), Some(&cluster_name)).await?;
     let now = stored.iter().find(|x| x.node == node).map(|x| NodeSettingsView::from(&x.settings()));
     let form = NodeForm::of(month, &q.policy, now.as_ref());
     Ok(page(&user, lang, (cluster, node), form, None, None, Vec::new()))

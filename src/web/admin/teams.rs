@@ -4,7 +4,7 @@
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use serde::Deserialize;
@@ -14,10 +14,12 @@ use crate::access::Scope;
 use crate::db::teams::Team;
 use crate::usecase::state::AppState;
 use crate::usecase::teams::{self, TeamInput};
+use crate::validate::TeamId;
 use crate::web::capability::{PageGlobalReader, PageWriter};
 use crate::web::extract::{CsrfForm, PageUser};
 use crate::web::i18n::{Lang, PageLang, t};
 use crate::web::layout::{Chrome, PageError};
+use crate::web::page_path::PagePath;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/admin/teams", get(list).post(create)).route("/admin/teams/{id}", get(edit_page).post(edit))
@@ -107,17 +109,16 @@ async fn create(
     }
 }
 
-/// Team `id` of a path, when it exists (a path that names no team names no page).
-async fn existing(s: &AppState, id: &str) -> Result<Team, PageError> {
-    let id = crate::validate::TeamId::parse("id", id).map_err(|_| PageError::NotFound)?;
-    Ok(teams::team(&s.cases, &Scope::all(), id.as_str()).await?)
+/// Team `id` of a path, when it exists.
+async fn existing(s: &AppState, id: &TeamId) -> Result<Team, PageError> {
+    Ok(teams::team(&s.cases, &Scope::all(), id).await?)
 }
 
 async fn edit_page(
     State(s): State<AppState>,
     PageWriter { user, .. }: PageWriter,
     PageLang(lang): PageLang,
-    Path(id): Path<String>,
+    PagePath(id): PagePath<TeamId>,
 ) -> Result<TeamsPage, PageError> {
     let team = existing(&s, &id).await?;
     let form = TeamForm { id: team.id.clone(), name: team.name, owner: team.owner.unwrap_or_default() };
@@ -128,7 +129,7 @@ async fn edit(
     State(s): State<AppState>,
     PageWriter { user, writer }: PageWriter,
     PageLang(lang): PageLang,
-    Path(id): Path<String>,
+    PagePath(id): PagePath<TeamId>,
     CsrfForm(mut form): CsrfForm<TeamForm>,
 ) -> Result<Response, PageError> {
     let team = existing(&s, &id).await?;

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use super::{FieldErrors, ReportLink, given, report_nav, time_field};
 use crate::usecase::state::AppState;
 use crate::usecase::{self, reports};
+use crate::validate::ClusterName;
 use crate::waste::OversubscriptionRow;
 use crate::web::capability::PageGlobalReader;
 use crate::web::fmt::{card_hours_f64, percent, when, yuan};
@@ -213,7 +214,7 @@ pub async fn oversubscription(
     let mut errors = FieldErrors::default();
     let from = errors.take(time_field("from", &q.from));
     let to = errors.take(time_field("to", &q.to));
-    let cluster = errors.take(given(&q.cluster).map(|c| crate::validate::cluster("cluster", c)).transpose());
+    let cluster = errors.take(given(&q.cluster).map(|c| ClusterName::parse("cluster", c)).transpose());
     let asked = match (from, to, cluster) {
         (Some(from), Some(to), Some(cluster)) if errors.is_empty() => errors
             .take(reports::oversubscription_range(from, to, s.billing_tz, Utc::now()))
@@ -235,7 +236,7 @@ pub async fn oversubscription(
         return Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response());
     };
     let scope = user.principal.scope();
-    let report = reports::oversubscription(&s.cases, &scope, from, to, cluster.as_deref()).await?;
+    let report = reports::oversubscription(&s.cases, &scope, from, to, cluster.as_ref()).await?;
     let billing = reports::replica_billing(&s.cases, &scope, from, to).await?;
     let rows = |rs: &[OversubscriptionRow]| rs.iter().map(oversub_row).collect();
     Ok(OversubscriptionPage {
