@@ -11,20 +11,20 @@ use axum::response::Response;
 pub use crate::export::Lang;
 
 /// A word a page prints: key, zh-CN, en.
-pub type Word = (&'static str, &'static str, &'static str);
+use super::words::Word;
 
 /// The tables of words: the shared ones here, and each section's own beside its handlers (one owner per table).
 const TABLES: &[&[Word]] = &[
     WORDS,
-    super::admin::WORDS,
-    super::budgets::WORDS,
-    super::rates::WORDS,
-    super::rates::TCO_WORDS,
-    super::rates::MANUAL_WORDS,
-    super::field_errors::WORDS,
-    super::reports::WORDS,
-    super::nodes::WORDS,
-    super::layout::WORDS,
+    super::words::admin::WORDS,
+    super::words::budgets::WORDS,
+    super::words::rates::WORDS,
+    super::words::tco::WORDS,
+    super::words::manual::WORDS,
+    super::words::field_errors::WORDS,
+    super::words::reports::WORDS,
+    super::words::nodes::WORDS,
+    super::words::layout::WORDS,
 ];
 
 /// The words every section shares.

@@ -7,20 +7,10 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::field_errors::localize;
-use super::i18n::{self, Lang, Word};
+use super::i18n::{self, Lang};
 use crate::access::Role;
 use crate::usecase;
 use crate::web::extract::PageUser;
-
-/// The words of the pages every section shares (the conflict page).
-pub(super) const WORDS: &[Word] = &[
-    ("error.conflict", "409 · 与现有数据冲突", "409 · Conflict"),
-    (
-        "error.conflict_hint",
-        "请返回或刷新页面，查看最新状态。",
-        "Go back or reload the page to see how things stand now.",
-    ),
-];
 
 /// The stylesheet, in the binary: nothing is loaded from another host.
 pub const CSS: &str = include_str!("../../static/portal.css");

@@ -24,6 +24,7 @@ mod policy;
 mod rates;
 mod reports;
 mod waste;
+mod words;
 
 use axum::Router;
 use axum::extract::Request;

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use super::capability::{PageGlobalReader, PageWriter, may_write};
 use super::fmt::{card_hours, yuan};
-use super::i18n::{PageLang, Word, t};
+use super::i18n::{PageLang, t};
 use super::layout::{Chrome, MonthQuery, PageError};
 use super::policy::{PolicyQuery, team_id_note};
 use crate::billing::{Month, PolicyChoice};
@@ -34,79 +34,6 @@ pub fn routes() -> Router<AppState> {
         .route("/nodes/{cluster}/{node}", get(edit).post(save))
         .route("/nodes/{cluster}/{node}/preview", post(preview))
 }
-
-pub(super) const WORDS: &[Word] = &[
-    ("nodes.title", "节点与 GPU 型号", "Nodes and GPU models"),
-    (
-        "nodes.intro",
-        "以下型号与节点让本月的成本未能计全，是结账的阻碍。为节点设置型号、卡数或副本数：保存前先预览它带来的变化；保存后，该节点的小时在重新采集时按新设置计量。",
-        "These models and nodes leave the month's cost incomplete and stand in the way of the close. Set a node's model, cards or replicas: preview what it moves before saving; once saved, the node's hours take the settings when they are metered again.",
-    ),
-    ("nodes.models", "未知或未定价的 GPU 型号", "GPU models unknown or without a rate"),
-    ("nodes.model_usage", "用量卡时（未计价）", "Card-hours used (unpriced)"),
-    ("nodes.model_capacity", "容量卡时（未计价）", "Capacity card-hours (unpriced)"),
-    ("nodes.model_fix", "处理方式", "How to settle it"),
-    ("nodes.fix_unknown", "在下表中为没有型号的节点设置型号", "set the model of the nodes below that have none"),
-    ("nodes.fix_rate", "为该型号添加单价…", "add a rate for this model…"),
-    ("nodes.marked", "被标记的节点", "Marked nodes"),
-    ("nodes.none", "本月没有被标记的节点。", "No node is marked this month."),
-    ("nodes.marks", "标记", "Marks"),
-    ("nodes.node", "节点", "Node"),
-    ("nodes.held", "占用卡时", "Card-hours held"),
-    ("nodes.back", "返回节点列表", "Back to the nodes"),
-    ("nodes.hours", "标记小时", "Hours marked"),
-    ("nodes.settings", "当前设置", "Settings now"),
-    ("nodes.set", "设置…", "Set…"),
-    ("nodes.model", "GPU 型号", "GPU model"),
-    ("nodes.cards", "物理卡数", "Cards"),
-    ("nodes.replicas", "每卡副本数", "Replicas per card"),
-    ("nodes.sharing", "共享方式", "Sharing"),
-    ("nodes.sharing_unset", "（不设置）", "(not set)"),
-    ("nodes.sharing.none", "不共享", "not shared"),
-    ("nodes.sharing.time-slicing", "时间片共享", "time-slicing"),
-    ("nodes.sharing.mps", "MPS 共享", "MPS"),
-    ("nodes.sharing.hami", "HAMi 虚拟卡", "HAMi"),
-    ("nodes.preview", "预览变化", "Preview the change"),
-    ("nodes.save", "保存设置", "Save the settings"),
-    ("nodes.show", "查看", "Show"),
-    ("nodes.edit_title", "设置节点", "Set the node"),
-    (
-        "nodes.form_hint",
-        "留空的项将被清除；型号只用于没有型号的小时（DCGM 与节点标签报告的型号优先）。",
-        "A field left blank is cleared; the model applies only where nothing named one (DCGM and GFD win).",
-    ),
-    ("nodes.preview_title", "保存后的变化", "What saving moves"),
-    (
-        "nodes.preview_open",
-        "本月未结账：保存并重新采集该节点的小时后，本月草稿账单按下表变化。",
-        "The month is open: once saved and the node's hours metered again, the month's draft moves as below.",
-    ),
-    (
-        "nodes.preview_closed",
-        "本月已结账，账单保持冻结：保存并重新采集后，下表的差额将作为追溯调整计入下一个未结账的月份。",
-        "The month is closed and stays frozen: once saved and metered again, the differences below become restatements on the next open month.",
-    ),
-    ("nodes.before", "之前", "Before"),
-    ("nodes.after", "之后", "After"),
-    ("nodes.delta", "差额", "Change"),
-    ("nodes.no_moves", "没有团队的数字发生变化。", "No team's figures move."),
-    ("nodes.figure", "项目", "Figure"),
-    ("nodes.capacity_card_hours", "容量卡时", "Capacity card-hours"),
-    ("nodes.saved", "已保存节点设置", "Saved the settings of"),
-    ("nodes.saved_note", "重新采集该节点的小时后生效。", "They take effect when its hours are metered again."),
-    (
-        "nodes.repreview",
-        "设置与预览的不同，未保存：下面是新设置的预览。",
-        "Not saved: the settings differ from the ones previewed. Here is their preview.",
-    ),
-    ("nodes.err.whole", "请输入 1 到 1024 之间的整数", "Type a whole number from 1 to 1024"),
-    (
-        "nodes.err.unknown",
-        "请填写具体的型号名称，例如 NVIDIA H100 80GB HBM3",
-        "Name the model, e.g. NVIDIA H100 80GB HBM3",
-    ),
-    ("nodes.err.invalid", "取值不被接受", "Not accepted"),
-];
 
 /// The sharing kinds a node may be set to (the API's names), in the select's order.
 const SHARINGS: [&str; 4] = ["none", "time-slicing", "mps", "hami"];

@@ -14,7 +14,7 @@ use axum::routing::get;
 
 use super::capability::PageGlobalReader;
 use super::fmt::{card_hours_f64, percent, yuan};
-use super::i18n::{self, Lang, PageLang, t};
+use super::i18n::{Lang, PageLang, t};
 use super::layout::{Chrome, MonthQuery, PageError};
 use crate::usecase::state::AppState;
 use crate::usecase::{reports, tiers};
@@ -30,77 +30,6 @@ pub fn routes() -> Router<AppState> {
         .route("/reports/fragmentation", get(capacity::fragmentation))
         .route("/reports/oversubscription", get(capacity::oversubscription))
 }
-
-/// The reports' own words.
-pub(super) const WORDS: &[i18n::Word] = &[
-    ("low_util.title", "低利用率 Top N", "Low-utilization top N"),
-    (
-        "low_util.note",
-        "按浪费 GPU 小时排名（不按百分比）；金额按区间结束时的费率。",
-        "Ranked by wasted GPU-hours, not by percent; money at the rates in force at the range's end.",
-    ),
-    ("low_util.none", "区间内没有浪费 GPU 小时的 Pod。", "No pod wasted GPU-hours in the range."),
-    ("low_util.by_team", "按团队（所列 Pod）", "By team (the pods listed)"),
-    ("low_util.wasted_amount", "区间浪费 ¥", "Wasted ¥ in range"),
-    ("low_util.per_month", "按月折算 ¥/月", "At a month's pace ¥/month"),
-    ("low_util.pods", "Pod 数", "Pods"),
-    ("top", "Top N", "Top N"),
-    ("from", "起", "From"),
-    ("to", "止", "To"),
-    ("range", "区间", "Range"),
-    ("rate", "费率", "Rate"),
-    ("unmetered_gpu_hours", "未计量 GPU 小时", "Unmetered GPU-hours"),
-    ("frag.title", "碎片化", "Fragmentation"),
-    ("frag.hour", "小时", "Hour"),
-    ("frag.free_cards", "空闲卡", "Free cards"),
-    ("frag.largest", "单节点最大空闲整卡", "Largest free block on one node"),
-    ("frag.share", "碎片化程度", "Fragmentation"),
-    (
-        "frag.note",
-        "碎片化 = 1 − 单节点最大空闲整卡 ÷ 全部空闲卡：0 表示空闲卡集中在一个节点上，越接近 1 越分散。",
-        "Fragmentation = 1 − largest free block ÷ free cards: 0 when all free cards sit on one node, towards 1 when they are scattered.",
-    ),
-    ("frag.none", "还没有存储的小时。", "No hour is stored yet."),
-    ("node", "节点", "Node"),
-    ("allocated_cards", "已分配卡", "Allocated cards"),
-    ("free_whole_cards", "空闲整卡", "Free whole cards"),
-    ("oversub.title", "超卖", "Oversubscription"),
-    (
-        "oversub.note",
-        "承诺算力 ÷ 物理卡（按时间加权）：时间片副本承诺整卡，MPS 副本 1/副本数，HAMi gpucores/100，MIG g/切片数。显存同理：承诺显存 ÷ 卡的显存（≥ 表示部分承诺未知）。旁边是同一批卡的忙碌度：比值 3 而卡只忙 20 % 没问题，卡忙 90 % 就是争抢。",
-        "Cards' worth promised ÷ physical cards, time-weighted: a time-slicing replica promises a whole card, an MPS replica 1/replicas, HAMi gpucores/100, MIG g/slices. Memory likewise: memory promised ÷ the cards' memory (≥: some promise unknown). Beside them, how busy the same cards were: a ratio of 3 on cards 20 % busy is fine, on cards 90 % busy it is contention.",
-    ),
-    ("oversub.by_cluster", "按集群", "By cluster"),
-    ("oversub.by_model", "按 GPU 型号", "By GPU model"),
-    ("oversub.by_node", "按节点", "By node"),
-    ("oversub.physical", "物理卡时", "Physical card-hours"),
-    ("oversub.held", "占用卡时", "Held card-hours"),
-    ("oversub.promised", "承诺卡时", "Promised card-hours"),
-    ("oversub.ratio", "超卖比", "Compute ratio"),
-    ("oversub.memory_ratio", "显存超卖比", "Memory ratio"),
-    ("oversub.busy", "忙碌度", "Busy"),
-    ("oversub.none", "区间内没有容量数据。", "No capacity stored in the range."),
-    ("oversub.over", "超卖", "oversubscribed"),
-    (
-        "oversub.over_key",
-        "底色标出的行：承诺超过物理卡（超卖）。",
-        "Shaded rows: more promised than the physical cards (oversubscribed).",
-    ),
-    ("oversub.billing", "时间片副本的计费", "How time-sliced replicas were billed"),
-    (
-        "oversub.billing_note",
-        "各月结算单上的计费设置与超额回收（整卡计费收回的超出卡成本部分，由平台单列）。",
-        "The settings and the over-recovery on each month's statement (what whole-card billing recovered above the cards' cost, the platform's own line).",
-    ),
-    ("oversub.policies", "计费设置", "Settings"),
-    ("oversub.over_recovery", "超额回收", "Over-recovery"),
-    ("oversub.fraction", "按份额", "fraction"),
-    ("oversub.whole_card", "整卡", "whole card"),
-    ("oversub.from", "自", "from"),
-    ("oversub.all_fraction", "全部按份额计费（默认）", "all by fraction (the default)"),
-    ("unmetered_card_hours", "未计量卡时", "Unmetered card-hours"),
-    ("all_clusters", "全部集群", "all clusters"),
-];
 
 /// One link of the reports' own navigation.
 pub struct ReportLink {

@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::field_errors::localize;
-use super::i18n::{self, Lang, Word};
+use super::i18n::{self, Lang};
 use super::layout::PageError;
 use crate::access::{Administrator, Principal};
 use crate::usecase;
@@ -142,122 +142,6 @@ pub fn role_word(lang: Lang, role: &str) -> String {
 
 /// The roles a form offers, in the order it lists them.
 pub const ROLES: [&str; 4] = ["admin", "finance", "viewer", "team_lead"];
-
-/// The admin section's words.
-pub(in crate::web) const WORDS: &[Word] = &[
-    ("nav.admin", "管理", "Admin"),
-    ("admin.teams", "团队", "Teams"),
-    ("admin.mappings", "命名空间映射", "Namespace mappings"),
-    ("admin.users", "用户", "Users"),
-    ("admin.tokens", "API 令牌", "API tokens"),
-    ("admin.audit", "审计日志", "Audit log"),
-    ("admin.all_teams", "全部团队", "All teams"),
-    ("admin.all_mappings", "全部映射", "All mappings"),
-    ("admin.all_users", "全部用户", "All users"),
-    ("admin.all_tokens", "全部令牌", "All tokens"),
-    ("admin.id", "ID", "ID"),
-    ("admin.name", "显示名称", "Display name"),
-    ("admin.edit", "编辑", "Edit"),
-    ("admin.team_new", "新建团队", "New team"),
-    ("admin.team_edit", "编辑团队", "Edit team"),
-    ("admin.create", "创建", "Create"),
-    ("admin.save", "保存", "Save"),
-    ("admin.saved", "已保存：", "Saved:"),
-    ("admin.none", "暂无。", "None yet."),
-    ("admin.read_only", "只读：修改需要财务或管理员角色。", "Read only: changes need the finance or admin role."),
-    ("admin.cluster", "集群（留空为所有集群）", "Cluster (blank: every cluster)"),
-    ("admin.all_clusters", "所有集群", "every cluster"),
-    ("admin.valid_from", "生效日期", "Valid from"),
-    ("admin.created_by", "创建人", "Created by"),
-    ("admin.created_at", "创建时间", "Created"),
-    ("admin.mapping_put", "添加或修改映射", "Add or change a mapping"),
-    (
-        "admin.mapping_hint",
-        "同一集群、命名空间和生效日期已有映射时，改为指向所选团队。",
-        "A mapping of the same cluster, namespace and day is pointed at the chosen team.",
-    ),
-    ("admin.change", "修改", "Change"),
-    ("admin.upload", "上传 CMDB CSV", "Upload a CMDB CSV"),
-    (
-        "admin.upload_hint",
-        "表头 namespace,team,valid_from，可选 team_name、owner、cluster；UTF-8 或 GBK；日期如 2026-11-01 或 2026/11/01。先预览，确认后才写入。",
-        "Header namespace,team,valid_from, optional team_name, owner, cluster; UTF-8 or GBK; dates as 2026-11-01 or 2026/11/01. Previewed first; nothing is written until you apply.",
-    ),
-    ("admin.file", "CSV 文件", "CSV file"),
-    ("admin.preview", "预览", "Preview"),
-    ("admin.preview_title", "导入预览", "Import preview"),
-    (
-        "admin.preview_note",
-        "以下是应用后将发生的变化，目前尚未写入任何内容。",
-        "What applying will change; nothing is written yet.",
-    ),
-    ("admin.line", "行", "Line"),
-    ("admin.action", "变化", "Change"),
-    ("admin.previous", "原团队", "Team before"),
-    ("admin.added", "新增", "added"),
-    ("admin.changed", "修改", "changed"),
-    ("admin.unchanged", "不变", "unchanged"),
-    ("admin.errors", "错误", "errors"),
-    ("admin.error", "错误", "error"),
-    ("admin.teams_created", "将新建的团队", "teams to create"),
-    ("admin.apply", "应用此导入", "Apply this import"),
-    (
-        "admin.cannot_apply",
-        "文件有错误，不能应用：请修正后重新上传。",
-        "The file has errors and cannot be applied: fix them and upload it again.",
-    ),
-    ("admin.nothing_to_apply", "没有需要写入的变化。", "Nothing to change."),
-    ("admin.imported", "已导入：", "Imported:"),
-    ("admin.back", "返回", "Back"),
-    ("admin.username", "用户名", "Username"),
-    ("admin.role", "角色", "Role"),
-    ("admin.teams_field", "团队（团队负责人必填，逗号分隔）", "Teams (team leads only, comma-separated)"),
-    ("admin.disabled", "已停用", "Disabled"),
-    ("admin.active", "启用", "active"),
-    ("admin.last_login", "最近登录", "Last login"),
-    ("admin.never_logged_in", "从未登录", "never"),
-    ("admin.never_used", "从未使用", "never"),
-    ("admin.password", "初始密码", "Initial password"),
-    ("admin.new_password", "新密码", "New password"),
-    ("admin.set_password", "设置密码", "Set password"),
-    (
-        "admin.set_password_note",
-        "设置新密码后，该用户的其他会话将全部退出。",
-        "Setting a password signs that user out of every other session.",
-    ),
-    ("admin.password_set", "密码已设置：", "Password set:"),
-    ("admin.disable", "停用", "Disable"),
-    ("admin.user_new", "新建用户", "New user"),
-    ("admin.token_new", "新建 API 令牌", "New API token"),
-    ("admin.holder", "持有者", "Held by"),
-    (
-        "admin.expires",
-        "到期日（当天 0 点起失效，留空为永不过期）",
-        "Expires on (refused from that day on; blank: never)",
-    ),
-    ("admin.expires_col", "到期", "Expires"),
-    ("admin.never", "永不", "never"),
-    ("admin.last_used", "最近使用", "Last used"),
-    ("admin.revoked", "已吊销", "Revoked"),
-    ("admin.revoke", "吊销", "Revoke"),
-    ("admin.token_created", "令牌已创建", "Token created"),
-    (
-        "admin.token_once",
-        "这是唯一一次显示该令牌，请立即复制保存；之后无法再次查看。",
-        "This is the only time the token is shown: copy it now, it cannot be shown again.",
-    ),
-    ("admin.at", "时间", "Time"),
-    ("admin.actor", "操作人", "Actor"),
-    ("admin.entity", "对象", "Entity"),
-    ("admin.before", "修改前", "Before"),
-    ("admin.after", "修改后", "After"),
-    ("admin.newest", "最新", "Newest"),
-    ("admin.older", "更早 →", "Older →"),
-    ("role.admin", "管理员", "admin"),
-    ("role.finance", "财务", "finance"),
-    ("role.viewer", "只读", "viewer"),
-    ("role.team_lead", "团队负责人", "team lead"),
-];
 
 #[cfg(test)]
 mod tests {

@@ -5,8 +5,8 @@ use chrono::Duration;
 
 use super::super::fmt::{percent, when, yuan};
 use super::super::i18n::{Lang, t};
+use super::forms::FIELDS;
 use super::rate4;
-use super::tco::FIELDS;
 use crate::db::rates::StoredRate;
 use crate::money::Money;
 use crate::pricing::TcoInputs;

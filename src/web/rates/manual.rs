@@ -4,34 +4,17 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use serde::Deserialize;
 
 use super::super::field_errors::{self as fields, FieldErrors};
-use super::super::i18n::{PageLang, Word};
+use super::super::i18n::PageLang;
 use super::super::layout::PageError;
+use super::forms::ManualForm;
 use super::tco::{TcoForm, page_of};
 use crate::usecase::rates::{self, RateInput};
 use crate::usecase::state::AppState;
 use crate::validate;
 use crate::web::capability::PageWriter;
 use crate::web::extract::CsrfForm;
-
-pub(in crate::web) const WORDS: &[Word] = &[
-    ("rates.manual.title", "或手工设定费率", "Or set a rate by hand"),
-    ("rates.manual.rate", "费率（元/卡时）", "Rate (¥ per card-hour)"),
-    ("rates.manual.save", "保存手工费率", "Save the rate"),
-];
-
-/// The form as typed.
-#[derive(Debug, Default, Clone, Deserialize)]
-pub struct ManualForm {
-    #[serde(default)]
-    pub gpu_model: String,
-    #[serde(default)]
-    pub effective_from: String,
-    #[serde(default)]
-    pub rate: String,
-}
 
 /// The version a form sets, or every bad field (the rate's range is the use case's).
 fn check(form: &ManualForm) -> Result<RateInput, FieldErrors> {

@@ -3,6 +3,7 @@
 //! (global readers, as the API's `/rent-vs-build`), and the TCO calculator ([`tco`]). Every reader sees the rates,
 //! as in the API; the forms are the writers'.
 
+mod forms;
 mod history;
 mod manual;
 mod tco;
@@ -20,7 +21,7 @@ use serde::Deserialize;
 use super::capability::PageWriter;
 use super::field_errors::{self as fields, FieldErrors, Problem};
 use super::fmt::percent;
-use super::i18n::{Lang, PageLang, Word, t};
+use super::i18n::{Lang, PageLang, t};
 use super::layout::{Chrome, PageError};
 use crate::pricing::CloudRates;
 use crate::usecase::state::AppState;
@@ -29,62 +30,6 @@ use crate::validate::{self, TimeInput};
 use crate::web::extract::{CsrfForm, PageUser};
 
 pub use history::ModelHistory;
-pub(super) use manual::WORDS as MANUAL_WORDS;
-pub(super) use tco::WORDS as TCO_WORDS;
-
-pub(super) const WORDS: &[Word] = &[
-    ("nav.rates", "费率", "Rates"),
-    ("rates.title", "卡时费率", "Card-hour rates"),
-    ("rates.history", "各 GPU 型号的费率历史", "Rate history per GPU model"),
-    ("rates.none", "还没有任何费率。", "No rate yet."),
-    ("rates.effective_from", "生效日", "Effective from"),
-    ("rates.effective_to", "失效日", "Effective to"),
-    ("rates.current", "至今", "current"),
-    ("rates.rate", "元/卡时", "¥ per card-hour"),
-    ("rates.source", "来源", "Source"),
-    ("rates.source.tco", "TCO 模型", "TCO model"),
-    ("rates.source.manual", "手工设定", "set by hand"),
-    ("rates.created", "创建", "Created"),
-    ("rates.inputs", "TCO 输入", "TCO inputs"),
-    ("rates.new", "用 TCO 计算器新增费率…", "Add a rate with the TCO calculator…"),
-    ("rates.saved", "费率版本已保存。", "The rate version is saved."),
-    ("rates.cloud", "云厂商参考价（元/卡时）", "Cloud reference rates (¥ per card-hour)"),
-    ("rates.cloud.none", "还没有云参考价。", "No cloud reference rate yet."),
-    ("rates.cloud.on_demand", "按需", "On-demand"),
-    ("rates.cloud.spot", "竞价", "Spot"),
-    ("rates.cloud.reserved", "预留", "Reserved"),
-    ("rates.cloud.updated", "更新时间", "Updated"),
-    ("rates.cloud.set", "设置云参考价", "Set cloud reference rates"),
-    ("rates.cloud.hint", "留空表示未知", "blank: unknown"),
-    ("rates.cloud.save", "保存云参考价", "Save the cloud rates"),
-    ("rates.cloud.saved", "云参考价已保存。", "The cloud rates are saved."),
-    ("rates.model", "GPU 型号（定价键）", "GPU model (pricing key)"),
-    ("rates.rvb", "自建 vs 租用", "Self-build vs rent"),
-    (
-        "rates.rvb.note",
-        "按所选区间实测的分配率：自建每个已分配卡时的成本对比各云价格；盈亏平衡分配率以上自建更省。",
-        "At the allocation measured over the range: the own cost per allocated card-hour against each cloud rate; above the break-even allocation building is cheaper.",
-    ),
-    ("rates.rvb.from", "起（含）", "From"),
-    ("rates.rvb.to", "止（不含）", "To (excluded)"),
-    ("rates.rvb.own", "自建成本/已分配卡时", "Own cost per allocated card-hour"),
-    ("rates.rvb.own_full", "满分配时自建成本/卡时", "Own cost per card-hour at full allocation"),
-    ("rates.rvb.cloud_kind", "云价格", "Cloud rate"),
-    ("rates.rvb.saving", "自建每卡时节省", "Saving per card-hour by building"),
-    ("rates.rvb.verdict", "结论", "Verdict"),
-    ("rates.rvb.build", "自建更省", "building is cheaper"),
-    ("rates.rvb.rent", "租用更省", "renting is cheaper"),
-    ("rates.rvb.break_even", "盈亏平衡分配率", "Break-even allocation"),
-    ("rates.rvb.no_break_even", "无（任何分配率下租用都更省）", "none (renting wins at any allocation)"),
-    ("rates.rvb.no_tco", "该型号没有由 TCO 模型得出的费率。", "This model has no TCO-derived rate."),
-    (
-        "rates.rvb.no_usage",
-        "该区间没有该型号的实测用量和容量。",
-        "No measured usage and capacity of this model in the range.",
-    ),
-    ("rates.rvb.no_models", "还没有由 TCO 模型得出的费率，无法比较。", "No TCO-derived rate yet: nothing to compare."),
-    ("rates.rvb.compare", "比较", "Compare"),
-];
 
 pub fn routes() -> Router<AppState> {
     Router::new()

@@ -12,71 +12,17 @@ use serde::Deserialize;
 
 use super::super::field_errors::{self as fields, FieldErrors};
 use super::super::fmt::yuan;
-use super::super::i18n::{Lang, PageLang, Word, t};
+use super::super::i18n::{Lang, PageLang, t};
 use super::super::layout::{Chrome, PageError};
+use super::forms::{FIELDS, ManualForm};
 use super::rate4;
 use crate::money::thousands;
-use crate::pricing::{RateBreakdown, TcoInputs, tco as bounds};
+use crate::pricing::{RateBreakdown, TcoInputs};
 use crate::usecase::rates::{self, RateInput};
 use crate::usecase::state::AppState;
 use crate::validate::{self, DecimalRange};
 use crate::web::capability::PageWriter;
 use crate::web::extract::{CsrfForm, PageUser};
-
-pub(in crate::web) const WORDS: &[Word] = &[
-    ("tco.title", "TCO 计算器：新增费率版本", "TCO calculator: a new rate version"),
-    (
-        "tco.intro",
-        "填写每张卡的成本输入。“预览”只计算不保存；在预览结果下方“保存”才会新增费率版本。",
-        "Type the per-card cost inputs. “Preview” computes without saving; “Save” under the preview adds the rate version.",
-    ),
-    ("tco.card_price", "单卡价格", "Card price"),
-    ("tco.server_share_per_card", "每卡分摊的服务器价格", "Server share per card"),
-    ("tco.depreciation_years", "折旧年限", "Depreciation years"),
-    ("tco.avg_power_kw", "平均功率", "Average power"),
-    ("tco.pue", "PUE", "PUE"),
-    ("tco.electricity_price", "电价", "Electricity price"),
-    ("tco.system_factor", "系统系数（CPU、网卡等）", "System factor (CPU, NIC…)"),
-    ("tco.datacenter_per_card_year", "每卡每年机房与网络", "Datacenter & network per card-year"),
-    ("tco.staff_per_card_year", "每卡每年运维人力", "Operations staff per card-year"),
-    ("tco.recovery_utilization", "回收利用率", "Recovery utilization"),
-    ("tco.unit.yuan", "元", "yuan"),
-    ("tco.unit.years", "年（通常 3–5）", "years (typically 3–5)"),
-    ("tco.unit.kw", "kW/卡", "kW per card"),
-    ("tco.unit.factor", "倍", "×"),
-    ("tco.unit.yuan_kwh", "元/kWh", "yuan per kWh"),
-    ("tco.unit.share", "比例（0.7 即 70%）", "share (0.7 is 70 %)"),
-    ("tco.preview", "预览", "Preview"),
-    ("tco.save", "保存此费率版本", "Save this rate version"),
-    ("tco.not_saved", "以下为预览，尚未保存。", "A preview: nothing is saved yet."),
-    ("tco.breakdown", "每卡年度成本构成", "Yearly cost per card"),
-    ("tco.hardware", "硬件折旧", "Hardware depreciation"),
-    ("tco.hardware.how", "(单卡 + 服务器分摊) ÷ 折旧年限", "(card + server share) ÷ depreciation years"),
-    ("tco.power_before", "电费（未乘系统系数）", "Power before the system factor"),
-    ("tco.power_before.how", "功率 × 8760 小时 × PUE × 电价", "power × 8760 h × PUE × electricity price"),
-    ("tco.power", "电费", "Power"),
-    ("tco.power.how", "× 系统系数", "× system factor"),
-    ("tco.datacenter", "机房与网络", "Datacenter & network"),
-    ("tco.staff", "运维人力", "Operations staff"),
-    ("tco.annual", "年度 TCO", "Annual TCO"),
-    ("tco.rate", "费率（元/卡时）", "Rate (¥ per card-hour)"),
-    ("tco.rate.how", "年度 TCO ÷ (8760 × 回收利用率)", "annual TCO ÷ (8760 × recovery utilization)"),
-    ("tco.back", "返回费率", "Back to the rates"),
-];
-
-/// The TCO inputs in the order the form, the history and the API list them: (field, word, unit word, range).
-pub(super) const FIELDS: [(&str, &str, &str, DecimalRange); 10] = [
-    ("card_price", "tco.card_price", "tco.unit.yuan", bounds::YUAN),
-    ("server_share_per_card", "tco.server_share_per_card", "tco.unit.yuan", bounds::YUAN),
-    ("depreciation_years", "tco.depreciation_years", "tco.unit.years", bounds::YEARS),
-    ("avg_power_kw", "tco.avg_power_kw", "tco.unit.kw", bounds::POWER_KW),
-    ("pue", "tco.pue", "tco.unit.factor", bounds::FACTOR),
-    ("electricity_price", "tco.electricity_price", "tco.unit.yuan_kwh", bounds::ELECTRICITY_PRICE),
-    ("system_factor", "tco.system_factor", "tco.unit.factor", bounds::FACTOR),
-    ("datacenter_per_card_year", "tco.datacenter_per_card_year", "tco.unit.yuan", bounds::YUAN),
-    ("staff_per_card_year", "tco.staff_per_card_year", "tco.unit.yuan", bounds::YUAN),
-    ("recovery_utilization", "tco.recovery_utilization", "tco.unit.share", bounds::SHARE),
-];
 
 /// The SPEC's worked example, as the form's placeholders.
 const EXAMPLE: [&str; 10] = ["80000", "40000", "5", "0.5", "1.4", "0.8", "1.2", "3000", "2000", "0.7"];
@@ -174,7 +120,7 @@ pub struct TcoPage {
     pub errors: FieldErrors,
     pub preview: Option<Preview>,
     /// The rate-by-hand form ([`super::manual`]) and its bad fields.
-    pub manual: super::manual::ManualForm,
+    pub manual: ManualForm,
     pub manual_errors: FieldErrors,
 }
 
@@ -307,6 +253,7 @@ pub(super) async fn submit(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pricing::tco as bounds;
 
     fn example() -> TcoForm {
         let mut f =
