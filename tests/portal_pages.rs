@@ -157,15 +157,19 @@ async fn a_conflict_is_a_409_page_with_the_navigation_in_either_language(pool: P
     let portal = TestPortal::start(pool.clone()).await;
     let month = SEED_MONTH;
     let finance = signed_in(&portal, "finance").await;
-    let (status, confirm) = get(&portal, &finance, &format!("/bills/{month}/close")).await;
+    let policy = "mode=chargeback&unallocated=kept_by_platform";
+    let (status, confirm) = get(&portal, &finance, &format!("/bills/{month}/close?{policy}")).await;
     assert_eq!(status, 200, "{confirm}");
     let csrf = hidden(&confirm, "csrf").expect("the close form's CSRF token");
+    // the portal closes only the figures it showed: the confirmation's fingerprint of them under this policy
+    let shown = hidden(&confirm, "shown").expect("the fingerprint of the figures shown");
     let close = async |lang: &str| {
         let form = [
             ("csrf", csrf.as_str()),
             ("mode", "chargeback"),
             ("unallocated", "kept_by_platform"),
             ("reason", "closed by a test of conflicts"),
+            ("shown", shown.as_str()),
         ];
         let r = finance.post(portal.url(&format!("/bills/{month}/close?lang={lang}"))).form(&form).send().await;
         let r = r.unwrap();

@@ -65,8 +65,16 @@ async fn post(c: &reqwest::Client, url: &str, user: &str, groups: &str, form: &[
 }
 
 /// The close form's fields with this CSRF token.
-fn close_form(token: &str) -> [(&str, &str); 4] {
-    [("csrf", token), ("mode", "chargeback"), ("unallocated", "kept_by_platform"), ("reason", "sso test")]
+/// A close of the month under chargeback, kept by the platform; `shown` the fingerprint of the figures the
+/// confirmation printed under that policy (the portal closes only what it showed).
+fn close_form<'a>(token: &'a str, shown: &'a str) -> [(&'a str, &'a str); 5] {
+    [
+        ("csrf", token),
+        ("mode", "chargeback"),
+        ("unallocated", "kept_by_platform"),
+        ("reason", "sso test"),
+        ("shown", shown),
+    ]
 }
 
 async fn answer(r: reqwest::Response) -> Answer {
@@ -140,9 +148,11 @@ async fn forms_need_the_proxy_users_csrf_token(pool: PgPool) {
     let month = SEED_MONTH;
     let c = visitor();
 
-    let confirm = get(&c, &url(&format!("/bills/{month}/close")), Some("wang"), "finance-team").await;
+    let policy = "mode=chargeback&unallocated=kept_by_platform";
+    let confirm = get(&c, &url(&format!("/bills/{month}/close?{policy}")), Some("wang"), "finance-team").await;
     assert_eq!(confirm.status, 200, "{}", confirm.body);
     let csrf = hidden(&confirm.body, "csrf").expect("the close form's token");
+    let shown = hidden(&confirm.body, "shown").expect("the fingerprint of the figures shown");
     assert!(!csrf.is_empty());
     // the same user, the same session: the same token on the next page
     let again = get(&c, &url("/"), Some("wang"), "finance-team").await;
@@ -151,7 +161,7 @@ async fn forms_need_the_proxy_users_csrf_token(pool: PgPool) {
     // without the token, with a wrong one, or with the token of another user's session: refused, nothing closed
     let close = url(&format!("/bills/{month}/close"));
     for (user, token) in [("wang", ""), ("wang", "forged"), ("zhao", csrf.as_str())] {
-        let a = post(&c, &close, user, "finance-team", &close_form(token)).await;
+        let a = post(&c, &close, user, "finance-team", &close_form(token, &shown)).await;
         assert_eq!(a.status, 403, "{user} with {token:?}: {}", a.body);
     }
     let (_, bill) = api.call(Method::GET, &format!("/api/v1/bills/{month}"), Some(&api.finance), None).await;
@@ -164,8 +174,13 @@ async fn forms_need_the_proxy_users_csrf_token(pool: PgPool) {
     assert_eq!(post(&c, &url("/logout"), "wang", "finance-team", &[("csrf", &csrf)]).await.status, 403);
 
     // with its own token the form is taken, as from a signed-in user; the audit names the SSO user
-    let a = post(&c, &close, "zhao", "finance-team", &close_form(&zhao_csrf)).await;
-    assert_eq!((a.status, a.location.as_deref()), (303, Some(format!("/bills/{month}").as_str())), "{}", a.body);
+    let a = post(&c, &close, "zhao", "finance-team", &close_form(&zhao_csrf, &shown)).await;
+    assert_eq!(
+        (a.status, a.location.as_deref()),
+        (303, Some(format!("/bills/{month}?{policy}").as_str())),
+        "{}",
+        a.body
+    );
     let (_, bill) = api.call(Method::GET, &format!("/api/v1/bills/{month}"), Some(&api.finance), None).await;
     assert_eq!(bill["status"], "closed", "{bill}");
     let actor: String =

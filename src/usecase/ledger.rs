@@ -254,7 +254,7 @@ async fn pending_restatements(pool: &PgPool, month: Month) -> Result<Vec<Restate
 /// reason: the reason and the blockers are then audited and frozen onto the statement. `extras` computes what the
 /// close freezes besides the bills (the PDF's idle list, utilization, coverage, budgets, previous month), once the
 /// month is known to close.
-pub async fn close<E: From<LedgerError> + From<sqlx::Error>>(
+pub(super) async fn close<E: From<LedgerError> + From<sqlx::Error>>(
     pool: &PgPool,
     month: Month,
     req: CloseRequest,

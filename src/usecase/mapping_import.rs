@@ -71,7 +71,7 @@ pub enum ImportError {
 /// Imports `rows` inside the caller's transaction (all or nothing: the caller commits, or rolls back on an error);
 /// `dry_run` decides and reports the same, writing nothing. Writes are audited as `team.put`, `mapping.create` and
 /// `mapping.update`; unchanged rows write nothing at all.
-pub async fn import(
+pub(super) async fn import(
     tx: &mut PgConnection,
     rows: &[ImportRow],
     actor: &str,
