@@ -26,6 +26,7 @@ use crate::ledger::readiness::Blocker;
 use crate::usecase::nodes::{self, NodePreview, NodeSettingsView};
 use crate::usecase::state::AppState;
 use crate::usecase::{self, closing};
+use crate::validate::ClusterName;
 use crate::web::extract::{CsrfForm, PageUser};
 
 pub fn routes() -> Router<AppState> {
@@ -346,8 +347,8 @@ impl NodePage {
 }
 
 /// A cluster and node in a path, by the API's rules; anything else names no page.
-fn node_of(cluster: &str, node: &str) -> Result<(String, String), PageError> {
-    let cluster = crate::validate::cluster("cluster", cluster).map_err(|_| PageError::NotFound)?;
+fn node_of(cluster: &str, node: &str) -> Result<(ClusterName, String), PageError> {
+    let cluster = ClusterName::parse("cluster", cluster).map_err(|_| PageError::NotFound)?;
     let node = crate::validate::node_name("node", node).map_err(|_| PageError::NotFound)?;
     Ok((cluster, node))
 }
@@ -392,12 +393,10 @@ async fn edit(
     let (cluster, node) = node_of(&cluster, &node)?;
     let month = q.month.month(&s)?;
     q.policy.choice()?;
-    // the name was checked by node_of: it parses
-    let cluster_name = crate::validate::ClusterName::parse("cluster", &cluster).map_err(|_| PageError::NotFound)?;
-    let stored = nodes::configured(&s.cases, &user.principal.scope(), Some(&cluster_name)).await?;
+    let stored = nodes::configured(&s.cases, &user.principal.scope(), Some(&cluster)).await?;
     let now = stored.iter().find(|x| x.node == node).map(|x| NodeSettingsView::from(&x.settings()));
     let form = NodeForm::of(month, &q.policy, now.as_ref());
-    Ok(page(&user, lang, (cluster, node), form, None, None, Vec::new()))
+    Ok(page(&user, lang, (cluster.into_string(), node), form, None, None, Vec::new()))
 }
 
 /// The month a form names, by the page rules: none, or one to come, names no page.
@@ -445,7 +444,8 @@ async fn preview(
     Path((cluster, node)): Path<(String, String)>,
     CsrfForm(form): CsrfForm<NodeForm>,
 ) -> Result<Response, PageError> {
-    let at = node_of(&cluster, &node)?;
+    let (cluster, node) = node_of(&cluster, &node)?;
+    let at = (cluster.into_string(), node);
     previewed(&s, &user, lang, at, form, None).await
 }
 
@@ -456,7 +456,8 @@ async fn save(
     Path((cluster, node)): Path<(String, String)>,
     CsrfForm(form): CsrfForm<NodeForm>,
 ) -> Result<Response, PageError> {
-    let at = node_of(&cluster, &node)?;
+    let (cluster, node) = node_of(&cluster, &node)?;
+    let at = (cluster.into_string(), node);
     let month = form_month(&s, &form)?;
     // saved only as previewed: other settings (or none previewed) are previewed first
     let settings = match form.settings(lang) {
