@@ -48,6 +48,7 @@ fn opts(retry: RetryPolicy) -> IngestOptions {
         fetch: FetchSpec { matchers: None, team_label: "label_team".into() },
         meter: MeterConfig::default(),
         chunk_hours: 6,
+        batch_samples: None,
         retry,
     }
 }

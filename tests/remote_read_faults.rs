@@ -94,6 +94,7 @@ fn opts() -> IngestOptions {
         fetch: FetchSpec { matchers: None, team_label: "label_team".into() },
         meter: MeterConfig::default(),
         chunk_hours: 6,
+        batch_samples: None,
         retry: RetryPolicy {
             attempts: Some(2),
             first_delay: Duration::from_millis(10),

@@ -60,6 +60,7 @@ async fn a_slow_source_is_read_in_smaller_batches_until_every_hour_is_stored(poo
             fetch: FetchSpec { matchers: None, team_label: "label_team".into() },
             meter: MeterConfig::default(),
             chunk_hours: 8,
+            batch_samples: None,
             retry: RetryPolicy::cli(),
         },
     };

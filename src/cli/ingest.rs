@@ -60,7 +60,9 @@ pub(super) async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
     let tz = db::settings::billing_tz(&pool).await.context("reading settings (run `cardhour migrate`)")?;
     let (from, to) = (resolve_time("--from", a.from, tz)?, resolve_time("--to", a.to, tz)?);
     let hours = window::hours(from, to)?;
-    let opts = IngestOptions { retry: RetryPolicy::cli(), ..cluster.ingest };
+    // a one-off ingest sizes its batches by samples, up to a month of hours unless told otherwise
+    let chunk_hours = a.source.chunk_hours.map_or(ingest::plan::MAX_BATCH_HOURS, |n| n as usize);
+    let opts = IngestOptions { retry: RetryPolicy::cli(), chunk_hours, ..cluster.ingest };
     let source = ingest::source::choose(&pool, client, &opts.cluster, cluster.source).await?;
     let bar =
         if std::io::stderr().is_terminal() { ProgressBar::new(hours.len() as u64) } else { ProgressBar::hidden() };

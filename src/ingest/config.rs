@@ -198,7 +198,12 @@ impl ClusterEntry {
         };
         let timeslice_replicas = in_range("timeslice_replicas", self.timeslice_replicas, flags.timeslice_replicas, 64)?;
         let hami_split = in_range("hami_split", self.hami_split, flags.hami_split, 1000)?;
-        let batch_hours = in_range("batch_hours", self.batch_hours, flags.chunk_hours, 168)?;
+        let batch_hours = in_range(
+            "batch_hours",
+            self.batch_hours,
+            flags.chunk_hours.unwrap_or(super::plan::WORKER_BATCH_HOURS),
+            super::plan::MAX_BATCH_HOURS as u32,
+        )?;
         let scrape_interval = duration("scrape_interval", self.scrape_interval)?.or(flags.scrape_interval);
         let timeout = duration("timeout", self.timeout)?.unwrap_or(flags.timeout);
         let ksm_gap_bridge = match self.ksm_gap_bridge {
@@ -224,6 +229,7 @@ impl ClusterEntry {
                     ..MeterConfig::default()
                 },
                 chunk_hours: batch_hours as usize,
+                batch_samples: Some(flags.batch_samples),
                 retry: RetryPolicy::worker(),
             },
         })
@@ -382,7 +388,7 @@ mod tests {
             ("[clusters.a]\nprometheus = \"http://p\"\nsource = \"grpc\"\n", "unknown source `grpc`"),
             (
                 "[clusters.a]\nprometheus = \"http://p\"\nbatch_hours = 0\n",
-                "`batch_hours` 0: must be between 1 and 168",
+                "`batch_hours` 0: must be between 1 and 744",
             ),
             ("[clusters.\"a b\"]\nprometheus = \"http://p\"\n", "cluster `a b`: cluster name `a b` is invalid"),
             ("[clusters.a]\nprometheus = \"http://p\"\ntimeout = \"soon\"\n", "`timeout`: `soon` is not a duration"),

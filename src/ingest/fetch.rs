@@ -371,12 +371,20 @@ impl Fetched {
         }
         // the devices seen in each hour of the window (a sample, finite or not, in the hour itself)
         let mut own = DevicesByHour::new();
-        let hour_of = |t: i64| hours_ms.iter().copied().find(|&h| t >= h && t < h + HOUR_MS);
+        // hours_ms ascending: the hour a timestamp falls in, by bisection (a batch may hold hundreds of hours)
+        let hour_of = |t: i64| {
+            let i = hours_ms.partition_point(|&h| h + HOUR_MS <= t);
+            hours_ms.get(i).copied().filter(|&h| t >= h)
+        };
         for d in &input.devices {
             let Some(host) = d.host.as_deref() else { continue };
-            for &h in hours_ms {
-                if !slice(&d.samples, h, h + HOUR_MS).is_empty() {
-                    own.entry(h).or_default().insert(SeenDevice { host: host.to_string(), uuid: d.uuid.clone() });
+            let mut last = None;
+            for p in &d.samples {
+                let h = hour_of(p.t_ms);
+                if h.is_some() && h != last {
+                    let device = SeenDevice { host: host.to_string(), uuid: d.uuid.clone() };
+                    own.entry(h.unwrap_or_default()).or_default().insert(device);
+                    last = h;
                 }
             }
         }
@@ -412,12 +420,29 @@ impl Fetched {
         split(input.hami, &mut out, util, |h| &mut h.samples, |i, h| i.hami.push(h));
         split(input.node_labels, &mut out, ksm, |n| &mut n.samples, |i, n| i.node_labels.push(n));
         for (metric, t) in non_finite {
-            if let Some((_, counts)) = out.iter_mut().find(|(i, _)| t >= i.start_ms && t < i.end_ms) {
+            let i = out.partition_point(|(input, _)| input.end_ms <= t);
+            if let Some((input, counts)) = out.get_mut(i)
+                && t >= input.start_ms
+            {
                 *counts.entry(metric).or_default() += 1;
             }
         }
         out
     }
+}
+
+/// The hours (ascending) whose `range` (ascending with the hour) may hold a sample of `[first, last]`: a series
+/// is cut only into the hours it spans, not tried against every hour of a long batch.
+fn overlapping<'h>(
+    hours: &'h mut [(HourInput, BTreeMap<String, u64>)],
+    range: &impl Fn(i64) -> (i64, i64),
+    first: i64,
+    last: i64,
+) -> &'h mut [(HourInput, BTreeMap<String, u64>)] {
+    let from = hours.partition_point(|(i, _)| range(i.start_ms).1 <= first);
+    let to = hours.partition_point(|(i, _)| range(i.start_ms).0 <= last);
+    let to = to.max(from);
+    &mut hours[from..to]
 }
 
 /// Moves each series' samples into the hours whose `range` they fall in; a series is dropped once distributed
@@ -431,7 +456,8 @@ fn split<T: Clone>(
 ) {
     for mut s in series {
         let all = std::mem::take(samples(&mut s));
-        for (input, _) in hours.iter_mut() {
+        let (Some(first), Some(last)) = (all.first(), all.last()) else { continue };
+        for (input, _) in overlapping(hours, &range, first.t_ms, last.t_ms) {
             let (lo, hi) = range(input.start_ms);
             let part = slice(&all, lo, hi);
             if !part.is_empty() {
@@ -455,7 +481,9 @@ fn split_ksm<T: Clone>(
 ) {
     for mut s in series {
         let all = std::mem::take(parts(&mut s).0);
-        for (input, _) in hours.iter_mut() {
+        let (Some(first), Some(last)) = (all.first(), all.last()) else { continue };
+        // an hour without a sample of its own takes none (its edges only come with one)
+        for (input, _) in overlapping(hours, &|h| (h, h + HOUR_MS), first.t_ms, last.t_ms) {
             let (lo, hi) = (input.start_ms, input.end_ms);
             let part = slice(&all, lo, hi);
             if !part.is_empty() {

@@ -47,9 +47,15 @@ pub struct SourceArgs {
     /// per cluster, remembered; falls back to the query API).
     #[arg(long = "source", env = "CARDHOUR_SOURCE", default_value = "auto", value_parser = parse_source)]
     pub sample_source: SourceRequest,
-    /// Hours read per round of queries and stored per transaction (a batch).
-    #[arg(long, env = "CARDHOUR_CHUNK_HOURS", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=168))]
-    pub chunk_hours: u32,
+    /// The most hours read and stored in one transaction (a batch). `ingest` sizes its batches by
+    /// --batch-samples within it (default 744, a month); the worker claims at most this many hours at once
+    /// (default 6, at most 168).
+    #[arg(long, env = "CARDHOUR_CHUNK_HOURS", value_parser = clap::value_parser!(u32).range(1..=744))]
+    pub chunk_hours: Option<u32>,
+    /// About how many raw samples one batch of `ingest` reads: batches are as long as fit it at the density the
+    /// last one showed (one hour at least), so memory follows the samples, not the hours.
+    #[arg(long, env = "CARDHOUR_BATCH_SAMPLES", default_value_t = super::plan::DEFAULT_BATCH_SAMPLES, value_parser = clap::value_parser!(u64).range(super::plan::MIN_BATCH_SAMPLES..))]
+    pub batch_samples: u64,
     /// The longest kube-state-metrics scrape gap (a restart, an upgrade) counted through for pods Running on both
     /// sides of it, reported apart as bridged GPU-hours; longer gaps are not billed and are reported. 0 bridges
     /// nothing; at most 30m.

@@ -96,9 +96,13 @@ pub enum ReadPath {
     Restart,
     /// The whole span read twice into the same database (remote read, then the query API in 2-hour batches).
     Reingest,
+    /// Remote read in batches sized by samples (`--batch-samples` of 2.5 hours of the simulation: 1, 2, 2, … h).
+    RemoteReadBySamples,
+    /// VictoriaMetrics' export with the default sample budget and no `--chunk-hours` (1, 4, … h).
+    VmExportDefault,
 }
 
-pub const READ_PATHS: [ReadPath; 7] = [
+pub const READ_PATHS: [ReadPath; 9] = [
     ReadPath::RemoteRead6h,
     ReadPath::Query1h,
     ReadPath::VmExport1w,
@@ -106,6 +110,8 @@ pub const READ_PATHS: [ReadPath; 7] = [
     ReadPath::Workers,
     ReadPath::Restart,
     ReadPath::Reingest,
+    ReadPath::RemoteReadBySamples,
+    ReadPath::VmExportDefault,
 ];
 
 impl ReadPath {
@@ -118,31 +124,47 @@ impl ReadPath {
             ReadPath::Workers => "2 workers 1h",
             ReadPath::Restart => "restart",
             ReadPath::Reingest => "re-ingest",
+            ReadPath::RemoteReadBySamples => "remote-read by samples",
+            ReadPath::VmExportDefault => "vm-export default",
         }
     }
 }
 
+/// How a `cardhour ingest` sizes its batches.
+#[derive(Clone, Copy)]
+enum Batches {
+    /// `--chunk-hours N` (with the default sample budget, which these small simulations never reach).
+    Hours(u32),
+    /// `--batch-samples N`, no `--chunk-hours`.
+    Samples(u64),
+    /// Neither flag.
+    Default,
+}
+
 /// `cardhour ingest` of `[from, to)` from `url` into `db`.
 fn ingest(db: &TestDb, url: &str, from: DateTime<Utc>, to: DateTime<Utc>, source: &str, chunk: u32) {
-    let (from, to, chunk) = (rfc3339(from), rfc3339(to), chunk.to_string());
-    let args = [
-        "ingest",
-        "--cluster",
-        "exact",
-        "--prometheus",
-        url,
-        "--from",
-        &from,
-        "--to",
-        &to,
-        "--source",
-        source,
-        "--chunk-hours",
-        &chunk,
-        "--format",
-        "json",
-    ];
-    run_cardhour_ok(args, &db.env());
+    ingest_by(db, url, (from, to), source, Batches::Hours(chunk));
+}
+
+fn ingest_by(db: &TestDb, url: &str, (from, to): (DateTime<Utc>, DateTime<Utc>), source: &str, batches: Batches) {
+    let (from, to) = (rfc3339(from), rfc3339(to));
+    let mut args: Vec<String> = ["ingest", "--cluster", "exact", "--prometheus", url, "--from", &from, "--to", &to]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    args.extend(["--source", source, "--format", "json"].map(String::from));
+    match batches {
+        Batches::Hours(n) => args.extend(["--chunk-hours".to_string(), n.to_string()]),
+        Batches::Samples(n) => args.extend(["--batch-samples".to_string(), n.to_string()]),
+        Batches::Default => {}
+    }
+    run_cardhour_ok(args.iter().map(String::as_str), &db.env());
+}
+
+/// The samples of an hour of the simulation, about: its OpenMetrics lines (one sample each) over its hours.
+fn samples_per_hour(sim: &Simulation) -> u64 {
+    let lines = std::io::BufRead::lines(std::io::BufReader::new(std::fs::File::open(&sim.metrics).unwrap())).count();
+    lines as u64 / (sim.end - sim.start).num_hours().max(1) as u64
 }
 
 /// A worker sharing `[from, to)` with the others hour by hour, exiting when no hour is left.
@@ -200,6 +222,12 @@ pub fn read(sim: &Simulation, b: &Backends, path: ReadPath, seed: u64) -> TestDb
             ingest(&db, &b.prom.url, start, end, "remote-read", 6);
             ingest(&db, &b.prom.url, start, end, "query", 2);
         }
+        ReadPath::RemoteReadBySamples => {
+            // the least budget the flag takes is 10,000 samples: tiny simulations read one hour at a time
+            let budget = (samples_per_hour(sim) * 5 / 2).max(10_000);
+            ingest_by(&db, &b.prom.url, (start, end), "remote-read", Batches::Samples(budget));
+        }
+        ReadPath::VmExportDefault => ingest_by(&db, &b.vm.url, (start, end), "vm-export", Batches::Default),
     }
     db
 }
