@@ -57,20 +57,25 @@ export SQLX_OFFLINE=true
 ensure_prometheus_tools
 ensure_apt_packages victoria-metrics time postgresql
 _have python3 curl || die "python3 and curl are needed"
+log "cargo build --release"
+cargo build --release --quiet
+# a copy: building the before side in the same target directory overwrites target/release/cardhour
+BIN="$BASE/cardhour-now"
+cp target/release/cardhour "$BIN"
 BIN_BEFORE=""
 if [[ -n "${BENCH_BEFORE:-}" ]]; then
     rev="$(git rev-parse --short "$BENCH_BEFORE")" || die "BENCH_BEFORE: no revision $BENCH_BEFORE"
     log "cargo build --release of $rev (the before side), in $BASE/before"
     rm -rf "$BASE/before" && mkdir -p "$BASE/before"
     git archive "$rev" | tar -x -C "$BASE/before"
-    # the same target directory: only cardhour itself is built again
+    # the same target directory: only cardhour itself is built again; its binary lands on the same path, and cargo
+    # would take that stale file for this checkout's next build, so this checkout's binary is put back
     CARGO_TARGET_DIR="$PWD/target" cargo build --release --quiet --manifest-path "$BASE/before/Cargo.toml"
-    cp target/release/cardhour "$BASE/cardhour-$rev"
     BIN_BEFORE="$BASE/cardhour-$rev"
+    cp target/release/cardhour "$BIN_BEFORE"
+    cp "$BIN" target/release/cardhour
+    cmp -s "$BIN" "$BIN_BEFORE" && die "BENCH_BEFORE: $rev built the same binary as this checkout"
 fi
-log "cargo build --release"
-cargo build --release --quiet
-BIN="$PWD/target/release/cardhour"
 
 # A PostgreSQL of the benchmark's own (initdb into $BASE/pg, a free port, run as the postgres user when root), so
 # its CPU is the ingests' alone.
