@@ -68,12 +68,13 @@ if [[ -n "${BENCH_BEFORE:-}" ]]; then
     log "cargo build --release of $rev (the before side), in $BASE/before"
     rm -rf "$BASE/before" && mkdir -p "$BASE/before"
     git archive "$rev" | tar -x -C "$BASE/before"
-    # the same target directory: only cardhour itself is built again; its binary lands on the same path, and cargo
-    # would take that stale file for this checkout's next build, so this checkout's binary is put back
+    # the same target directory: only cardhour itself is built again. Cargo files both checkouts' cardhour under
+    # one fingerprint (a path package's hash leaves out where it lies), so the before side's artifacts and
+    # fingerprint would pass for this checkout's from then on: they are removed once its binary is copied aside
     CARGO_TARGET_DIR="$PWD/target" cargo build --release --quiet --manifest-path "$BASE/before/Cargo.toml"
     BIN_BEFORE="$BASE/cardhour-$rev"
     cp target/release/cardhour "$BIN_BEFORE"
-    cp "$BIN" target/release/cardhour
+    cargo clean --release --quiet -p cardhour
     cmp -s "$BIN" "$BIN_BEFORE" && die "BENCH_BEFORE: $rev built the same binary as this checkout"
 fi
 

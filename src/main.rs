@@ -1,7 +1,7 @@
 //! `cardhour` binary: parses the command line and hands over to the library.
 
 // The ingest allocates many small strings and sample vectors per hour; mimalloc spends a fraction of glibc's time on
-// them (BENCHMARKS.md).
+// them (BENCHMARKS.md). Built without transparent huge pages (Cargo.toml says why).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
