@@ -34,7 +34,8 @@
 # Output: .cardhour/bench-sources/<set>/results.tsv (every figure) and summary.md (min / median / max per side,
 # median ratios, the targets). Environment: BENCH_DIR, BENCH_CHUNK (passed as --chunk-hours when set),
 # BENCH_SAMPLES (passed as --batch-samples when set), BENCH_BEFORE (a revision to compare with, built in
-# .cardhour/bench-sources/before/ with the same target directory).
+# .cardhour/bench-sources/before/ with the same target directory; cardhour's own release artifacts are cleaned
+# after it, so the next `cargo build --release` of this checkout compiles cardhour again, ~3 min).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/lib.sh
@@ -75,6 +76,8 @@ if [[ -n "${BENCH_BEFORE:-}" ]]; then
     BIN_BEFORE="$BASE/cardhour-$rev"
     cp target/release/cardhour "$BIN_BEFORE"
     cargo clean --release --quiet -p cardhour
+    # this checkout's binary back where a user looks for it (the next cargo build makes it anew, unfingerprinted)
+    cp "$BIN" target/release/cardhour
     cmp -s "$BIN" "$BIN_BEFORE" && die "BENCH_BEFORE: $rev built the same binary as this checkout"
 fi
 
