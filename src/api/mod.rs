@@ -20,6 +20,7 @@ mod rates;
 mod report_exports;
 mod reports;
 mod teams;
+mod unit_cost;
 mod usage;
 mod views;
 mod waste;
@@ -78,6 +79,7 @@ pub fn api() -> (Router<AppState>, OpenApiSpec) {
         .merge(audit::router())
         .merge(waste::router())
         .merge(reports::router())
+        .merge(unit_cost::router())
         .merge(budgets::router())
         .merge(ingest::router())
         .merge(report_exports::router())

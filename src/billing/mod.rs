@@ -8,6 +8,7 @@
 //! - [`restate`]: restatement lines for a closed month recomputed later.
 //! - [`rebill`]: a month's bills with card-hours moved between lines (a node's settings changed), recomputed.
 //! - [`totals`]: the total row of a month's teams table.
+//! - [`unit_cost`]: ¥ per million tokens and per thousand requests of serving pods (SPEC §9).
 //!
 //! Rates arrive resolved (a `RatePerCardHour` per period, or `None` when unknown): this module knows nothing
 //! of how they are derived. Invariants, each tested by property: every total is the sum of its lines;
@@ -22,6 +23,7 @@ pub mod replicas;
 pub mod restate;
 pub mod spread;
 pub mod totals;
+pub mod unit_cost;
 
 #[cfg(test)]
 mod proptests;
@@ -33,3 +35,4 @@ pub use replicas::{ReplicaBilling, ReplicaPolicyBook, ReplicaPolicyVersion};
 pub use restate::{RestatementLine, UNALLOCATED_SHARE_NAMESPACE, restate_month, restatement};
 pub use spread::largest_remainder;
 pub use totals::MonthTotals;
+pub use unit_cost::{ModelHour, PodHour, UnitCostRow, UnitGroup, unit_costs};

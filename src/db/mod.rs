@@ -19,6 +19,7 @@ pub mod replica_policy;
 pub mod reports;
 pub mod retention;
 pub mod roles;
+pub mod serving;
 pub mod sessions;
 pub mod settings;
 pub mod teams;

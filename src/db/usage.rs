@@ -49,6 +49,7 @@ async fn delete_hours(
     sqlx::query!("DELETE FROM ingest_anomalies WHERE cluster = $1 AND hour = ANY($2)", cluster, hours)
         .execute(&mut *conn)
         .await?;
+    super::serving::delete(conn, cluster, hours).await?;
     // what the nodes were taken to be goes with the hour's rows (an undo restores rows, not those facts)
     super::node_facts::delete(conn, cluster, hours).await?;
     Ok(removed.into_iter().map(|r| (r.hour, r.namespace, r.pod)).collect())
@@ -268,6 +269,9 @@ pub async fn replace_hours(conn: &mut PgConnection, cluster: &str, batch: &[Hour
     )
     .execute(&mut *conn)
     .await?;
+
+    let serving: Vec<_> = batch.iter().map(|b| (b.hour, b.out.serving.as_slice())).collect();
+    super::serving::insert(conn, cluster, &serving).await?;
 
     rebuild_rollups(conn, cluster, &touched).await?;
     register_label_teams(conn, cluster, &touched.hours).await?;

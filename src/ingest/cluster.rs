@@ -37,7 +37,8 @@ pub async fn read_batch(
     let end = start + hours.len() as i64 * HOUR_MS;
     let started = Instant::now();
     let ksm_margin = fetch::ksm_margin_ms(&opts.meter);
-    let read = fetch::fetch(source, &opts.fetch, ksm_margin, (start, end), trailing, opts.retry);
+    let margins = (ksm_margin, opts.meter.ksm_gap_bridge_ms());
+    let read = fetch::fetch(source, &opts.fetch, margins, (start, end), trailing, opts.retry);
     let read = telemetry::reading(&opts.cluster, read).await?;
     telemetry::chunk_read(&opts.cluster, source.kind().as_str(), read.samples_read, started.elapsed());
     Ok((read, started.elapsed()))

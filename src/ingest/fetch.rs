@@ -3,8 +3,10 @@
 use std::collections::BTreeMap;
 
 use crate::metering::{
-    CapacitySeries, ContainerKey, DeviceSeries, Edges, GfdLabels, HamiSeries, HourInput, MeterConfig, NamespaceSeries,
-    NodeLabelSeries, RequestSeries, RunningSeries, Sample, SeenDevice, UnschedulableSeries, UtilMetric,
+    COUNTER_LOOKBACK_MS, CapacitySeries, ContainerKey, CounterSeries, DeviceSeries, Edges, GfdLabels, HamiSeries,
+    HourInput, MeterConfig, NamespaceSeries, NodeLabelSeries, PodModel, PodStart, RequestSeries, RunningSeries,
+    SERVING_METRICS_RE, Sample, SeenDevice, ServingMetric, UnknownServingSeries, UnschedulableSeries, UtilMetric,
+    running_starts,
 };
 use futures_util::TryStreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -30,6 +32,9 @@ pub fn ksm_margin_ms(meter: &MeterConfig) -> i64 {
 const DCGM_METRICS: &str =
     "DCGM_FI_PROF_SM_ACTIVE|DCGM_FI_PROF_GR_ENGINE_ACTIVE|DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED";
 const HAMI_UTIL: &str = "hami_container_device_utilization_ratio";
+/// The pod label naming the model a pod serves, as kube-state-metrics exports it (`--metric-labels-allowlist`
+/// `pods=[model]`): the model of engines whose series name none (TGI).
+const MODEL_POD_LABEL: &str = "label_model";
 /// The node resources read as GPU capacity (and allocatable).
 const GPU_RESOURCES: &str = r#"resource=~"nvidia_com_.+|amd_com_.+|habana_ai_.+|.*gpu.*""#;
 
@@ -70,21 +75,32 @@ pub struct Fetched {
     /// The margin the KSM series were read with ([`ksm_margin_ms`]); each hour keeps their samples within it as
     /// its edges.
     ksm_margin_ms: i64,
+    /// A pod Running again after no Running sample for longer than this started anew (the KSM gap bridge).
+    start_gap_ms: i64,
+    /// Serving counters, the pod starts their first samples are judged by, model pod labels, unknown names.
+    counters: Vec<CounterSeries>,
+    starts: Vec<PodStart>,
+    models: Vec<(PodModel, Vec<Sample>)>,
+    unknown: Vec<(String, Vec<i64>)>,
 }
 
-/// The nine selectors one window reads, each with the margin it is read with (`ksm_margin_ms` from
-/// [`ksm_margin_ms`]).
-pub fn selectors(spec: &FetchSpec, ksm_margin_ms: i64) -> [(String, i64); 9] {
+/// The eleven selectors one window reads, each with the margins it is read with before and after the window
+/// (`ksm_margin_ms` from [`ksm_margin_ms`]).
+pub fn selectors(spec: &FetchSpec, ksm_margin_ms: i64) -> [(String, i64, i64); 11] {
+    let both = |selector: String, margin: i64| (selector, margin, margin);
     [
-        (spec.selector("kube_pod_container_resource_requests", r#"unit="integer""#), ksm_margin_ms),
-        (spec.selector("kube_pod_status_phase", r#"phase="Running""#), ksm_margin_ms),
-        (spec.selector("kube_namespace_labels", ""), 0),
-        (spec.selector("kube_node_status_capacity", GPU_RESOURCES), ksm_margin_ms),
-        (spec.selector("", &format!(r#"__name__=~"{DCGM_METRICS}""#)), UTIL_MARGIN_MS),
-        (spec.selector(HAMI_UTIL, ""), UTIL_MARGIN_MS),
-        (spec.selector("kube_node_status_allocatable", GPU_RESOURCES), ksm_margin_ms),
-        (spec.selector("kube_node_spec_unschedulable", ""), ksm_margin_ms),
-        (spec.selector("kube_node_labels", ""), 0),
+        both(spec.selector("kube_pod_container_resource_requests", r#"unit="integer""#), ksm_margin_ms),
+        both(spec.selector("kube_pod_status_phase", r#"phase="Running""#), ksm_margin_ms),
+        both(spec.selector("kube_namespace_labels", ""), 0),
+        both(spec.selector("kube_node_status_capacity", GPU_RESOURCES), ksm_margin_ms),
+        both(spec.selector("", &format!(r#"__name__=~"{DCGM_METRICS}""#)), UTIL_MARGIN_MS),
+        both(spec.selector(HAMI_UTIL, ""), UTIL_MARGIN_MS),
+        both(spec.selector("kube_node_status_allocatable", GPU_RESOURCES), ksm_margin_ms),
+        both(spec.selector("kube_node_spec_unschedulable", ""), ksm_margin_ms),
+        both(spec.selector("kube_node_labels", ""), 0),
+        // a counter's increase in an hour needs the sample before the hour's first (SPEC §9)
+        (spec.selector("", &format!(r#"__name__=~"{SERVING_METRICS_RE}""#)), COUNTER_LOOKBACK_MS, 0),
+        both(spec.selector("kube_pod_labels", &format!(r#"{MODEL_POD_LABEL}!="""#)), 0),
     ]
 }
 
@@ -111,20 +127,19 @@ fn seen_device(s: &RawSeries) -> Option<SeenDevice> {
     Some(SeenDevice { host, uuid })
 }
 
-/// Reads `[start_ms, end_ms)` from `source`: the nine selectors, concurrently, each retried per `policy`, KSM's
-/// with `ksm_margin_ms` either side; with `trailing`, also the devices seen in each hour of the day before (a
+/// Reads `[start_ms, end_ms)` from `source`: the eleven selectors, concurrently, each retried per `policy`, KSM's
+/// with `ksm_margin_ms` either side (pods that became Running judged with `start_gap_ms`); with `trailing`, also the devices seen in each hour of the day before (a
 /// window that follows the last one of its ingest takes them from its [`CarriedDevices`] instead).
 pub async fn fetch(
     source: &SampleSource,
     spec: &FetchSpec,
-    ksm_margin_ms: i64,
+    (ksm_margin_ms, start_gap_ms): (i64, i64),
     (start_ms, end_ms): (i64, i64),
     trailing: bool,
     policy: RetryPolicy,
 ) -> Result<Fetched, PromError> {
-    let q = |(selector, margin): (String, i64)| async move {
-        with_retry(policy, "Prometheus read", || source.raw_samples(&selector, start_ms - margin, end_ms + margin))
-            .await
+    let q = |(selector, before, after): (String, i64, i64)| async move {
+        with_retry(policy, "Prometheus read", || source.raw_samples(&selector, start_ms - before, end_ms + after)).await
     };
     // Each answer is normalised as soon as it arrives and its JSON and label maps dropped: peak memory is one
     // window's compact series plus the answers in flight, not all raw answers at once.
@@ -142,7 +157,7 @@ pub async fn fetch(
             false => Ok(None),
         }
     };
-    let mut out = Fetched { ksm_margin_ms, ..Fetched::default() };
+    let mut out = Fetched { ksm_margin_ms, start_gap_ms, ..Fetched::default() };
     let ((), seen) = futures_util::future::try_join(
         async {
             while let Some((i, series)) = pending.try_next().await? {
@@ -180,6 +195,7 @@ impl Fetched {
         let (mut requests, mut running, mut namespaces, mut capacity, mut dcgm, mut hami) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut allocatable, mut unschedulable, mut node_labels) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut counters, mut pod_labels) = (Vec::new(), Vec::new());
         match which {
             0 => requests = answer,
             1 => running = answer,
@@ -189,7 +205,9 @@ impl Fetched {
             5 => hami = answer,
             6 => allocatable = answer,
             7 => unschedulable = answer,
-            _ => node_labels = answer,
+            8 => node_labels = answer,
+            9 => counters = answer,
+            _ => pod_labels = answer,
         }
         let mut nan_devices = Vec::new();
         let out = self;
@@ -217,7 +235,44 @@ impl Fetched {
         }
         for s in running {
             note(&s, "kube_pod_status_phase");
+            if let (Some(namespace), Some(pod)) = (s.label("namespace"), s.label("pod")) {
+                out.starts.extend(running_starts(&s.samples, out.start_gap_ms).into_iter().map(|t_ms| PodStart {
+                    namespace: namespace.to_string(),
+                    pod: pod.to_string(),
+                    t_ms,
+                }));
+            }
             input.running.push(RunningSeries { uid: pod_uid(&s), samples: s.samples, edges: Default::default() });
+        }
+        for s in counters {
+            note(&s, "serving");
+            let Some(metric) = ServingMetric::classify(s.name()) else { continue };
+            let ServingMetric::Known(engine, counter) = metric else {
+                out.unknown.push((s.name().to_string(), s.samples.iter().map(|p| p.t_ms).collect()));
+                continue;
+            };
+            // without honor_labels the engine's own labels are exported_*, the scraper's are plain
+            let Some(key) = workload(&s, &["exported_namespace", "namespace"], &["exported_pod", "pod"], &[]) else {
+                continue;
+            };
+            out.counters.push(CounterSeries {
+                namespace: key.namespace,
+                pod: key.pod,
+                model: s.label_any(&["model_name", "model"]).map(str::to_string),
+                engine,
+                counter,
+                samples: s.samples,
+            });
+        }
+        for s in pod_labels {
+            note(&s, "kube_pod_labels");
+            let (Some(namespace), Some(pod), Some(model)) =
+                (s.label("namespace"), s.label("pod"), s.label(MODEL_POD_LABEL))
+            else {
+                continue;
+            };
+            let model = PodModel { namespace: namespace.to_string(), pod: pod.to_string(), model: model.to_string() };
+            out.models.push((model, s.samples));
         }
         let team_label = spec.team_label.as_str();
         for s in namespaces {
@@ -365,7 +420,18 @@ impl Fetched {
             .iter()
             .map(|&h| (HourInput { start_ms: h, end_ms: h + HOUR_MS, ..HourInput::default() }, BTreeMap::new()))
             .collect();
-        let Fetched { input, non_finite, trailing, non_finite_devices, ksm_margin_ms: margin, .. } = self;
+        let Fetched {
+            input,
+            non_finite,
+            trailing,
+            non_finite_devices,
+            ksm_margin_ms: margin,
+            counters,
+            starts,
+            models,
+            unknown,
+            ..
+        } = self;
         if hours_ms.is_empty() {
             return out;
         }
@@ -419,6 +485,22 @@ impl Fetched {
         split(input.devices, &mut out, util, |d| &mut d.samples, |i, d| i.devices.push(d));
         split(input.hami, &mut out, util, |h| &mut h.samples, |i, h| i.hami.push(h));
         split(input.node_labels, &mut out, ksm, |n| &mut n.samples, |i, n| i.node_labels.push(n));
+        let counted = |h: i64| (h - COUNTER_LOOKBACK_MS, h + HOUR_MS);
+        split(counters, &mut out, counted, |c| &mut c.samples, |i, c| i.serving.series.push(c));
+        split(models, &mut out, ksm, |m| &mut m.1, |i, m| i.serving.models.push(m.0));
+        for (name, times) in unknown {
+            for (input, _) in out.iter_mut() {
+                let samples = slice_times(&times, input.start_ms, input.end_ms);
+                if samples > 0 {
+                    input.serving.unknown.push(UnknownServingSeries { name: name.clone(), samples });
+                }
+            }
+        }
+        // a pod start matters to an hour's counters up to a scrape interval (within the margin) before it
+        for (input, _) in out.iter_mut() {
+            let (lo, hi) = (input.start_ms - margin, input.end_ms);
+            input.serving.starts.extend(starts.iter().filter(|s| s.t_ms >= lo && s.t_ms < hi).cloned());
+        }
         for (metric, t) in non_finite {
             let i = out.partition_point(|(input, _)| input.end_ms <= t);
             if let Some((input, counts)) = out.get_mut(i)
@@ -429,6 +511,11 @@ impl Fetched {
         }
         out
     }
+}
+
+/// How many of `times` (ascending) fall in `[lo, hi)`.
+fn slice_times(times: &[i64], lo: i64, hi: i64) -> u64 {
+    (times.partition_point(|&t| t < hi) - times.partition_point(|&t| t < lo)) as u64
 }
 
 /// The hours (ascending) whose `range` (ascending with the hour) may hold a sample of `[first, last]`: a series

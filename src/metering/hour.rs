@@ -169,7 +169,12 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
     for node in unnamed {
         anomalies.add(AnomalyKind::UnknownGpuModel, node.to_string(), 1);
     }
-    HourOutput { interval_ms: Some(interval_ms), rows, capacity, anomalies: anomalies.into_vec() }
+    let (serving, serving_anomalies) =
+        super::meter_serving(&input.serving, (input.start_ms, input.end_ms), interval_ms);
+    for a in serving_anomalies {
+        anomalies.add(a.kind, a.subject, a.count);
+    }
+    HourOutput { interval_ms: Some(interval_ms), rows, capacity, anomalies: anomalies.into_vec(), serving }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -173,4 +173,6 @@ pub struct HourInput {
     pub node_labels: Vec<NodeLabelSeries>,
     /// Devices seen over the trailing day ending with this hour (besides this hour's own series).
     pub trailing_devices: Vec<SeenDevice>,
+    /// Serving engines' counters and what judging them needs (SPEC §9).
+    pub serving: super::ServingInput,
 }

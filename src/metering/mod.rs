@@ -14,6 +14,7 @@ mod node;
 mod output;
 mod resource;
 mod sample;
+mod serving;
 
 pub use config::{MAX_KSM_GAP_BRIDGE, MeterConfig};
 pub use gap::Edges;
@@ -32,6 +33,11 @@ pub use resource::{
     HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices, mig_profile_slices,
 };
 pub use sample::{Sample, infer_interval_ms, match_at};
+pub use serving::{
+    COUNTER_LOOKBACK_MS, Counter, CounterSeries, Engine, PodModel, PodStart, SERVING_METRICS_RE, ServingInput,
+    ServingKey, ServingMetric, ServingRow, UNKNOWN_MODEL, UnknownServingSeries, increase, meter_serving,
+    running_starts,
+};
 
 #[cfg(test)]
 mod gap_tests;

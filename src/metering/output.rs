@@ -134,6 +134,12 @@ pub enum AnomalyKind {
     /// DCGM shows more devices on a node than GFD's labels or its configuration count cards: the devices were
     /// taken (DCGM is a lower bound), the labels or the configuration are wrong.
     NodeEvidenceConflict,
+    /// A serving engine's counter went backwards (the process restarted): counted from 0 again (SPEC §9).
+    /// Subject `<namespace>/<pod>`, count the resets.
+    ServingCounterReset,
+    /// A series named like a serving engine's token or request counter under a name no known version uses: not
+    /// counted. Subject the metric name, count its samples in the hour.
+    UnknownServingSeries,
 }
 
 impl AnomalyKind {
@@ -150,6 +156,8 @@ impl AnomalyKind {
             Self::KsmGap => "ksm_gap",
             Self::KsmGapBridged => "ksm_gap_bridged",
             Self::NodeEvidenceConflict => "node_evidence_conflict",
+            Self::ServingCounterReset => "serving_counter_reset",
+            Self::UnknownServingSeries => "unknown_serving_series",
         }
     }
 }
@@ -169,4 +177,6 @@ pub struct HourOutput {
     pub rows: Vec<UsageRow>,
     pub capacity: Vec<CapacityRow>,
     pub anomalies: Vec<Anomaly>,
+    /// Tokens and requests served per pod, model and engine (SPEC §9).
+    pub serving: Vec<super::ServingRow>,
 }

@@ -30,6 +30,7 @@ pub mod team_home;
 pub mod teams;
 pub mod tiers;
 pub mod tokens;
+pub mod unit_cost;
 pub mod usage;
 pub mod users;
 
