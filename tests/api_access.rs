@@ -286,6 +286,14 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
         ),
         ("GET /reports/utilization/{month}", g.clone(), format!("/api/v1/reports/utilization/{m}"), Body::None, global),
         ("GET /reports/teams/{month}", g.clone(), format!("/api/v1/reports/teams/{m}"), Body::None, global),
+        ("GET /reports/unit-cost", g.clone(), "/api/v1/reports/unit-cost?from=2026-10-01&to=2026-11-01".into(), Body::None, all),
+        (
+            "GET /exports/unit-cost/{file}",
+            g.clone(),
+            "/api/v1/exports/unit-cost/unit-cost.csv?from=2026-10-01&to=2026-11-01&group_by=team&lang=zh".into(),
+            Body::None,
+            all,
+        ),
         (
             "GET /reports/fragmentation",
             g.clone(),

@@ -26,6 +26,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(idle_export))
         .routes(routes!(range_report_export))
         .routes(routes!(month_report_export))
+        .routes(routes!(unit_cost_export))
 }
 
 /// `csv` or `xlsx` from a path's file name (`idle.csv`), else a 404 naming the route.
@@ -198,4 +199,39 @@ async fn month_report_export(
         report_exports::utilization_file(&s.cases, &scope, month, format_of(&file, "utilization")?, words).await?
     };
     Ok(download(f))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct UnitCostExportQuery {
+    /// First billing day (YYYY-MM-DD, default: the first day of the current month in the billing time zone).
+    #[param(value_type = Option<String>, format = Date)]
+    pub from: Option<chrono::NaiveDate>,
+    /// The billing day after the last (YYYY-MM-DD, exclusive; default: tomorrow); at most 366 days after `from`.
+    #[param(value_type = Option<String>, format = Date)]
+    pub to: Option<chrono::NaiveDate>,
+    /// team, namespace, model (default), engine, day or month.
+    pub group_by: Option<crate::billing::UnitGroup>,
+    /// CSV: header and words in `zh` or `en` (default: field names and codes). Workbook: its language (default zh).
+    pub lang: Option<String>,
+}
+
+/// The unit-cost report as a file (`unit-cost.csv`, `unit-cost.xlsx`), within the caller's scope: per group its
+/// tokens, requests, serving cost and ¥ per million tokens / per thousand requests (4 decimals), idle serving cost
+/// apart, a total row — the figures of `GET /reports/unit-cost`.
+#[utoipa::path(get, path = "/exports/unit-cost/{file}", tag = "reports", security(("bearer" = [])),
+    params(("file" = String, Path, description = "`unit-cost.csv` or `unit-cost.xlsx`"), UnitCostExportQuery),
+    responses(ReportFileAnswers, ReaderErrors))]
+async fn unit_cost_export(
+    State(s): State<AppState>,
+    ScopedReader(scope): ScopedReader,
+    Path(file): Path<String>,
+    ApiQuery(q): ApiQuery<UnitCostExportQuery>,
+) -> Result<Response, ApiError> {
+    let words = lang_of(q.lang.as_deref())?;
+    let format = format_of(&file, "unit-cost")?;
+    let range = crate::usecase::unit_cost::range(q.from, q.to, s.billing_tz, Utc::now())?;
+    let group = q.group_by.unwrap_or_default();
+    Ok(download(report_exports::unit_cost_file(&s.cases, &scope, range, group, format, words).await?))
 }

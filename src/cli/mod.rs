@@ -67,6 +67,8 @@ pub enum Command {
     Worker(WorkerArgs),
     /// Print stored usage totals.
     Usage(UsageArgs),
+    /// What a million tokens and a thousand requests of inference cost, per team, namespace, model, engine or day.
+    UnitCost(UnitCostArgs),
     /// Ingest health per cluster: watermark and lag, hours kept over smaller reads, recent anomalies.
     Health(HealthArgs),
     /// The idle-waste list: pods holding GPUs and memory while barely using them.
@@ -544,6 +546,27 @@ pub struct UsageArgs {
     pub cluster: Option<validate::ClusterName>,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct UnitCostArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// First billing day, YYYY-MM-DD (default: the first day of the current month).
+    #[arg(long)]
+    pub from: Option<chrono::NaiveDate>,
+    /// The billing day after the last, YYYY-MM-DD (default: tomorrow).
+    #[arg(long)]
+    pub to: Option<chrono::NaiveDate>,
+    /// team, namespace, model, engine, day or month.
+    #[arg(long, default_value = "model", value_parser = parse_unit_group)]
+    pub group_by: crate::billing::UnitGroup,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: SummaryFormat,
+}
+
+fn parse_unit_group(s: &str) -> Result<crate::billing::UnitGroup, String> {
+    crate::billing::UnitGroup::parse(s).ok_or_else(|| format!("`{s}`: use team, namespace, model, engine, day or month"))
+}
+
 /// A time argument ([`validate::TimeInput`]), resolved in the billing time zone once the settings are read.
 fn valid_time(s: &str) -> Result<validate::TimeInput, String> {
     validate::TimeInput::parse("time", s).map_err(|e| e.message)
@@ -564,6 +587,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Health(a) => ingest::health_cmd(a).await?,
         Command::Worker(a) => ingest::worker_cmd(a).await?,
         Command::Usage(a) => reports::usage_cmd(a).await?,
+        Command::UnitCost(a) => reports::unit_cost_cmd(a).await?,
         Command::Idle(a) => reports::idle_cmd(a).await?,
         Command::Export(a) => bills::export_cmd(a).await?,
         Command::Readiness(a) => bills::readiness_cmd(a).await?,

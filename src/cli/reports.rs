@@ -1,10 +1,11 @@
-//! `usage` and `idle`: stored GPU-hours and the idle-waste list, as text, JSON or CSV.
+//! `usage`, `idle` and `unit-cost`: stored GPU-hours, the idle-waste list and the unit cost of inference, as text,
+//! JSON or CSV.
 
 use anyhow::bail;
 use chrono::Utc;
 
 use super::usage_report;
-use super::{IdleArgs, SummaryFormat, UsageArgs, resolve_time, services};
+use super::{IdleArgs, SummaryFormat, UnitCostArgs, UsageArgs, resolve_time, services};
 use crate::access::Scope;
 use crate::ingest::window;
 use crate::usecase;
@@ -72,5 +73,35 @@ pub(super) async fn usage_cmd(a: UsageArgs) -> anyhow::Result<()> {
     }
     let rows = usecase::usage::usage(&sv, &Scope::all(), from, to, a.group_by.into(), a.cluster.as_ref()).await?;
     print!("{}", usage_report::render(&rows, a.group_by.into(), a.format)?);
+    Ok(())
+}
+
+pub(super) async fn unit_cost_cmd(a: UnitCostArgs) -> anyhow::Result<()> {
+    let sv = services(&a.db, 2).await?;
+    let (from, to) = usecase::unit_cost::range(a.from, a.to, sv.billing_tz, Utc::now())
+        .map_err(|e| anyhow::anyhow!("--{}: {}", e.field, e.message))?;
+    let report = usecase::unit_cost::report(&sv, &Scope::all(), from, to, a.group_by).await?;
+    match a.format {
+        SummaryFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        SummaryFormat::Text => {
+            println!("unit cost of inference, billing days {from} .. {to} (exclusive), by {}", a.group_by.as_str());
+            let f = |d: Option<rust_decimal::Decimal>| d.map_or_else(|| "-".to_string(), |d| d.to_string());
+            for r in report.rows.iter().chain([&report.total]) {
+                println!(
+                    "{:<32} {:>14} tokens {:>10} requests  {:>12} yuan  {:>12} yuan/1M tokens  {:>12} yuan/1k requests  idle {} yuan",
+                    match &r.engine {
+                        Some(e) => format!("{}/{}", e, r.key),
+                        None => r.key.clone(),
+                    },
+                    r.total_tokens,
+                    r.requests,
+                    r.serving_cost.to_string(),
+                    f(r.cost_per_million_tokens),
+                    f(r.cost_per_thousand_requests),
+                    r.idle_cost
+                );
+            }
+        }
+    }
     Ok(())
 }

@@ -30,6 +30,8 @@ pub enum Cell {
     /// MiB, 1 decimal.
     Mib(f64),
     Count(i64),
+    /// An exact figure printed with this many decimals (2 or 4: a unit cost in ¥); none when it has no divisor.
+    Decimal(Option<Decimal>, u32),
     Day(NaiveDate),
     Time(DateTime<Utc>),
     Flag(bool),
@@ -93,6 +95,11 @@ impl Writing {
             Cell::Ratio(r) => r.map_or_else(String::new, |r| fixed(r, 4)),
             Cell::Mib(m) => fixed(*m, 1),
             Cell::Count(n) => n.to_string(),
+            Cell::Decimal(d, dp) => d.map_or_else(String::new, |d| {
+                let mut d = d.round_dp_with_strategy(*dp, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
+                d.rescale(*dp);
+                d.to_string()
+            }),
             Cell::Day(d) => d.to_string(),
             Cell::Time(t) => t.with_timezone(&self.tz).to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             Cell::Flag(v) => self.words.map_or_else(|| v.to_string(), |lang| glossary::yes_no(lang, *v)),
@@ -249,6 +256,11 @@ fn write_cell(
             None => Ok(()),
         },
         Cell::Count(n) => ws.write_number(row, col, *n as f64).map(|_| ()),
+        Cell::Decimal(Some(d), dp) => {
+            let d = d.round_dp_with_strategy(*dp, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
+            ws.write_with_format(row, col, d, if *dp <= 2 { money } else { rate }).map(|_| ())
+        }
+        Cell::Decimal(None, _) => Ok(()),
         Cell::Day(d) => ws.write_datetime_with_format(row, col, *d, day).map(|_| ()),
         Cell::Time(t) => ws.write_string(row, col, super::present::when(*t, w.tz)).map(|_| ()),
         Cell::Rate(None) | Cell::Ratio(None) | Cell::Empty => Ok(()),

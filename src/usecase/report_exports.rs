@@ -409,3 +409,78 @@ pub async fn oversubscription_file(
     let name = format!("cardhour-oversubscription-{}", to.with_timezone(&s.billing_tz).format("%Y%m%d%H%M"));
     file(vec![table], format, words, s.billing_tz, name)
 }
+
+const UNIT_COST_COLUMNS: [Column; 14] = [
+    column("group", "term.group"),
+    column("engine", "term.engine"),
+    column("input_tokens", "term.input_tokens"),
+    column("output_tokens", "term.output_tokens"),
+    column("total_tokens", "term.total_tokens"),
+    column("requests", "term.requests"),
+    column("serving_cost", "term.serving_cost"),
+    column("cost_per_million_input_tokens", "term.cost_per_million_input_tokens"),
+    column("cost_per_million_output_tokens", "term.cost_per_million_output_tokens"),
+    column("cost_per_million_tokens", "term.cost_per_million_tokens"),
+    column("cost_per_thousand_requests", "term.cost_per_thousand_requests"),
+    column("tokens_per_gpu_hour", "term.tokens_per_gpu_hour"),
+    column("idle_serving_cost", "term.idle_serving_cost"),
+    column("idle_gpu_hours", "term.idle_gpu_hours"),
+];
+
+fn unit_cost_row(first: Cell, r: &crate::billing::UnitCostRow) -> Vec<Cell> {
+    use crate::billing::unit_cost::UNIT_COST_DP;
+    vec![
+        first,
+        r.engine.clone().map_or(Cell::Empty, |e| Cell::Code("engine", e)),
+        Cell::Count(r.input_tokens),
+        Cell::Count(r.output_tokens),
+        Cell::Count(r.total_tokens),
+        Cell::Count(r.requests),
+        Cell::Money(r.serving_cost),
+        Cell::Decimal(r.cost_per_million_input_tokens, UNIT_COST_DP),
+        Cell::Decimal(r.cost_per_million_output_tokens, UNIT_COST_DP),
+        Cell::Decimal(r.cost_per_million_tokens, UNIT_COST_DP),
+        Cell::Decimal(r.cost_per_thousand_requests, UNIT_COST_DP),
+        Cell::Decimal(r.tokens_per_gpu_hour, 2),
+        Cell::Money(r.idle_cost),
+        Cell::Decimal(Some(r.idle_gpu_hours), 3),
+    ]
+}
+
+/// The unit-cost report of billing days `[from, to)` grouped by `group` (within `scope`) as a file: a row per
+/// group with its tokens, requests, cost and unit costs (4 decimals of ¥), idle serving cost apart, a total row.
+pub async fn unit_cost_file(
+    s: &Services,
+    scope: &Scope,
+    (from, to): (chrono::NaiveDate, chrono::NaiveDate),
+    group: crate::billing::UnitGroup,
+    format: Format,
+    words: Option<Lang>,
+) -> Result<ReportFile, Error> {
+    let report = super::unit_cost::report(s, scope, from, to, group).await?;
+    let rows = report
+        .rows
+        .iter()
+        .map(|r| {
+            let first = match group {
+                crate::billing::UnitGroup::Engine => Cell::Code("engine", r.key.clone()),
+                crate::billing::UnitGroup::Team => Cell::Code("team", r.key.clone()),
+                _ => Cell::Text(r.key.clone()),
+            };
+            unit_cost_row(first, r)
+        })
+        .collect();
+    let table = ReportTable {
+        title: "report.unit_cost",
+        facts: vec![
+            ("term.first_day", Cell::Day(from)),
+            ("term.last_day", Cell::Day(to.pred_opt().unwrap_or(to))),
+            ("term.group_by", Cell::Code("group", group.as_str().to_string())),
+        ],
+        columns: UNIT_COST_COLUMNS.to_vec(),
+        rows,
+        total: Some(unit_cost_row(Cell::Code("line", "total".into()), &report.total)),
+    };
+    let name = format!("cardhour-unit-cost-{}-{}", from.format("%Y%m%d"), to.format("%Y%m%d"));
+    file(vec![table], format, words, s.billing_tz, name)
+}
