@@ -286,7 +286,13 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
         ),
         ("GET /reports/utilization/{month}", g.clone(), format!("/api/v1/reports/utilization/{m}"), Body::None, global),
         ("GET /reports/teams/{month}", g.clone(), format!("/api/v1/reports/teams/{m}"), Body::None, global),
-        ("GET /reports/unit-cost", g.clone(), "/api/v1/reports/unit-cost?from=2026-10-01&to=2026-11-01".into(), Body::None, all),
+        (
+            "GET /reports/unit-cost",
+            g.clone(),
+            "/api/v1/reports/unit-cost?from=2026-10-01&to=2026-11-01".into(),
+            Body::None,
+            all,
+        ),
         (
             "GET /exports/unit-cost/{file}",
             g.clone(),

@@ -127,11 +127,7 @@ impl Cluster {
 
 /// The steps `[from, to)` with an increment each: (t, increment, reset here, counted).
 fn steps(from: i64, to: i64, inc: impl Fn(i64) -> f64) -> Vec<(i64, f64, bool, bool)> {
-    (0..)
-        .map(|k| from + k * STEP)
-        .take_while(|t| *t < to)
-        .map(|t| (t, inc(t), false, true))
-        .collect()
+    (0..).map(|k| from + k * STEP).take_while(|t| *t < to).map(|t| (t, inc(t), false, true)).collect()
 }
 
 fn build() -> (Cluster, DateTime<Utc>) {
@@ -201,10 +197,17 @@ fn build() -> (Cluster, DateTime<Utc>) {
     // tgi-c (nlp) starts Running at 1 h 10 min: its counters' first sample counts whole; its model from a pod label
     let c_from = s + H + 10 * STEP;
     c.pod("nlp", "tgi-c", "uid-c", (c_from, e));
-    c.om.every("kube_pod_labels", &[("namespace", "nlp"), ("pod", "tgi-c"), ("uid", "uid-c"), ("label_model", "llama-3.1-8b")], (c_from, e), 1.0);
-    for (name, inc, slot) in
-        [("tgi_request_input_length_sum", 50.0, 0), ("tgi_request_generated_tokens_sum", 20.0, 1), ("tgi_request_success", 1.0, 2)]
-    {
+    c.om.every(
+        "kube_pod_labels",
+        &[("namespace", "nlp"), ("pod", "tgi-c"), ("uid", "uid-c"), ("label_model", "llama-3.1-8b")],
+        (c_from, e),
+        1.0,
+    );
+    for (name, inc, slot) in [
+        ("tgi_request_input_length_sum", 50.0, 0),
+        ("tgi_request_generated_tokens_sum", 20.0, 1),
+        ("tgi_request_success", 1.0, 2),
+    ] {
         let pts = steps(c_from, e, |_| inc);
         for p in &pts {
             c.count(hour(p.0), "tgi-c", "llama-3.1-8b", slot, inc as i64, true);
@@ -218,14 +221,20 @@ fn build() -> (Cluster, DateTime<Utc>) {
     for p in &pts {
         c.count(hour(p.0), "triton-d", "resnet50", 2, 7, false);
     }
-    c.counter("nv_inference_request_success", &[("namespace", "vision"), ("pod", "triton-d"), ("model", "resnet50"), ("version", "1")], &pts);
+    c.counter(
+        "nv_inference_request_success",
+        &[("namespace", "vision"), ("pod", "triton-d"), ("model", "resnet50"), ("version", "1")],
+        &pts,
+    );
 
     // late-e (nlp): Running from the start, its counters (SGLang's underscore names) scraped from 2 h on only: the
     // first sample carries what it served before, a baseline that counts nothing
     c.pod("nlp", "late-e", "uid-e", (s, e));
-    for (name, inc, slot) in
-        [("sglang_prompt_tokens_total", 10.0, 0), ("sglang_generation_tokens_total", 4.0, 1), ("sglang_num_requests_total", 1.0, 2)]
-    {
+    for (name, inc, slot) in [
+        ("sglang_prompt_tokens_total", 10.0, 0),
+        ("sglang_generation_tokens_total", 4.0, 1),
+        ("sglang_num_requests_total", 1.0, 2),
+    ] {
         let mut pts = steps(s + 2 * H, e, |_| inc);
         pts[0].1 = 1_000_000.0;
         pts[0].3 = false;
@@ -242,9 +251,11 @@ fn build() -> (Cluster, DateTime<Utc>) {
     let (gone, back) = (s + 2 * H + 20 * STEP, s + 2 * H + 22 * STEP);
     c.pod("vision", "sglang-f", "uid-f1", (s, gone));
     c.pod("vision", "sglang-f", "uid-f2", (back, e));
-    for (name, inc, slot) in
-        [("sglang:prompt_tokens_total", 20.0, 0), ("sglang:generation_tokens_total", 8.0, 1), ("sglang:num_requests_total", 1.0, 2)]
-    {
+    for (name, inc, slot) in [
+        ("sglang:prompt_tokens_total", 20.0, 0),
+        ("sglang:generation_tokens_total", 8.0, 1),
+        ("sglang:num_requests_total", 1.0, 2),
+    ] {
         let mut pts = steps(s, gone, |_| inc);
         let mut second = steps(back, e, |_| inc);
         second[0].2 = true;
@@ -363,7 +374,11 @@ async fn serving_counters_give_exact_tokens_and_unit_costs() {
     assert_eq!(
         anomalies.lines().collect::<Vec<_>>(),
         // 4 series of vllm-a reset once; sglang-f's 3 series "reset" where the pod came back under its name
-        ["serving_counter_reset|nlp/vllm-a|4", "serving_counter_reset|vision/sglang-f|3", "unknown_serving_series|vllm:prompt_tokens|360"],
+        [
+            "serving_counter_reset|nlp/vllm-a|4",
+            "serving_counter_reset|vision/sglang-f|3",
+            "unknown_serving_series|vllm:prompt_tokens|360"
+        ],
     );
 
     // the unit cost: API, CSV, workbook and command line against the truth
@@ -371,7 +386,12 @@ async fn serving_counters_give_exact_tokens_and_unit_costs() {
     let api = TestApi::start(pool).await;
     let fin = Some(api.finance.as_str());
     let (status, out) = api
-        .call(Method::POST, "/api/v1/rates", fin, Some(json!({"gpu_model": MODEL, "effective_from": "2020-01-01", "rate": RATE.to_string()})))
+        .call(
+            Method::POST,
+            "/api/v1/rates",
+            fin,
+            Some(json!({"gpu_model": MODEL, "effective_from": "2020-01-01", "rate": RATE.to_string()})),
+        )
         .await;
     assert_eq!(status, 201, "{out}");
     let (from, to) = ((start - TimeDelta::days(1)).date_naive(), (start + TimeDelta::days(2)).date_naive());
@@ -414,7 +434,11 @@ async fn serving_counters_give_exact_tokens_and_unit_costs() {
         lines.map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>()).map(|r| (r[0].clone(), r)).collect();
     for r in rows {
         let line = &csv_rows[r["key"].as_str().unwrap()];
-        assert_eq!(line[col("cost_per_million_tokens")], r["cost_per_million_tokens"].as_str().unwrap_or(""), "{line:?}");
+        assert_eq!(
+            line[col("cost_per_million_tokens")],
+            r["cost_per_million_tokens"].as_str().unwrap_or(""),
+            "{line:?}"
+        );
         assert_eq!(line[col("total_tokens")], r["total_tokens"].to_string());
         assert_eq!(line[col("idle_serving_cost")], r["idle_cost"].as_str().unwrap());
     }
@@ -432,7 +456,8 @@ async fn serving_counters_give_exact_tokens_and_unit_costs() {
     let mut wb: Xlsx<_> = calamine::open_workbook_from_rs(Cursor::new(xlsx.to_vec())).unwrap();
     let sheet = wb.worksheet_range(&wb.sheet_names()[0].clone()).unwrap();
     let cells: Vec<Vec<Data>> = sheet.rows().map(|r| r.to_vec()).collect();
-    let fields = cells.iter().position(|r| r.iter().any(|d| *d == Data::String("cost_per_million_tokens".into()))).unwrap();
+    let fields =
+        cells.iter().position(|r| r.iter().any(|d| *d == Data::String("cost_per_million_tokens".into()))).unwrap();
     let at = |name: &str| cells[fields].iter().position(|d| *d == Data::String(name.into())).unwrap();
     let mut checked = 0;
     for row in &cells[fields + 1..] {
@@ -465,6 +490,7 @@ async fn serving_counters_give_exact_tokens_and_unit_costs() {
     // bad input: a field named, nothing computed
     let (status, err) = api.call(Method::GET, "/api/v1/reports/unit-cost?from=2026-13-01", fin, None).await;
     assert!((400..500).contains(&status) && err.to_string().contains("from"), "{status} {err}");
-    let (status, err) = api.call(Method::GET, "/api/v1/reports/unit-cost?from=2026-11-05&to=2026-11-01", fin, None).await;
+    let (status, err) =
+        api.call(Method::GET, "/api/v1/reports/unit-cost?from=2026-11-05&to=2026-11-01", fin, None).await;
     assert!((400..500).contains(&status) && err.to_string().contains("from"), "{status} {err}");
 }

@@ -106,7 +106,7 @@ pub struct UnitSums {
 /// One group's row: the sums and the unit costs they give (`None` where the divisor is 0).
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct UnitCostRow {
-    /// The group's value: a team id, namespace, model (`engine/model`), engine, day or month.
+    /// The group's value: a team id, namespace, model (its engine beside it), engine, day (`YYYY-MM-DD`) or month.
     pub key: String,
     /// For groups by model: the engine serving it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -118,11 +118,13 @@ pub struct UnitCostRow {
     pub output_tokens: i64,
     pub total_tokens: i64,
     pub requests: i64,
-    /// ¥ per million tokens, to 4 decimals.
+    /// ¥ per million input tokens (serving cost ÷ input tokens × 10⁶), to 4 decimals; null without tokens.
     #[schema(value_type = Option<String>)]
     pub cost_per_million_input_tokens: Option<Decimal>,
+    /// ¥ per million output tokens, to 4 decimals; null without tokens.
     #[schema(value_type = Option<String>)]
     pub cost_per_million_output_tokens: Option<Decimal>,
+    /// ¥ per million tokens, input and output together, to 4 decimals; null without tokens (Triton counts none).
     #[schema(value_type = Option<String>)]
     pub cost_per_million_tokens: Option<Decimal>,
     /// ¥ per 1,000 successful requests, to 4 decimals.
@@ -134,8 +136,10 @@ pub struct UnitCostRow {
     /// Cost of serving hours without traffic, ¥ to the fen: apart, never in the unit costs.
     #[schema(value_type = String)]
     pub idle_cost: Money,
+    /// GPU-hours of serving without traffic.
     #[schema(value_type = String)]
     pub idle_gpu_hours: Decimal,
+    /// Some hour of the group held a GPU model without a rate: its cost is counted as 0.
     pub unpriced: bool,
 }
 

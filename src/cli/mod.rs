@@ -564,7 +564,8 @@ pub struct UnitCostArgs {
 }
 
 fn parse_unit_group(s: &str) -> Result<crate::billing::UnitGroup, String> {
-    crate::billing::UnitGroup::parse(s).ok_or_else(|| format!("`{s}`: use team, namespace, model, engine, day or month"))
+    crate::billing::UnitGroup::parse(s)
+        .ok_or_else(|| format!("`{s}`: use team, namespace, model, engine, day or month"))
 }
 
 /// A time argument ([`validate::TimeInput`]), resolved in the billing time zone once the settings are read.
