@@ -134,8 +134,9 @@ pub enum AnomalyKind {
     /// DCGM shows more devices on a node than GFD's labels or its configuration count cards: the devices were
     /// taken (DCGM is a lower bound), the labels or the configuration are wrong.
     NodeEvidenceConflict,
-    /// A serving engine's counter went backwards (the process restarted): counted from 0 again (SPEC §9).
-    /// Subject `<namespace>/<pod>`, count the resets.
+    /// A serving engine's counter went backwards with no new pod object under its name in between (its process
+    /// restarted inside the pod, or the counter is wrong): counted from 0 again (SPEC §9). Subject
+    /// `<namespace>/<pod>`, count the resets. A pod recreated under its name resets its counters silently.
     ServingCounterReset,
     /// A series named like a serving engine's token or request counter under a name no known version uses: not
     /// counted. Subject the metric name, count its samples in the hour.

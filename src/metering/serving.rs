@@ -186,9 +186,13 @@ pub fn running_starts(samples: &[Sample], gap_ms: i64) -> Vec<i64> {
 /// What a counter series adds to `[start_ms, end_ms)` (SPEC §9): for each sample in the hour and the one before
 /// it (no more than [`COUNTER_LOOKBACK_MS`] earlier), `v₂ − v₁`, or `v₂` when `v₂ < v₁` (the process restarted at 0);
 /// a sample without one before counts whole when `began(t)` (its pod became Running within a scrape interval
-/// before it), else it is the baseline. Also returns the resets seen (`v₂ < v₁`).
-pub fn increase(samples: &[Sample], (start_ms, end_ms): (i64, i64), began: impl Fn(i64) -> bool) -> (f64, u64) {
-    let (mut sum, mut resets) = (0.0, 0u64);
+/// before it), else it is the baseline. Also returns the resets seen (`v₂ < v₁`), as the pairs' times.
+pub fn increase(
+    samples: &[Sample],
+    (start_ms, end_ms): (i64, i64),
+    began: impl Fn(i64) -> bool,
+) -> (f64, Vec<(i64, i64)>) {
+    let (mut sum, mut resets) = (0.0, Vec::new());
     let first = samples.partition_point(|s| s.t_ms < start_ms);
     for i in first..samples.len() {
         let s = samples[i];
@@ -198,8 +202,8 @@ pub fn increase(samples: &[Sample], (start_ms, end_ms): (i64, i64), began: impl 
         let before = i.checked_sub(1).map(|j| samples[j]).filter(|p| s.t_ms - p.t_ms <= COUNTER_LOOKBACK_MS);
         match before {
             Some(p) if s.v >= p.v => sum += s.v - p.v,
-            Some(_) => {
-                resets += 1;
+            Some(p) => {
+                resets.push((p.t_ms, s.t_ms));
                 sum += s.v;
             }
             None if began(s.t_ms) => sum += s.v,
@@ -245,8 +249,12 @@ pub fn meter_serving(
         let pod_starts = starts.get(&(s.namespace.as_str(), s.pod.as_str()));
         let began = |t: i64| pod_starts.is_some_and(|v| v.iter().any(|&r| r <= t && t - r <= interval_ms));
         let (added, reset) = increase(&s.samples, (start_ms, end_ms), began);
-        if reset > 0 {
-            *resets.entry(format!("{}/{}", s.namespace, s.pod)).or_default() += reset;
+        // a reset where the pod became Running again (a new pod object under its name) is expected; one without
+        // is a process restarting inside the pod, or a counter that went backwards: worth a look, counted either way
+        let unexplained = reset.iter().filter(|(a, b)| !pod_starts.is_some_and(|v| v.iter().any(|r| a < r && r <= b)));
+        let unexplained = unexplained.count() as u64;
+        if unexplained > 0 {
+            *resets.entry(format!("{}/{}", s.namespace, s.pod)).or_default() += unexplained;
         }
         let model = match &s.model {
             Some(m) if !m.is_empty() => m.clone(),
@@ -348,15 +356,15 @@ mod tests {
             (10 * H + 120_000, 20.0),
             (10 * H + 180_000, 50.0),
         ]);
-        assert_eq!(increase(&s, hour, |_| false), (100.0, 1));
+        assert_eq!(increase(&s, hour, |_| false), (100.0, vec![(10 * H + 60_000, 10 * H + 120_000)]));
         // a series beginning in the hour: its first sample a baseline unless the pod just began
         let s = samples(&[(10 * H + 60_000, 40.0), (10 * H + 120_000, 45.0)]);
-        assert_eq!(increase(&s, hour, |_| false), (5.0, 0));
-        assert_eq!(increase(&s, hour, |t| t == 10 * H + 60_000), (45.0, 0));
+        assert_eq!(increase(&s, hour, |_| false), (5.0, vec![]));
+        assert_eq!(increase(&s, hour, |t| t == 10 * H + 60_000), (45.0, vec![]));
         // the sample on the hour's end belongs to the next hour; one on its start to this one
         let s = samples(&[(10 * H - 30_000, 1.0), (10 * H, 3.0), (11 * H, 10.0)]);
-        assert_eq!(increase(&s, hour, |_| false), (2.0, 0));
-        assert_eq!(increase(&s, (11 * H, 12 * H), |_| false), (7.0, 0));
+        assert_eq!(increase(&s, hour, |_| false), (2.0, vec![]));
+        assert_eq!(increase(&s, (11 * H, 12 * H), |_| false), (7.0, vec![]));
         // more than the look-back apart: not a pair
         let s = samples(&[(10 * H - 30_000 - COUNTER_LOOKBACK_MS, 1.0), (10 * H - 29_999, 3.0), (10 * H + 5, 9.0)]);
         assert_eq!(increase(&s, hour, |_| false).0, 6.0);
