@@ -225,6 +225,7 @@ for k, v in [("wall_s", wall), ("cpu_s", f"{float(user) + float(sys_):.2f}"), ("
              ("backend_cpu_s", backend), ("pg_cpu_s", pg), ("read_s", f"{t['read_s']:.3f}"),
              ("decode_s", f"{t['decode_s']:.3f}"), ("meter_s", f"{t['meter_s']:.3f}"), ("write_s", f"{t['write_s']:.3f}"),
              ("hours", s["hours"]), ("batches", s.get("batches", "-")), ("rows", s["usage_rows"]),
+             ("serving_rows", s.get("serving_rows", 0)), ("tokens", s.get("tokens", 0)),
              ("samples", s["samples_read"]), ("gpu_h_rel_err", f"{(got - want) / want:.1e}")]:
     print(f"{tag}\t{k}\t{v}")
 PY

@@ -18,7 +18,8 @@ fn digest(db: &TestDb) -> String {
          UNION ALL SELECT md5(coalesce(string_agg(n::text, '|' ORDER BY n::text), '')) FROM usage_namespace_hourly n
          UNION ALL SELECT md5(coalesce(string_agg(d::text, '|' ORDER BY d::text), '')) FROM usage_namespace_daily d
          UNION ALL SELECT md5(coalesce(string_agg(k::text, '|' ORDER BY k::text), '')) FROM capacity_daily k
-         UNION ALL SELECT md5(coalesce(string_agg(p::text, '|' ORDER BY p::text), '')) FROM usage_pod_daily p",
+         UNION ALL SELECT md5(coalesce(string_agg(p::text, '|' ORDER BY p::text), '')) FROM usage_pod_daily p
+         UNION ALL SELECT md5(coalesce(string_agg(s::text, '|' ORDER BY s::text), '')) FROM serving_hourly s",
     )
     .unwrap()
 }

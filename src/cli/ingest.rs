@@ -104,6 +104,9 @@ pub(super) async fn ingest_cmd(a: IngestArgs) -> anyhow::Result<()> {
                 summary.effective_gpu_hours,
                 summary.unmetered_gpu_hours
             );
+            if summary.serving_rows > 0 {
+                println!("serving engines: {} rows, {} tokens", summary.serving_rows, summary.tokens);
+            }
             let intervals: Vec<String> =
                 summary.scrape_intervals_s.iter().map(|(s, n)| format!("{s} s ({n} h)")).collect();
             println!("scrape interval: {}", intervals.join(", "));

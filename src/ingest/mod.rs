@@ -82,6 +82,10 @@ pub struct IngestSummary {
     /// Transactions the hours were stored in.
     pub batches: u64,
     pub usage_rows: u64,
+    /// Tokens and requests rows (per hour, pod, model and engine) of serving engines' counters.
+    pub serving_rows: u64,
+    /// Tokens served (input and output) in the hours read.
+    pub tokens: i64,
     pub samples_read: u64,
     pub gpu_hours: f64,
     pub effective_gpu_hours: f64,
@@ -156,6 +160,8 @@ impl IngestSummary {
     fn add(&mut self, out: &HourOutput, samples_read: u64) {
         self.hours += 1;
         self.usage_rows += out.rows.len() as u64;
+        self.serving_rows += out.serving.len() as u64;
+        self.tokens += out.serving.iter().map(|r| r.input_tokens.unwrap_or(0) + r.output_tokens.unwrap_or(0)).sum::<i64>();
         self.samples_read += samples_read;
         for r in &out.rows {
             self.gpu_hours += r.gpu_seconds / 3600.0;

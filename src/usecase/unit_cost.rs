@@ -85,7 +85,11 @@ pub async fn pod_hours(s: &Services, scope: &Scope, from: NaiveDate, to: NaiveDa
             h.models.push(model);
             continue;
         }
-        let (c, g, unpriced) = cost.get(&key).cloned().unwrap_or_default();
+        // a pod that held no GPU in the hour (a CPU-only server, or one KSM did not see Running) has no cost of
+        // serving: its tokens would lower every unit cost they were summed into
+        let Some(&(c, g, unpriced)) = cost.get(&key) else {
+            continue;
+        };
         out.push(PodHour {
             team: r.team,
             namespace: key.2.clone(),
@@ -135,6 +139,8 @@ pub fn range(
         None => today.succ_opt().ok_or_else(|| FieldError::new("to", "out of range"))?,
     };
     let from = from.unwrap_or_else(|| Month::containing(now, tz).first_day());
+    // 2000-01-01 ..= 2100-12-31, as every date the API takes
+    let (from, to) = (crate::validate::date("from", from)?, crate::validate::date("to", to)?);
     if from >= to {
         return Err(FieldError::new("from", "must be before `to`"));
     }

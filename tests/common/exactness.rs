@@ -259,6 +259,42 @@ pub fn stored_pod_hours(db: &TestDb) -> BTreeMap<(String, String, String), Fig> 
         .collect()
 }
 
+/// (hour, namespace, pod, model, engine) → (input tokens, output tokens, requests); tokens `None` for Triton.
+pub type ServingRows = BTreeMap<(String, String, String, String, String), (Option<i64>, Option<i64>, i64)>;
+
+/// The stored serving rows.
+pub fn stored_serving(db: &TestDb) -> ServingRows {
+    db.psql(
+        "SELECT to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), namespace, pod, model, engine,
+                input_tokens, output_tokens, requests FROM serving_hourly",
+    )
+    .unwrap()
+    .lines()
+    .filter(|l| !l.is_empty())
+    .map(|l| {
+        let c: Vec<&str> = l.split('|').collect();
+        let n = |s: &str| (!s.is_empty()).then(|| s.parse::<i64>().unwrap());
+        let key = (c[0].into(), c[1].into(), c[2].into(), c[3].into(), c[4].into());
+        (key, (n(c[5]), n(c[6]), c[7].parse().unwrap()))
+    })
+    .collect()
+}
+
+/// The simulation's serving truth (`serving` in truth.json).
+pub fn truth_serving(truth: &Value) -> ServingRows {
+    truth["serving"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap().to_string();
+            let key = (s("hour"), s("namespace"), s("pod"), s("model"), s("engine"));
+            (key, (r["input_tokens"].as_i64(), r["output_tokens"].as_i64(), r["requests"].as_i64().unwrap()))
+        })
+        .collect()
+}
+
 /// The truth per (hour, namespace, pod) with the node type it ran on. Pods of the node nothing counts are stored at
 /// face value (a unit is a card) until configured: their truth is scaled to it.
 pub fn truth_pod_hours(truth: &Value) -> BTreeMap<(String, String, String), (String, Fig)> {
@@ -391,6 +427,10 @@ pub fn check(sim: &Simulation, seed: u64, tol: f64) {
         (prom.join().unwrap(), vm)
     });
     let b = Backends { prom: &prom, vm: &vm };
+    // tokens and requests per hour, pod, model and engine: integers, equal on every path
+    let serving = truth_serving(&truth);
+    assert!(!serving.is_empty(), "the truth has serving rows");
+    let serving_failures = std::sync::Mutex::new(Vec::<String>::new());
     let started = std::time::Instant::now();
     // two paths at a time: the machine has few cores, and each path waits on a server as much as it computes
     let mut results: Vec<(ReadPath, BTreeMap<String, Errors>, String)> = Vec::new();
@@ -401,8 +441,21 @@ pub fn check(sim: &Simulation, seed: u64, tol: f64) {
                 .map(|&p| {
                     let b = &b;
                     let truth_rows = &truth_rows;
+                    let serving = &serving;
+                    let serving_failures = &serving_failures;
                     s.spawn(move || {
                         let db = read(sim, b, p, seed);
+                        let stored = stored_serving(&db);
+                        if stored != *serving {
+                            let diff: Vec<_> = serving.iter().filter(|(k, v)| stored.get(*k) != Some(v)).take(3).collect();
+                            let extra: Vec<_> = stored.keys().filter(|k| !serving.contains_key(*k)).take(3).collect();
+                            serving_failures.lock().unwrap().push(format!(
+                                "{}: {} serving rows stored vs {} in the truth; differing {diff:?}, not in the truth {extra:?}",
+                                p.name(),
+                                stored.len(),
+                                serving.len()
+                            ));
+                        }
                         (p, compare(truth_rows, &stored_pod_hours(&db)), digest(&db))
                     })
                 })
@@ -433,6 +486,7 @@ pub fn check(sim: &Simulation, seed: u64, tol: f64) {
             }
         }
     }
+    failures.extend(serving_failures.into_inner().unwrap());
     let md5s: Vec<&str> = results.iter().map(|r| r.2.as_str()).collect();
     if md5s.iter().any(|m| *m != md5s[0]) {
         failures.push(format!("the stored rows differ between read paths: {md5s:?}"));

@@ -38,7 +38,8 @@ pub fn usage(sim: &Simulation, db: &TestDb, group_by: &str) -> Vec<Value> {
 pub fn digest(db: &TestDb) -> String {
     db.psql(
         "SELECT md5(coalesce(string_agg(u::text, '|' ORDER BY u::text), '')) FROM gpu_usage_hourly u
-         UNION ALL SELECT md5(coalesce(string_agg(c::text, '|' ORDER BY c::text), '')) FROM node_capacity_hourly c",
+         UNION ALL SELECT md5(coalesce(string_agg(c::text, '|' ORDER BY c::text), '')) FROM node_capacity_hourly c
+         UNION ALL SELECT md5(coalesce(string_agg(s::text, '|' ORDER BY s::text), '')) FROM serving_hourly s",
     )
     .unwrap()
 }
@@ -49,7 +50,7 @@ pub fn assert_same_rows(db: &TestDb, want: &TestDb, what: &str) {
     if digest(db) == digest(want) {
         return;
     }
-    for table in ["gpu_usage_hourly", "node_capacity_hourly"] {
+    for table in ["gpu_usage_hourly", "node_capacity_hourly", "serving_hourly"] {
         let rows = |d: &TestDb| -> std::collections::BTreeSet<String> {
             d.psql(&format!("SELECT r::text FROM {table} r")).unwrap().lines().map(str::to_string).collect()
         };
