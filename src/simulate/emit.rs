@@ -1,5 +1,6 @@
 //! Writes the simulated cluster as OpenMetrics: kube-state-metrics families on the grid, then
-//! the DCGM families and HAMi's per-container utilization on the utilization grid at each node's exporter offset.
+//! the DCGM families and HAMi's per-container utilization on the utilization grid at each node's exporter offset,
+//! then the serving engines' counters and the serving pods' `kube_pod_labels` (`serving`).
 //!
 //! Families are written one after another (each contiguous), and within a family one series at
 //! a time in increasing time, which is what `promtool tsdb create-blocks-from openmetrics`
@@ -11,6 +12,7 @@ use std::io::{self, Write};
 use super::layout::{Exporter, NAMESPACES, NodeType};
 use super::model::{Cluster, Emitter, EmitterKind, Grid, Holder, Kind, Node, Pod};
 use super::om::OmWriter;
+use super::serving::{Server, write_families};
 use super::values::{
     DCGM_METRICS, Metric, exclusive_value, hami_percent, per_pod_fb, per_pod_percent, published, shared_value,
 };
@@ -29,8 +31,9 @@ pub const HAMI_UTIL: &str = "hami_container_device_utilization_ratio";
 
 const PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
 
-/// Write all families and `# EOF`; returns the counts and the (flushed) writer.
-pub fn write_metrics<W: Write>(c: &Cluster, grid: &Grid, out: W) -> io::Result<(Counts, W)> {
+/// Write all families and `# EOF`; returns the counts and the (flushed) writer. The serving counters come last, so
+/// every other family is written as before they existed.
+pub fn write_metrics<W: Write>(c: &Cluster, grid: &Grid, servers: &[Server], out: W) -> io::Result<(Counts, W)> {
     let mut w = OmWriter::new(out);
     namespace_labels(&mut w, c, grid)?;
     node_labels(&mut w, c, grid)?;
@@ -41,6 +44,7 @@ pub fn write_metrics<W: Write>(c: &Cluster, grid: &Grid, out: W) -> io::Result<(
         dcgm_family(&mut w, c, m)?;
     }
     hami_family(&mut w, c)?;
+    write_families(&mut w, c, grid, servers)?;
     let counts = Counts { series: w.series, samples: w.samples, pods };
     let out = w.finish()?;
     Ok((counts, out))
@@ -52,7 +56,14 @@ fn every_grid_point<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid, v: 
 }
 
 /// A KSM series' value at the grid points `[ka, kb)` kube-state-metrics was scraped at.
-fn ksm_samples<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid, ka: u64, kb: u64, v: i64) -> io::Result<()> {
+pub(super) fn ksm_samples<W: Write>(
+    w: &mut OmWriter<W>,
+    c: &Cluster,
+    grid: &Grid,
+    ka: u64,
+    kb: u64,
+    v: i64,
+) -> io::Result<()> {
     for k in (ka..kb).filter(|k| c.ksm_up(*k)) {
         w.sample_int(v, grid.at(k))?;
     }

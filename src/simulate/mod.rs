@@ -8,6 +8,10 @@
 //! virtual-GPU copies, HAMi, a node without DCGM, exporter gaps, NaN samples, restarts, squatters
 //! and an unknown GPU-like resource; with `ksm_gaps`, kube-state-metrics outages too. Values are pure functions of (pod, device, time), so the
 //! writer streams series one after another with constant memory.
+//!
+//! The inference pods also serve (`serving`, SPEC §9): vLLM, SGLang, TGI and Triton counters of tokens and
+//! requests with their label and naming variants, counter resets, restarts, a late-scraped baseline and idle
+//! hours, written after every other family; their truth is `truth.json`'s `serving` and `serving_pods`.
 
 mod clock;
 mod emit;
@@ -15,6 +19,7 @@ mod layout;
 mod model;
 mod om;
 mod schedule;
+mod serving;
 mod truth;
 mod values;
 mod workload;
@@ -149,12 +154,13 @@ pub fn run(params: &SimParams) -> Result<SimSummary, SimError> {
         util_interval_s(params) as i64 * 1000,
     );
     let cluster = schedule::build(params.profile, params.gpus, params.seed, grid, util, params.ksm_gaps);
+    let servers = serving::plan(&cluster, &grid, params.seed);
 
     fs::create_dir_all(&params.out).map_err(io_err(&params.out))?;
     let metrics_path = params.out.join(METRICS_FILE);
     let file = File::create(&metrics_path).map_err(io_err(&metrics_path))?;
-    let (counts, _) =
-        emit::write_metrics(&cluster, &grid, BufWriter::with_capacity(1 << 20, file)).map_err(io_err(&metrics_path))?;
+    let out = BufWriter::with_capacity(1 << 20, file);
+    let (counts, _) = emit::write_metrics(&cluster, &grid, &servers, out).map_err(io_err(&metrics_path))?;
 
     let fmt = |d: DateTime<Utc>| d.to_rfc3339_opts(SecondsFormat::Secs, true);
     let echo = truth::ParamsOut {
@@ -168,7 +174,7 @@ pub fn run(params: &SimParams) -> Result<SimSummary, SimError> {
         start: fmt(start),
         end: fmt(params.end),
     };
-    let t = truth::compute(&cluster, &grid, echo);
+    let t = truth::compute(&cluster, &grid, &servers, echo);
     let truth_path = params.out.join(TRUTH_FILE);
     let mut json = serde_json::to_vec_pretty(&t)?;
     json.push(b'\n');

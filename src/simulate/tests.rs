@@ -745,3 +745,201 @@ fn exactness_profile_scrapes_the_exporters_on_their_own_grid_and_its_truth_holds
     }
     assert!(checked > 50, "{checked} pods checked");
 }
+
+/// (hour, namespace, pod, model, engine) → (input tokens, output tokens, requests).
+type ServingTally = BTreeMap<(String, String, String, String, String), (i64, i64, i64)>;
+
+/// The serving families cardhour counts: engine and quantity (0 input, 1 output, 2 requests).
+const SERVING_FAMILIES: [(&str, &str, usize); 13] = [
+    ("vllm:prompt_tokens_total", "vllm", 0),
+    ("vllm:generation_tokens_total", "vllm", 1),
+    ("vllm:request_success_total", "vllm", 2),
+    ("sglang:prompt_tokens_total", "sglang", 0),
+    ("sglang:generation_tokens_total", "sglang", 1),
+    ("sglang:num_requests_total", "sglang", 2),
+    ("sglang_prompt_tokens_total", "sglang", 0),
+    ("sglang_generation_tokens_total", "sglang", 1),
+    ("sglang_num_requests_total", "sglang", 2),
+    ("tgi_request_input_length_sum", "tgi", 0),
+    ("tgi_request_generated_tokens_sum", "tgi", 1),
+    ("tgi_request_success", "tgi", 2),
+    ("nv_inference_request_success", "triton", 2),
+];
+
+/// SPEC §9's counter rule over the written series, independently of the simulator: per series, each sample's
+/// increase over the one before (its whole value when lower: a reset) unless they are more than an hour apart; a
+/// series' first sample (or one starting anew) counts whole when a uid of its pod has a Running sample within one
+/// KSM interval before it with none in the 15 minutes before that, else nothing. A row per hour with a sample.
+fn serving_rule_meter(series: &[PSeries], start: i64, step: i64) -> ServingTally {
+    const HOUR: i64 = 3_600_000;
+    let pod_of = |s: &PSeries| {
+        let ns = s.l("exported_namespace").or(s.l("namespace")).unwrap().to_string();
+        (ns, s.l("exported_pod").or(s.l("pod")).unwrap().to_string())
+    };
+    let mut running: HashMap<(String, String), HashMap<&str, Vec<i64>>> = HashMap::new();
+    for s in series.iter().filter(|s| s.name == "kube_pod_status_phase" && s.l("phase") == Some("Running")) {
+        let times = s.samples.iter().filter(|x| x.1 == 1.0).map(|x| x.0).collect();
+        running.entry(pod_of(s)).or_default().insert(s.l("uid").unwrap(), times);
+    }
+    let mut label_model: HashMap<(String, String), String> = HashMap::new();
+    for s in series.iter().filter(|s| s.name == "kube_pod_labels") {
+        label_model.insert(pod_of(s), s.l("label_model").unwrap().to_string());
+    }
+    let became_running = |pod: &(String, String), t: i64| {
+        running.get(pod).is_some_and(|uids| {
+            uids.values().any(|ts| {
+                ts.iter()
+                    .filter(|&&tr| t - step <= tr && tr <= t)
+                    .any(|&tr| !ts.iter().any(|&x| tr - 15 * 60_000 <= x && x < tr))
+            })
+        })
+    };
+    let mut out = ServingTally::new();
+    for s in series {
+        let Some(&(_, engine, q)) = SERVING_FAMILIES.iter().find(|f| f.0 == s.name) else { continue };
+        let pod = pod_of(s);
+        let model = s.l("model_name").or(s.l("model")).map(str::to_string).unwrap_or_else(|| label_model[&pod].clone());
+        let mut prev: Option<(i64, i64)> = None;
+        for &(t, v) in &s.samples {
+            assert_eq!(v, v.trunc(), "{} writes integers", s.name);
+            let v = v as i64;
+            let counted = match prev {
+                Some((tp, vp)) if t - tp <= HOUR => Some(if v < vp { v } else { v - vp }),
+                _ => became_running(&pod, t).then_some(v),
+            };
+            prev = Some((t, v));
+            let hour = start + (t - start).div_euclid(HOUR) * HOUR;
+            let hour =
+                DateTime::from_timestamp_millis(hour).unwrap().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            let e = out.entry((hour, pod.0.clone(), pod.1.clone(), model.clone(), engine.to_string())).or_default();
+            *[&mut e.0, &mut e.1, &mut e.2][q] += counted.unwrap_or(0);
+        }
+    }
+    out
+}
+
+fn serving_truth(t: &Truth) -> ServingTally {
+    t.serving
+        .iter()
+        .map(|r| {
+            assert_eq!(r.input_tokens.is_none(), r.engine == "triton", "{r:?}");
+            assert_eq!(r.output_tokens.is_none(), r.engine == "triton", "{r:?}");
+            let key = (r.hour.clone(), r.namespace.clone(), r.pod.clone(), r.model.clone(), r.engine.clone());
+            (key, (r.input_tokens.unwrap_or(0), r.output_tokens.unwrap_or(0), r.requests))
+        })
+        .collect()
+}
+
+#[test]
+fn serving_truth_follows_the_counter_rule_on_written_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let runs = [
+        ("standard", params(&d.join("standard"), 64, 30, 60, 1_425_061_055)),
+        ("15 s", params(&d.join("15s"), 56, 5, 15, 22)),
+        ("ksm gaps", SimParams { ksm_gaps: true, ..params(&d.join("gaps"), 56, 12, 60, 31) }),
+        ("shared", SimParams { profile: Profile::Shared, ..params(&d.join("shared"), 72, 8, 60, 3) }),
+    ];
+    for (what, p) in runs {
+        let summary = run(&p).unwrap();
+        let metrics = std::fs::read_to_string(&summary.metrics_path).unwrap();
+        let truth: Truth = serde_json::from_str(&std::fs::read_to_string(&summary.truth_path).unwrap()).unwrap();
+        let series = parse_checked(&metrics);
+        let step = i64::from(p.scrape_interval_s) * 1000;
+        let metered = serving_rule_meter(&series, summary.start.timestamp_millis(), step);
+        let expected = serving_truth(&truth);
+        assert!(!expected.is_empty(), "{what}: no serving rows");
+        for (k, v) in &expected {
+            assert_eq!(metered.get(k), Some(v), "{what}: {k:?}");
+        }
+        assert_eq!(metered.len(), expected.len(), "{what}: rows the truth lacks");
+        // the pods' totals are their rows' sums
+        for pod in &truth.serving_pods {
+            let rows = truth.serving.iter().filter(|r| r.namespace == pod.namespace && r.pod == pod.pod);
+            let sum = rows.fold((0, 0, 0), |a, r| {
+                (a.0 + r.input_tokens.unwrap_or(0), a.1 + r.output_tokens.unwrap_or(0), a.2 + r.requests)
+            });
+            assert_eq!(sum, (pod.input_tokens.unwrap_or(0), pod.output_tokens.unwrap_or(0), pod.requests), "{what}");
+        }
+    }
+}
+
+#[test]
+fn serving_cases_are_all_present_and_written_as_described() {
+    let r = sim(64, 30, 60, 1_425_061_055);
+    let t = &r.truth;
+    let series = parse_checked(&r.metrics);
+    let pod_with = |case: &str| {
+        t.serving_pods.iter().find(|p| p.cases.iter().any(|c| c == case)).unwrap_or_else(|| panic!("no {case}"))
+    };
+    for case in [
+        "two_models",
+        "two_engines",
+        "underscore_names",
+        "exported_labels",
+        "unknown_name",
+        "counter_reset",
+        "same_name_restart",
+        "late_scrape",
+        "baseline",
+        "idle_hours",
+        "silent",
+    ] {
+        pod_with(case);
+    }
+    for engine in ["vllm", "sglang", "tgi", "triton"] {
+        assert!(t.serving_pods.iter().any(|p| p.engine == engine), "no {engine}");
+    }
+    // the serving families come after every other one, so the rest of the file is as before them
+    let first_serving = series.iter().position(|s| s.l("job") == Some("serving")).unwrap();
+    assert!(series[first_serving..].iter().all(|s| s.l("job") == Some("serving") || s.name == "kube_pod_labels"));
+    let of = |pod: &str| -> Vec<&PSeries> {
+        series
+            .iter()
+            .filter(|s| s.l("job") == Some("serving") && s.l("exported_pod").or(s.l("pod")) == Some(pod))
+            .collect()
+    };
+    // every series of the reset pod drops at the reset
+    let reset = pod_with("counter_reset");
+    let at = DateTime::parse_from_rfc3339(&reset.counter_resets[0]).unwrap().timestamp_millis();
+    for s in of(&reset.pod) {
+        let i = s.samples.iter().position(|x| x.0 == at).unwrap();
+        assert!(s.samples[i].1 < s.samples[i - 1].1, "{}: no drop at the reset", s.name);
+        assert!(r.summary.start.timestamp_millis() + 3_600_000 <= at);
+    }
+    // the late-scraped pod: the first sample is a large baseline, after the pod ran for hours
+    let late = pod_with("late_scrape");
+    let from = DateTime::parse_from_rfc3339(late.scrape_from.as_deref().unwrap()).unwrap().timestamp_millis();
+    for s in of(&late.pod) {
+        assert_eq!(s.samples[0].0, from);
+    }
+    assert_eq!(late.baseline_samples, [late.scrape_from.clone().unwrap()]);
+    // vLLM's engines and finished reasons, SGLang's underscore names, the scraper's labels beside exported_*
+    let two = pod_with("two_engines");
+    assert!(of(&two.pod).iter().any(|s| s.l("engine") == Some("1")));
+    let reasons: BTreeSet<&str> = series.iter().filter_map(|s| s.l("finished_reason")).collect();
+    assert_eq!(reasons, BTreeSet::from(["length", "stop"]));
+    assert!(of(&pod_with("underscore_names").pod).iter().all(|s| s.name.starts_with("sglang_")));
+    for s in of(&pod_with("exported_labels").pod) {
+        assert_eq!((s.l("namespace"), s.l("pod")), (Some("monitoring"), Some("prometheus-adapter-x")));
+        assert!(s.l("exported_namespace").is_some() && s.l("exported_container").is_some());
+    }
+    assert!(of(&pod_with("unknown_name").pod).iter().any(|s| s.name == "vllm:prompt_tokens"));
+    assert_eq!(pod_with("two_models").models.len(), 2);
+    // TGI's series have no model label: the model is the pod's label
+    for s in series.iter().filter(|s| s.name.starts_with("tgi_")) {
+        assert!(s.l("model_name").is_none() && s.l("model").is_none());
+        let pod = s.l("exported_pod").or(s.l("pod"));
+        assert!(
+            series.iter().any(|l| l.name == "kube_pod_labels" && l.l("pod") == pod && l.l("label_model").is_some())
+        );
+    }
+    // an idle hour is a row of zeros; a silent pod's rows are all zeros
+    let idle = pod_with("idle_hours");
+    assert!(t.serving.iter().any(|x| x.pod == idle.pod && x.hour == idle.idle_hours[0] && x.requests == 0));
+    let silent = pod_with("silent");
+    assert_eq!(silent.requests, 0);
+    // a restarted pod's series continue under the same labels, from 0 again
+    let restarted = pod_with("same_name_restart");
+    assert!(restarted.uids.len() >= 2);
+}

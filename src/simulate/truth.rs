@@ -6,6 +6,22 @@
 //! exporter's, at `u + offset` on its own interval, unless the exporter is down, the node has none,
 //! or the value is NaN) covers `[s, s + interval)` of that span and adds `min(u, q·f)` times the
 //! overlap to effective; the span no sample covers is unmetered (intersection rule).
+//!
+//! Serving (SPEC §9, `serving`): `serving` has one row per hour × namespace × pod name × model × engine in which
+//! the pod's series of the model have a sample (a row may hold zeros: an idle serving hour, or only a baseline):
+//! `input_tokens` and `output_tokens` (null for Triton, which counts requests only) and `requests`, summed over
+//! vLLM's data-parallel engines and `finished_reason`s. A sample counts its increase over the sample before it
+//! (its whole value after a counter reset, or after a restart of the pod under the same name at most an hour
+//! before); a pod object's first sample counts whole when kube-state-metrics saw the pod become Running within one
+//! scrape interval before it, and is otherwise a baseline that counts nothing (the late-scraped pod; with KSM
+//! outages, a pod that started Running unseen). The unknown `vllm:prompt_tokens` never counts. `serving_pods` has
+//! one row per serving pod name: its engine, models (TGI's from `kube_pod_labels{label_model}`), data-parallel
+//! engines, workload labels (`plain` or `exported`), the families it writes (`metrics`, `unknown_metrics`), its
+//! uids, the cases it carries (`cases`: `two_models`, `two_engines`, `underscore_names`, `exported_labels`,
+//! `unknown_name`, `counter_reset`, `same_name_restart`, `cold_restart`, `late_scrape`, `baseline`, `idle_hours`,
+//! `silent`), the times of its mid-hour counter resets, of its late scrape's first sample and of every baseline
+//! sample, its idle hours (rows of zeros), and its totals over the window (the sums of its `serving` rows). Both are
+//! empty in truth files written before serving was simulated.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use super::clock::HOUR_MS;
 use super::layout::{Exporter, NAMESPACES, NodeType, TEAMS, team_of};
 use super::model::{Cluster, Grid, Kind};
+use super::serving::Server;
 use super::values::{Metric, best_metric, exclusive_value, hami_percent, per_pod_fb, per_pod_percent, shared_value};
 
 /// GPU-hours, effective GPU-hours and unmetered GPU-hours; with kube-state-metrics outages also the GPU-hours
@@ -241,6 +258,63 @@ pub struct Truth {
     /// kube-state-metrics outages (empty unless simulated with `--ksm-gaps`).
     #[serde(default)]
     pub ksm_gaps: Vec<KsmGapRow>,
+    /// Tokens and requests the serving counters count, per hour × namespace × pod × model × engine.
+    #[serde(default)]
+    pub serving: Vec<ServingRow>,
+    /// The serving pods: engine, models and the cases each carries.
+    #[serde(default)]
+    pub serving_pods: Vec<ServingPodRow>,
+}
+
+/// One hour of one model served by one pod name (its restarts together), as SPEC §9 stores it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServingRow {
+    pub hour: String,
+    pub namespace: String,
+    pub pod: String,
+    pub team: String,
+    pub model: String,
+    /// `vllm`, `sglang`, `tgi` or `triton`.
+    pub engine: String,
+    /// Null for Triton (no token counters).
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub requests: i64,
+}
+
+/// One serving pod name and what its counters exercise.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServingPodRow {
+    pub namespace: String,
+    pub pod: String,
+    pub team: String,
+    pub engine: String,
+    /// The models it serves (the first is its `kube_pod_labels{label_model}`).
+    pub models: Vec<String>,
+    /// vLLM's data-parallel engines (`engine` label values `0`..); 1 elsewhere.
+    pub dp_engines: u32,
+    /// `plain` (`namespace`, `pod`, `container`) or `exported` (`exported_*`, beside the scraper's own labels).
+    pub workload_labels: String,
+    pub instance: String,
+    /// The families it writes that count.
+    pub metrics: Vec<String>,
+    /// The families it writes that cardhour does not know (never counted).
+    pub unknown_metrics: Vec<String>,
+    /// Its pod objects with samples, in time order.
+    pub uids: Vec<String>,
+    pub cases: Vec<String>,
+    /// Samples where the process restarted (the counter's value drops to the increments since).
+    pub counter_resets: Vec<String>,
+    /// The first sample of a pod scraped only from some hours after it started Running.
+    pub scrape_from: Option<String>,
+    /// Samples that count nothing (baselines).
+    pub baseline_samples: Vec<String>,
+    /// Hours with counted samples and no traffic.
+    pub idle_hours: Vec<String>,
+    /// Totals over the window; tokens null for Triton.
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub requests: i64,
 }
 
 /// Accumulated seconds.
@@ -388,7 +462,7 @@ fn memory_per_unit(c: &Cluster, pod: &super::model::Pod) -> f64 {
     }
 }
 
-fn rfc3339(ms: i64) -> String {
+pub(super) fn rfc3339(ms: i64) -> String {
     DateTime::<Utc>::from_timestamp_millis(ms).map(|d| d.to_rfc3339_opts(SecondsFormat::Secs, true)).unwrap_or_default()
 }
 
@@ -404,8 +478,8 @@ struct PodAcc {
     uids: Vec<String>,
 }
 
-/// Compute the truth for the cluster on `grid`.
-pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
+/// Compute the truth for the cluster on `grid` with its serving pods.
+pub fn compute(c: &Cluster, grid: &Grid, servers: &[Server], params: ParamsOut) -> Truth {
     let step_s = grid.step_ms as f64 / 1000.0;
     let hours = ((grid.end_ms - grid.start_ms + HOUR_MS - 1) / HOUR_MS) as usize;
     let n_ns = NAMESPACES.len();
@@ -649,6 +723,7 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
         .collect();
 
     let ksm_gaps = ksm_gap_rows(c, grid);
+    let (serving, serving_pods) = super::serving::truth(c, grid, servers);
 
     Truth {
         start: params.start.clone(),
@@ -669,6 +744,8 @@ pub fn compute(c: &Cluster, grid: &Grid, params: ParamsOut) -> Truth {
         nodes,
         exporter_gaps,
         ksm_gaps,
+        serving,
+        serving_pods,
     }
 }
 
