@@ -100,7 +100,9 @@ pub fn selectors(spec: &FetchSpec, ksm_margin_ms: i64) -> [(String, i64, i64); 1
         both(spec.selector("kube_node_labels", ""), 0),
         // a counter's increase in an hour needs the sample before the hour's first (SPEC §9)
         (spec.selector("", &format!(r#"__name__=~"{SERVING_METRICS_RE}""#)), COUNTER_LOOKBACK_MS, 0),
-        both(spec.selector("kube_pod_labels", &format!(r#"{MODEL_POD_LABEL}!="""#)), 0),
+        // a pod's model label is looked up up to an hour either side of the hour: a pod that started in a KSM
+        // outage serves before KSM sees it
+        both(spec.selector("kube_pod_labels", &format!(r#"{MODEL_POD_LABEL}!="""#)), COUNTER_LOOKBACK_MS),
     ]
 }
 
@@ -487,7 +489,8 @@ impl Fetched {
         split(input.node_labels, &mut out, ksm, |n| &mut n.samples, |i, n| i.node_labels.push(n));
         let counted = |h: i64| (h - COUNTER_LOOKBACK_MS, h + HOUR_MS);
         split(counters, &mut out, counted, |c| &mut c.samples, |i, c| i.serving.series.push(c));
-        split(models, &mut out, ksm, |m| &mut m.1, |i, m| i.serving.models.push(m.0));
+        let labelled = |h: i64| (h - COUNTER_LOOKBACK_MS, h + HOUR_MS + COUNTER_LOOKBACK_MS);
+        split(models, &mut out, labelled, |m| &mut m.1, |i, m| i.serving.models.push(m.0));
         for (name, times) in unknown {
             for (input, _) in out.iter_mut() {
                 let samples = slice_times(&times, input.start_ms, input.end_ms);

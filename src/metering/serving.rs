@@ -219,7 +219,8 @@ pub struct ServingInput {
     pub series: Vec<CounterSeries>,
     /// Pod objects that became Running in `[start − margin, end)`.
     pub starts: Vec<PodStart>,
-    /// The model pod label of pods with a sample in the hour.
+    /// The model pod label of pods with a sample within [`COUNTER_LOOKBACK_MS`] of the hour, either side (a pod
+    /// started in a kube-state-metrics outage serves before KSM sees it).
     pub models: Vec<PodModel>,
     pub unknown: Vec<UnknownServingSeries>,
 }
