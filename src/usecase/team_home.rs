@@ -1,12 +1,12 @@
 //! A team's home as its lead reads it: this month's spend against its budget and forecast, the last twelve
-//! months, usage by namespace and by GPU model, the idle and the low-efficiency pods — all within the caller's
-//! scope narrowed to the one team.
+//! months, usage by namespace and by GPU model, the idle and the low-efficiency pods, the month's unit cost of
+//! inference per model (SPEC §9) — all within the caller's scope narrowed to the one team.
 
 use chrono::{DateTime, Utc};
 
 use super::{Error, Services};
 use crate::access::Scope;
-use crate::billing::{Month, PolicyChoice};
+use crate::billing::{Month, PolicyChoice, UnitCostRow};
 use crate::db::usage::GroupBy;
 use crate::money::Money;
 use crate::usecase::usage::UsageRow;
@@ -37,6 +37,8 @@ pub struct TeamHome {
     pub idle: Vec<IdlePod>,
     pub idle_monthly: Money,
     pub low_efficiency: Vec<WastefulPod>,
+    /// The month's unit cost of inference per model of the team's serving pods (empty: the team serves nothing).
+    pub unit_costs: Vec<UnitCostRow>,
 }
 
 /// The home of `team` in `month` for a caller of `scope` at `now`: not found when the team is unknown or outside
@@ -72,6 +74,7 @@ pub async fn team_home(
     let idle = super::idle::idle_pods(s, &only, to, IDLE_HOURS, IdleRule::WEEKLY, true).await?.as_ref().clone();
     let idle_monthly = idle.iter().filter_map(|p| p.monthly_projection).sum();
     let low_efficiency = super::reports::low_utilization(s, &only, from, to, LOW_EFFICIENCY_TOP).await?;
+    let unit_costs = super::unit_cost::month_by_model(s, &only, month).await?.rows;
     let info = st.teams.get(team);
     Ok(TeamHome {
         team: team.to_string(),
@@ -87,5 +90,6 @@ pub async fn team_home(
         idle,
         idle_monthly,
         low_efficiency,
+        unit_costs,
     })
 }

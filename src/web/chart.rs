@@ -1,5 +1,6 @@
-//! Charts as server-rendered SVG (plotters): a column chart of amounts over months, and a heatmap of shares
-//! (rows × columns, e.g. team × day). No script: the page carries the drawing.
+//! Charts as server-rendered SVG (plotters): a column chart of amounts over months, a heatmap of shares
+//! (rows × columns, e.g. team × day), and lines over days (one per series, e.g. ¥ per million tokens per model).
+//! No script: the page carries the drawing.
 
 use plotters::prelude::*;
 
@@ -137,6 +138,121 @@ fn draw_heatmap(rows: &[String], cols: &[String], cells: &[Vec<Option<f64>>]) ->
     Ok(svg)
 }
 
+/// The lines' colours, in the order the series come (then again from the first).
+const LINE_COLOURS: [RGBColor; 10] = [
+    RGBColor(31, 95, 191),
+    RGBColor(230, 120, 20),
+    RGBColor(44, 150, 44),
+    RGBColor(200, 40, 40),
+    RGBColor(130, 90, 180),
+    RGBColor(140, 86, 75),
+    RGBColor(210, 100, 170),
+    RGBColor(110, 110, 110),
+    RGBColor(160, 160, 30),
+    RGBColor(20, 160, 180),
+];
+
+/// How wide a series' line is drawn: twice the axes', so a reader (and a test, by this mark) tells them apart.
+const LINE_WIDTH: u32 = 2;
+
+/// The mark of a series' line in the SVG (`<polyline … stroke-width="2" points=…`).
+#[cfg(test)]
+pub const LINE_MARK: &str = r#"stroke-width="2" points"#;
+
+/// How many legend entries share a row under a line chart.
+const LEGEND_COLUMNS: usize = 3;
+
+/// Lines over `days` (their labels), one per `(name, values)` series, each value `None` where the series has no
+/// point that day (the line breaks there); every point marked, so a lone day shows; a legend of the names, each
+/// in its line's colour, underneath.
+pub fn lines(days: &[String], series: &[(String, Vec<Option<f64>>)], w: u32, h: u32) -> String {
+    or_empty(draw_lines(days, series, w, h))
+}
+
+fn draw_lines(days: &[String], series: &[(String, Vec<Option<f64>>)], w: u32, h: u32) -> Result<String, String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let legend_rows = series.len().div_ceil(LEGEND_COLUMNS).max(1) as u32;
+    let legend_h = 18 * legend_rows + 8;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (w, h + legend_h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let (plot, legend) = root.split_vertically(h);
+        let max = series.iter().flat_map(|(_, v)| v.iter().flatten()).copied().fold(0.0_f64, f64::max);
+        let hi = if max > 0.0 { max * 1.15 } else { 1.0 };
+        let n = days.len().max(1);
+        let mut chart = ChartBuilder::on(&plot)
+            .margin(8)
+            .x_label_area_size(28)
+            .y_label_area_size(70)
+            .build_cartesian_2d(-0.5..(n as f64 - 0.5), 0.0..hi)
+            .map_err(|e| err(&e))?;
+        // the value lines only, without the fine ones between them: the series stand out
+        let light = RGBAColor(0, 0, 0, 0.0);
+        // at most about a dozen day labels, each on a day (never between two)
+        let step = n.div_ceil(12).max(1);
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .light_line_style(light)
+            .x_labels(n.min(12 * step) + 1)
+            .x_label_formatter(&|v| {
+                let i = v.round();
+                if (v - i).abs() > 1e-6 || i < 0.0 {
+                    return String::new();
+                }
+                let i = i as usize;
+                if i.is_multiple_of(step) { days.get(i).cloned().unwrap_or_default() } else { String::new() }
+            })
+            .y_labels(6)
+            .y_label_formatter(&|v| {
+                if hi >= 100.0 {
+                    format!("{v:.0}")
+                } else if hi >= 1.0 {
+                    format!("{v:.2}")
+                } else {
+                    format!("{v:.4}")
+                }
+            })
+            .label_style(("sans-serif", 11))
+            .draw()
+            .map_err(|e| err(&e))?;
+        for (k, (_, values)) in series.iter().enumerate() {
+            let colour = LINE_COLOURS[k % LINE_COLOURS.len()];
+            let style = ShapeStyle::from(&colour).stroke_width(LINE_WIDTH);
+            // runs of consecutive days with a value: a day without one breaks the line
+            let mut run: Vec<(f64, f64)> = Vec::new();
+            let mut runs: Vec<Vec<(f64, f64)>> = Vec::new();
+            for (i, v) in values.iter().enumerate() {
+                match v {
+                    Some(v) if v.is_finite() => run.push((i as f64, *v)),
+                    _ => runs.push(std::mem::take(&mut run)),
+                }
+            }
+            runs.push(run);
+            chart
+                .draw_series(runs.into_iter().filter(|r| r.len() > 1).map(|r| PathElement::new(r, style)))
+                .map_err(|e| err(&e))?;
+            chart
+                .draw_series(values.iter().enumerate().filter_map(|(i, v)| {
+                    v.filter(|v| v.is_finite()).map(|v| Circle::new((i as f64, v), 3, colour.filled()))
+                }))
+                .map_err(|e| err(&e))?;
+        }
+        let label = ("sans-serif", 11).into_font().color(&BLACK);
+        let column_w = (w as i32 - 80) / LEGEND_COLUMNS as i32;
+        for (k, (name, _)) in series.iter().enumerate() {
+            let colour = LINE_COLOURS[k % LINE_COLOURS.len()];
+            let x = 78 + column_w * (k % LEGEND_COLUMNS) as i32;
+            let y = 4 + 18 * (k / LEGEND_COLUMNS) as i32;
+            legend.draw(&Rectangle::new([(x, y + 5), (x + 18, y + 8)], colour.filled())).map_err(|e| err(&e))?;
+            legend.draw(&Text::new(name.clone(), (x + 24, y + 1), label.clone())).map_err(|e| err(&e))?;
+        }
+        root.present().map_err(|e| err(&e))?;
+    }
+    Ok(svg)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +278,32 @@ mod tests {
         let hex = format!("#{:02X}{:02X}{:02X}", half.0, half.1, half.2);
         assert!(svg.contains(&hex), "{hex}: {svg}");
         assert!(svg.contains("\n–\n</text>"), "the legend names the unmeasured grey");
+    }
+
+    #[test]
+    fn lines_break_where_a_day_has_no_value_and_name_their_series() {
+        let days: Vec<String> = ["10-01", "10-02", "10-03", "10-04"].map(String::from).to_vec();
+        let svg = lines(
+            &days,
+            &[
+                ("qwen-7b".into(), vec![Some(2.0), Some(3.0), None, Some(4.0)]),
+                ("llama-70b".into(), vec![None, None, Some(9.5), None]),
+            ],
+            600,
+            240,
+        );
+        assert!(svg.starts_with("<svg"), "{svg}");
+        // the legend names both series; the day labels are there
+        assert!(svg.contains("qwen-7b") && svg.contains("llama-70b"), "{svg}");
+        assert!(svg.contains("10-01") && svg.contains("10-04"), "{svg}");
+        // one line (days 1–2; day 4 stands alone), four points: a lone day is a point, not a line (the axes are
+        // polylines too, one pixel wide)
+        assert_eq!(svg.matches(LINE_MARK).count(), 1, "{svg}");
+        assert_eq!(svg.matches("<circle").count(), 4, "{svg}");
+        // the first series in the first colour, the second in the second
+        assert!(svg.contains("#1F5FBF") && svg.contains("#E67814"), "{svg}");
+        // nothing to draw is still a chart (an empty frame), not an error
+        assert!(lines(&days, &[], 600, 240).starts_with("<svg"));
     }
 
     /// The axis' tick labels of a column chart, bottom up.

@@ -48,6 +48,10 @@ pub fn localize(lang: Lang, message: &str) -> String {
             (r"^unknown team `([^`]*)`", "团队 `$1` 不存在（请先创建）"),
             (r"^`(.*)` is not a date", "`$1` 不是日期（2026-11-01、2026/11/01 或 20261101）"),
             (r"^must be between (\S+) and (\S+)$", "必须在 $1 与 $2 之间"),
+            // a report's range of days (the unit cost's) and its grouping
+            (r"^must be before `to`$", "必须早于截止日期"),
+            (r"^at most (\d+) days after `from`$", "最多比起始日期晚 $1 天"),
+            (r"^`(.*)`: use team, namespace, model, engine, day or month$", "`$1` 不是可选的分组方式"),
             (r"^must be a Kubernetes namespace name", "必须是 Kubernetes 命名空间名（不含空格）"),
             (r"^use A-Z, a-z, 0-9", "只能使用 A-Z、a-z、0-9、`.`、`_`、`-`（最多 63 个）"),
             (

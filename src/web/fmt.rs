@@ -2,8 +2,39 @@
 //! percentages, changes), plus instants in the billing time zone.
 
 use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
 
 pub use crate::export::present::{card_hours, card_hours_f64, change, percent, yuan};
+
+/// What a ratio without a divisor prints (no tokens, no requests, no GPU-hours to divide by).
+pub const NO_RATIO: &str = "—";
+
+/// `d` with exactly `dp` decimals (half away from zero), thousands grouped, after `prefix`: `¥1,234.5000`.
+fn fixed(d: Decimal, dp: u32, prefix: &str) -> String {
+    let mut r = d.round_dp_with_strategy(dp, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
+    r.rescale(dp);
+    let sign = if r.is_sign_negative() && !r.is_zero() { "\u{2212}" } else { "" };
+    let plain = r.abs().to_string();
+    let (int, frac) = plain.split_once('.').unwrap_or((&plain, ""));
+    let int = crate::money::thousands(int);
+    if frac.is_empty() { format!("{sign}{prefix}{int}") } else { format!("{sign}{prefix}{int}.{frac}") }
+}
+
+/// A count (tokens, requests): `1,234,567`.
+pub fn count(n: i64) -> String {
+    fixed(Decimal::from(n), 0, "")
+}
+
+/// A unit cost — ¥ per million tokens, per thousand requests — with its 4 decimals (`¥12.3456`); `—` where the
+/// group has nothing to divide by.
+pub fn unit_yuan(d: Option<Decimal>) -> String {
+    d.map_or_else(|| NO_RATIO.to_string(), |d| fixed(d, crate::billing::unit_cost::UNIT_COST_DP, "¥"))
+}
+
+/// Tokens per GPU-hour with 2 decimals (`12,345.68`); `—` without GPU-hours.
+pub fn per_gpu_hour(d: Option<Decimal>) -> String {
+    d.map_or_else(|| NO_RATIO.to_string(), |d| fixed(d, 2, ""))
+}
 
 /// An instant as a reader in the billing time zone reads it: `2026-11-03 14:00 (Asia/Shanghai)`.
 pub fn when(t: &DateTime<Utc>, tz: chrono_tz::Tz) -> String {
@@ -18,5 +49,17 @@ mod tests {
     fn instants_print_in_the_billing_zone() {
         let t = DateTime::parse_from_rfc3339("2026-10-31T16:00:00Z").unwrap().with_timezone(&Utc);
         assert_eq!(when(&t, chrono_tz::Asia::Shanghai), "2026-11-01 00:00 (Asia/Shanghai)");
+    }
+
+    #[test]
+    fn counts_and_unit_costs_print_grouped_with_their_decimals() {
+        use rust_decimal_macros::dec;
+        assert_eq!(count(0), "0");
+        assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(unit_yuan(Some(dec!(10))), "¥10.0000");
+        assert_eq!(unit_yuan(Some(dec!(12345.67891))), "¥12,345.6789");
+        assert_eq!(unit_yuan(None), "—");
+        assert_eq!(per_gpu_hour(Some(dec!(987654.321))), "987,654.32");
+        assert_eq!(per_gpu_hour(None), "—");
     }
 }

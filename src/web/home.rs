@@ -10,7 +10,7 @@ use axum::routing::get;
 use chrono::Utc;
 use rust_decimal::prelude::ToPrimitive;
 
-use super::fmt::{card_hours_f64, change, percent, yuan};
+use super::fmt::{card_hours_f64, change, count, percent, unit_yuan, yuan};
 use super::i18n::{PageLang, t};
 use super::layout::{Chrome, MonthQuery, PageError};
 use super::page_path::PagePath;
@@ -133,6 +133,16 @@ pub struct PodLine {
     pub money: String,
 }
 
+/// One model of the team's serving pods in the month: what a million tokens and a thousand requests cost.
+pub struct UnitLine {
+    pub model: String,
+    pub engine: String,
+    pub tokens: String,
+    pub per_million: String,
+    pub per_thousand_requests: String,
+    pub idle_cost: String,
+}
+
 #[derive(Template, WebTemplate)]
 #[template(path = "team_home.html")]
 pub struct TeamPage {
@@ -151,6 +161,10 @@ pub struct TeamPage {
     pub idle: Vec<PodLine>,
     pub idle_monthly: String,
     pub low_efficiency: Vec<PodLine>,
+    /// The month's unit cost of inference per model (empty: the team serves nothing; the section is left out).
+    pub unit_costs: Vec<UnitLine>,
+    /// The unit-cost report of the month, in full.
+    pub unit_cost_href: String,
 }
 
 fn usage_lines(
@@ -216,6 +230,23 @@ async fn team_page(
                 money: yuan(p.wasted_amount),
             })
             .collect(),
+        unit_costs: h
+            .unit_costs
+            .iter()
+            .map(|r| UnitLine {
+                model: r.key.clone(),
+                engine: r.engine.clone().unwrap_or_default(),
+                tokens: count(r.total_tokens),
+                per_million: unit_yuan(r.cost_per_million_tokens),
+                per_thousand_requests: unit_yuan(r.cost_per_thousand_requests),
+                idle_cost: yuan(r.idle_cost),
+            })
+            .collect(),
+        unit_cost_href: format!(
+            "/reports/unit-cost?from={}&to={}&group_by=model",
+            h.month.first_day(),
+            h.month.next().first_day()
+        ),
         team: h.team,
         name: h.name,
     })

@@ -167,9 +167,28 @@ const WORDS: &[Word] = &[
     ("show", "显示", "Show"),
 ];
 
-/// The word `key` in `lang`; an unknown key prints itself (a missing word shows on the page, never a panic).
+/// The word `key` in `lang`: the pages' tables, else the glossary's term of that key (`term.model`,
+/// `report.unit_cost`: the words a page shares with the CSV, the workbook and the PDF); an unknown key prints itself
+/// (a missing word shows on the page, never a panic).
 pub fn t(lang: Lang, key: &'static str) -> &'static str {
-    TABLES.iter().flat_map(|t| t.iter()).find(|(k, ..)| *k == key).map_or(key, |(_, zh, en)| lang.pick(zh, en))
+    TABLES
+        .iter()
+        .flat_map(|t| t.iter())
+        .find(|(k, ..)| *k == key)
+        .map(|(_, zh, en)| lang.pick(zh, en))
+        .or_else(|| crate::glossary::lookup(key).map(|(zh, en)| lang.pick(zh, en)))
+        .unwrap_or(key)
+}
+
+/// A glossary term as a heading or a label prints it: in English its first letter upper-case (the glossary writes
+/// `input tokens` for a cell of a file; a column of a page reads `Input tokens`), in Chinese as it is.
+pub fn heading(lang: Lang, key: &'static str) -> String {
+    let word = t(lang, key);
+    let mut chars = word.chars();
+    match (lang, chars.next()) {
+        (Lang::En, Some(first)) => first.to_uppercase().chain(chars).collect(),
+        _ => word.to_string(),
+    }
 }
 
 /// The cookie the language switch leaves.
@@ -281,5 +300,16 @@ mod tests {
         }
         assert_eq!(t(Lang::En, "nav.bills"), "Bills");
         assert_eq!(t(Lang::Zh, "nav.bills"), "账单");
+    }
+
+    #[test]
+    fn the_glossary_answers_the_keys_the_pages_do_not_have() {
+        assert_eq!(t(Lang::Zh, "term.cost_per_million_tokens"), "每百万词元成本（元）");
+        assert_eq!(t(Lang::En, "term.input_tokens"), "input tokens");
+        assert_eq!(heading(Lang::En, "term.input_tokens"), "Input tokens");
+        assert_eq!(heading(Lang::Zh, "term.input_tokens"), "输入词元");
+        // a page's own word wins over the glossary's of the same key (the tiers page names the thresholds)
+        assert_eq!(t(Lang::Zh, "tier.golden"), "金牌（≥70%）");
+        assert_eq!(t(Lang::En, "no.such.key"), "no.such.key");
     }
 }

@@ -97,6 +97,11 @@ impl Chrome {
         i18n::t(self.lang, key)
     }
 
+    /// A glossary term as a column or a label prints it ([`i18n::heading`]: `Input tokens`, 输入词元).
+    pub fn term(&self, key: &'static str) -> String {
+        i18n::heading(self.lang, key)
+    }
+
     pub fn html_lang(&self) -> &'static str {
         i18n::html_code(self.lang)
     }

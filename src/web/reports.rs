@@ -1,9 +1,11 @@
 //! The management reports: utilization per day with its team × day heatmap, efficiency tiers and the team ranking
 //! for a month (`?month=YYYY-MM`, default the current), the low-utilization top N ([`waste_top`]), fragmentation
-//! and oversubscription ([`capacity`]). All but the top N are cluster-wide (a team lead gets the not-found page, as
-//! from the API); the top N shows a team lead its own teams' pods.
+//! and oversubscription ([`capacity`]), the unit cost of inference ([`unit_cost`]). All but the top N and the unit
+//! cost are cluster-wide (a team lead gets the not-found page, as from the API); those two show a team lead its own
+//! teams'.
 
 mod capacity;
+mod unit_cost;
 mod waste_top;
 
 use askama::Template;
@@ -29,6 +31,7 @@ pub fn routes() -> Router<AppState> {
         .route("/reports/low-utilization", get(waste_top::low_utilization))
         .route("/reports/fragmentation", get(capacity::fragmentation))
         .route("/reports/oversubscription", get(capacity::oversubscription))
+        .route("/reports/unit-cost", get(unit_cost::unit_cost_page))
 }
 
 /// One link of the reports' own navigation.
@@ -39,20 +42,22 @@ pub struct ReportLink {
 }
 
 /// The reports a caller may open, linked from every report page (`templates/report_nav.html`): a team lead
-/// only the top N of its teams.
+/// only those of its teams (the top N and the unit cost).
 fn report_nav(lang: Lang, user: &PageUser, active: &str, month: Option<&str>) -> Vec<ReportLink> {
     let month_q = month.map(|m| format!("?month={m}")).unwrap_or_default();
-    let all: [(&str, &'static str, bool); 5] = [
+    let all: [(&str, &'static str, bool); 6] = [
         ("/reports/utilization", "utilization", true),
         ("/reports/tiers", "tiers.title", true),
         ("/reports/low-utilization", "low_util.title", false),
         ("/reports/fragmentation", "frag.title", false),
         ("/reports/oversubscription", "oversub.title", false),
+        ("/reports/unit-cost", "report.unit_cost", false),
     ];
+    /// The reports scoped to teams (a team lead's own); the others are cluster-wide.
+    const SCOPED: [&str; 2] = ["/reports/low-utilization", "/reports/unit-cost"];
     let global = user.principal.scope().is_global();
     all.iter()
-        // the low-utilization list is the only one scoped to teams; the others are cluster-wide
-        .filter(|(href, ..)| global || *href == "/reports/low-utilization")
+        .filter(|(href, ..)| global || SCOPED.contains(href))
         .map(|(href, key, monthly)| ReportLink {
             href: if *monthly { format!("{href}{month_q}") } else { (*href).to_string() },
             label: t(lang, key),
@@ -223,18 +228,19 @@ mod tests {
                 "/reports/tiers?month=2026-10",
                 "/reports/low-utilization",
                 "/reports/fragmentation",
-                "/reports/oversubscription"
+                "/reports/oversubscription",
+                "/reports/unit-cost"
             ]
         );
         assert_eq!(
             links.iter().filter(|l| l.active).map(|l| l.label).collect::<Vec<_>>(),
             ["Efficiency tiers and ranking"]
         );
-        // a team lead: only the top N of its own teams
+        // a team lead: only the reports of its own teams, the top N and the unit cost
         let lead = report_nav(Lang::Zh, &user(Role::TeamLead, &["vision"]), "/reports/low-utilization", None);
         assert_eq!(
             lead.iter().map(|l| (l.href.as_str(), l.label, l.active)).collect::<Vec<_>>(),
-            [("/reports/low-utilization", "低利用率 Top N", true)]
+            [("/reports/low-utilization", "低利用率排行", true), ("/reports/unit-cost", "推理单位成本", false)]
         );
     }
 

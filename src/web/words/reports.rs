@@ -4,7 +4,7 @@ use super::Word;
 
 /// The reports' own words.
 pub const WORDS: &[Word] = &[
-    ("low_util.title", "低利用率 Top N", "Low-utilization top N"),
+    ("low_util.title", "低利用率排行", "Low-utilization top N"),
     (
         "low_util.note",
         "按浪费 GPU 小时排名（不按百分比）；金额按区间结束时的费率。",
@@ -15,7 +15,7 @@ pub const WORDS: &[Word] = &[
     ("low_util.wasted_amount", "区间浪费 ¥", "Wasted ¥ in range"),
     ("low_util.per_month", "按月折算 ¥/月", "At a month's pace ¥/month"),
     ("low_util.pods", "Pod 数", "Pods"),
-    ("top", "Top N", "Top N"),
+    ("top", "显示条数", "Top N"),
     ("from", "起", "From"),
     ("to", "止", "To"),
     ("range", "区间", "Range"),
@@ -71,4 +71,38 @@ pub const WORDS: &[Word] = &[
     ("oversub.all_fraction", "全部按份额计费（默认）", "all by fraction (the default)"),
     ("unmetered_card_hours", "未计量卡时", "Unmetered card-hours"),
     ("all_clusters", "全部集群", "all clusters"),
+    // the unit cost of inference (SPEC §9): its columns are the glossary's terms (`term.input_tokens`…)
+    ("unit_cost.group_by", "分组", "Group by"),
+    (
+        "unit_cost.note",
+        "成本是推理 Pod 自身的 GPU 成本（卡时 × 单价，与账单同价）；同一小时服务多个模型时按各模型的词元数分摊。单位成本 = 组内成本之和 ÷ 词元之和 × 100 万（每千次请求同理）：是合计之比，不是各小时比值的平均。",
+        "Cost is the serving pods' own GPU cost (GPU-hours × rate, priced as bills price it); a pod serving several models in an hour splits it by their tokens. Unit cost = the group's summed cost ÷ its summed tokens × 1,000,000 (per thousand requests likewise): a ratio of sums, never an average of hourly ratios.",
+    ),
+    ("unit_cost.served", "有流量的小时", "Hours with traffic"),
+    ("unit_cost.idle", "空闲小时（不计入单位成本）", "Idle hours (not in the unit costs)"),
+    (
+        "unit_cost.idle_note",
+        "空闲推理成本：推理 Pod 在没有任何词元和请求的小时里的 GPU 成本。它单独列出，不摊入单位成本；长期偏高说明副本数多于流量所需。",
+        "Idle serving cost: the GPU cost of serving pods in hours without a token or a request. It is shown apart and never spread into the unit costs; a high figure means more replicas than the traffic needs.",
+    ),
+    (
+        "unit_cost.no_ratio",
+        "—：该组没有可作除数的词元、请求或卡时（例如只统计请求、不统计词元的推理引擎）。",
+        "—: the group has no tokens, requests or GPU-hours to divide by (e.g. an engine that counts requests but no tokens).",
+    ),
+    (
+        "unit_cost.unpriced_note",
+        "未定价：该组有 GPU 型号没有单价，这部分成本按 0 计，单位成本偏低。",
+        "Unpriced: a GPU model of this group has no rate; that part of the cost counts as 0 and the unit cost reads low.",
+    ),
+    ("unit_cost.none", "区间内没有推理 Pod 的数据。", "No serving pod in the range."),
+    ("unit_cost.trend", "每日每百万词元成本（元），按模型", "Cost per million tokens per day (CNY), by model"),
+    (
+        "unit_cost.trend_note",
+        "每条线一个模型；线断开处表示当天没有词元。",
+        "One line per model; a gap is a day without tokens.",
+    ),
+    ("unit_cost.home", "本月推理单位成本（按模型）", "Unit cost of inference this month, by model"),
+    ("unit_cost.full_report", "查看完整报表…", "The full report…"),
+    ("download.xlsx", "下载工作簿", "Download the workbook (xlsx)"),
 ];
