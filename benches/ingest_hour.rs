@@ -44,8 +44,10 @@ fn record(url: &str, hour: &str, dir: &Path) -> Result<(), Box<dyn std::error::E
     std::fs::create_dir_all(dir)?;
     let rt = tokio::runtime::Runtime::new()?;
     let client = PromClient::new(url, Duration::from_secs(300))?;
-    for (i, (selector, margin)) in selectors(&spec(), ksm_margin_ms(&MeterConfig::default())).into_iter().enumerate() {
-        let body = rt.block_on(client.raw_samples_body(&selector, hour_ms - margin, hour_ms + HOUR_MS + margin))?;
+    for (i, (selector, before, after)) in
+        selectors(&spec(), ksm_margin_ms(&MeterConfig::default())).into_iter().enumerate()
+    {
+        let body = rt.block_on(client.raw_samples_body(&selector, hour_ms - before, hour_ms + HOUR_MS + after))?;
         std::fs::write(dir.join(format!("q{i}.json")), &body)?;
         println!("recorded q{i}: {} bytes  {selector}", body.len());
     }

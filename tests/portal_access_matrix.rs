@@ -64,6 +64,7 @@ const PAGES: &[Page] = &[
     page("/reports/tiers?month={month}", Audience::Global),
     page("/reports/ranking?month={month}", Audience::Global),
     page("/reports/low-utilization", Audience::Everyone),
+    page("/reports/unit-cost", Audience::Everyone),
     page("/reports/fragmentation", Audience::Global),
     page("/reports/oversubscription", Audience::Global),
     page("/budgets", Audience::Everyone),

@@ -92,6 +92,7 @@ async fn store_hours(
             rows: rows.clone(),
             capacity: capacity.clone(),
             anomalies: anomalies.clone(),
+            serving: Vec::new(),
         };
         let hour = from + Duration::hours(h);
         let mut tx = pool.begin().await.unwrap();
@@ -294,6 +295,7 @@ async fn store_configured(pool: &PgPool, from: &str, hours: i64) {
             rows: vec![row("vision-train", "v-u", "vision", "u", "timeslice", 1.0, 0.25)],
             capacity: vec![cap("u", 1.0)],
             anomalies: Vec::new(),
+            serving: Vec::new(),
         };
         let hour = from + Duration::hours(h);
         let mut tx = pool.begin().await.unwrap();
@@ -312,6 +314,7 @@ async fn store_face_value(pool: &PgPool, from: &str, hours: i64) {
             rows: vec![row("vision-train", "v-u", "vision", "u", "whole", 1.0, 1.0)],
             capacity: vec![cap("u", 4.0)],
             anomalies: vec![Anomaly { kind: AnomalyKind::UnverifiedNode, subject: "u".into(), count: 1 }],
+            serving: Vec::new(),
         };
         let hour = from + Duration::hours(h);
         let mut tx = pool.begin().await.unwrap();

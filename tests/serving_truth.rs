@@ -101,7 +101,6 @@ impl Cluster {
 
     /// A counter series: at each `t` of `points` the increment since the sample before (or, `reset`, the value
     /// starting again at it); `counted` says whether the increment is in the truth.
-    #[allow(clippy::too_many_arguments)]
     fn counter(&mut self, name: &str, labels: &[(&str, &str)], points: &[(i64, f64, bool, bool)]) {
         let mut v = 0.0;
         let s = self.om.series(name, labels);
@@ -299,7 +298,8 @@ fn expected(c: &Cluster, teams: Option<&[&str]>) -> BTreeMap<String, (Decimal, i
     let team_of = |pod: &str| if ["vllm-b", "triton-d", "sglang-f"].contains(&pod) { "vision" } else { "nlp" };
     // (cost, tokens, requests, request cost, idle cost) per model
     let mut out: BTreeMap<String, (Decimal, i64, i64, Decimal, Decimal)> = BTreeMap::new();
-    let mut pod_hours: BTreeMap<(i64, String), Vec<(&String, &(Option<i64>, Option<i64>, i64))>> = BTreeMap::new();
+    type Served = (Option<i64>, Option<i64>, i64);
+    let mut pod_hours: BTreeMap<(i64, String), Vec<(&String, &Served)>> = BTreeMap::new();
     for ((h, pod, model), v) in &c.truth {
         if teams.is_some_and(|t| !t.contains(&team_of(pod))) {
             continue;

@@ -161,7 +161,8 @@ impl IngestSummary {
         self.hours += 1;
         self.usage_rows += out.rows.len() as u64;
         self.serving_rows += out.serving.len() as u64;
-        self.tokens += out.serving.iter().map(|r| r.input_tokens.unwrap_or(0) + r.output_tokens.unwrap_or(0)).sum::<i64>();
+        self.tokens +=
+            out.serving.iter().map(|r| r.input_tokens.unwrap_or(0) + r.output_tokens.unwrap_or(0)).sum::<i64>();
         self.samples_read += samples_read;
         for r in &out.rows {
             self.gpu_hours += r.gpu_seconds / 3600.0;

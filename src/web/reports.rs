@@ -32,6 +32,8 @@ pub fn routes() -> Router<AppState> {
         .route("/reports/fragmentation", get(capacity::fragmentation))
         .route("/reports/oversubscription", get(capacity::oversubscription))
         .route("/reports/unit-cost", get(unit_cost::unit_cost_page))
+        .route("/reports/unit-cost.csv", get(unit_cost::unit_cost_csv))
+        .route("/reports/unit-cost.xlsx", get(unit_cost::unit_cost_xlsx))
 }
 
 /// One link of the reports' own navigation.

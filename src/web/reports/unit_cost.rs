@@ -283,6 +283,50 @@ pub async fn unit_cost_page(
     Ok(page.into_response())
 }
 
+/// The report as the API's files (`/reports/unit-cost.csv`, `.xlsx`): the same query as the page, words in the
+/// page's language; a refused field shows the page with its message instead.
+async fn unit_cost_file(
+    s: AppState,
+    user: PageUser,
+    lang: Lang,
+    q: UnitCostForm,
+    format: crate::usecase::report_exports::Format,
+) -> Result<Response, PageError> {
+    let Ok((from, to, group)) = read_form(&q, s.billing_tz, Utc::now()) else {
+        return unit_cost_page(State(s), user, PageLang(lang), Query(q)).await;
+    };
+    let scope = user.principal.scope();
+    let words = Some(lang);
+    let f = crate::usecase::report_exports::unit_cost_file(&s.cases, &scope, (from, to), group, format, words).await?;
+    let mut headers = axum::http::HeaderMap::new();
+    headers.insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static(f.format.content_type()));
+    if let Ok(v) = axum::http::HeaderValue::from_str(&crate::usecase::exports::content_disposition(&f.name)) {
+        headers.insert(axum::http::header::CONTENT_DISPOSITION, v);
+    }
+    headers.insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("private, no-cache"));
+    Ok((headers, f.bytes).into_response())
+}
+
+/// `GET /reports/unit-cost.csv`.
+pub async fn unit_cost_csv(
+    State(s): State<AppState>,
+    user: PageUser,
+    PageLang(lang): PageLang,
+    Query(q): Query<UnitCostForm>,
+) -> Result<Response, PageError> {
+    unit_cost_file(s, user, lang, q, crate::usecase::report_exports::Format::Csv).await
+}
+
+/// `GET /reports/unit-cost.xlsx`.
+pub async fn unit_cost_xlsx(
+    State(s): State<AppState>,
+    user: PageUser,
+    PageLang(lang): PageLang,
+    Query(q): Query<UnitCostForm>,
+) -> Result<Response, PageError> {
+    unit_cost_file(s, user, lang, q, crate::usecase::report_exports::Format::Xlsx).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
