@@ -721,6 +721,44 @@ async fn write_layout3_fixture(pool: PgPool) {
     }
 }
 
+/// The representations of a layout-4 month compared with its golden files: those of layout 3, the CSV in words
+/// (`?lang=zh`, `?lang=en`: layout 4's header and words from the glossary) and the English workbook.
+fn representations4(api: &TestApi) -> Vec<(&'static str, String, &'static str, bool)> {
+    let fin = api.finance.clone();
+    let mut reps = representations3(api);
+    reps.extend([
+        ("bills-zh.csv", fin.clone(), "/api/v1/exports/2026-10/bills.csv?lang=zh", false),
+        ("bills-en.csv", fin.clone(), "/api/v1/exports/2026-10/bills.csv?lang=en", false),
+        ("bills-en.xlsx", fin, "/api/v1/exports/2026-10/bills.xlsx?lang=en", false),
+    ]);
+    reps
+}
+
+/// Writes `tests/fixtures/layout4/` from the code of the last release of layout 4 (run once, by hand, on that
+/// code: `cargo test --test frozen_layout write_layout4_fixture -- --ignored`). Never rerun on a later layout:
+/// the files are what layout 4 served.
+#[sqlx::test]
+#[ignore = "writes the layout-4 golden fixture; run by hand on the code of layout 4 only"]
+async fn write_layout4_fixture(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    two_months(&api).await;
+    close_october(&api).await;
+    let dir = fixtures_of(4);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (snapshot, closed_at, closed_by): (String, String, String) = sqlx::query_as(
+        "SELECT snapshot::text, to_json(closed_at)#>>'{}', closed_by FROM closed_months WHERE month = '2026-10'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    std::fs::write(dir.join("snapshot.json"), format!("{snapshot}\n")).unwrap();
+    let closed = json!({"closed_at": closed_at, "closed_by": closed_by});
+    std::fs::write(dir.join("closed.json"), format!("{}\n", serde_json::to_string_pretty(&closed).unwrap())).unwrap();
+    for (file, token, path, pdf) in representations4(&api) {
+        std::fs::write(dir.join(file), rendered(&api, &token, path, pdf).await).unwrap();
+    }
+}
+
 /// Layout 3 after layout 4 exists: October as the last release of layout 3 closed it (`tests/fixtures/layout3/`,
 /// written by `write_layout3_fixture` on that code) is served as it was then — JSON, CSV and the workbooks byte for
 /// byte, the PDF's text (zh-CN and en) line for line — by the API and by the CLI: its times stay UTC, its words
