@@ -74,6 +74,7 @@ fn statement(usage: Vec<UsageLine>, capacity: Vec<CapacityLine>, teams: &[(&str,
         // this file checks the renderer of layouts 1 and 2 (tests/statement_layout3.rs: layout 3's)
         layout: Layout::V2,
         frozen: None,
+        unit_cost: None,
     }
 }
 

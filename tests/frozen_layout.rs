@@ -1,6 +1,7 @@
 //! What a close freezes (SPEC §6), end to end on a real Postgres: a month closed by the release before layouts
-//! (layout 1, `tests/fixtures/layout1/`, see its README) renders byte for byte as it did then; a month closed now
-//! is layout 3, freezes its PDF extras, and its CSV reconciles alone; data changing after a close changes no byte
+//! (layout 1, `tests/fixtures/layout1/`, see its README) renders byte for byte as it did then, as do the months the
+//! last releases of layouts 2, 3 and 4 closed (`tests/fixtures/layout2/` to `layout4/`); a month closed now is of
+//! the current layout (5), freezes its PDF extras, and its CSV reconciles alone; data changing after a close changes no byte
 //! and no ETag of any representation; each representation has its own ETag and answers 304 to it; altered frozen
 //! extras are refused like an altered statement.
 //!
@@ -399,11 +400,12 @@ fn reconcile(rows: &[BTreeMap<String, String>]) -> (Decimal, Decimal, Decimal, D
     (capacity, unallocated, not_offered, kept)
 }
 
-/// A month closed now: a version-2 snapshot of the current layout (4) with the extras (and the time zone) frozen;
+/// A month closed now: a version-2 snapshot of the current layout (5) with the extras (and the time zone) frozen;
 /// its CSV writes months so a spreadsheet keeps them text, card-hours with 6 decimals, and ends with the cluster rows,
-/// which reconcile with the teams' to the fen, then the total row.
+/// which reconcile with the teams' to the fen, then the total row. Without serving pods it freezes an empty unit
+/// cost and prints none: its CSV has layout 4's columns.
 #[sqlx::test]
-async fn a_month_closed_now_is_layout_4_and_its_csv_reconciles_alone(pool: PgPool) {
+async fn a_month_closed_now_is_layout_5_and_its_csv_reconciles_alone(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     two_months(&api).await;
     close_october(&api).await;
@@ -413,11 +415,12 @@ async fn a_month_closed_now_is_layout_4_and_its_csv_reconciles_alone(pool: PgPoo
         .fetch_one(&pool)
         .await
         .unwrap();
-    assert_eq!((stored["version"].as_u64(), stored["layout"].as_u64()), (Some(2), Some(4)));
+    assert_eq!((stored["version"].as_u64(), stored["layout"].as_u64()), (Some(2), Some(5)));
     let st = cardhour::usecase::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
-    assert_eq!(st.layout, Layout::V4);
+    assert_eq!(st.layout, Layout::V5);
     let frozen = st.frozen.clone().expect("layout 2 on freezes the extras");
     assert_eq!(frozen.time_zone.as_deref(), Some("Asia/Shanghai"), "layout 4 freezes the zone its times print in");
+    assert_eq!(frozen.unit_cost, Some(Default::default()), "layout 5 freezes the unit cost: no team served");
     let idle: Vec<(&str, &str, String)> =
         frozen.idle.iter().map(|p| (p.team.as_str(), p.pod.as_str(), p.idle_spend.to_string())).collect();
     assert_eq!(idle, [("nlp", "nlp-idle-pod", "148.50".into()), ("vision", "vision-idle-pod", "49.50".into())]);
@@ -426,6 +429,7 @@ async fn a_month_closed_now_is_layout_4_and_its_csv_reconciles_alone(pool: PgPoo
 
     let bytes = get(&api, &fin, "/api/v1/exports/2026-10/bills.csv").await;
     let text = String::from_utf8(bytes.clone()).unwrap();
+    assert!(!text.contains("unit_cost") && !text.contains("total_tokens"), "no team served: {text}");
     // RFC 4180: the formula's quotes doubled inside a quoted field
     assert!(text.lines().nth(1).unwrap().starts_with("\"=\"\"2026-10\"\"\",closed,usage,,nlp,"), "{text}");
     let rows = csv_rows(&bytes);
@@ -488,10 +492,11 @@ async fn a_month_closed_now_is_layout_4_and_its_csv_reconciles_alone(pool: PgPoo
 
     // the JSON views say their layout; the PDF prints the frozen idle pods and utilization
     let month: Value = serde_json::from_slice(&get(&api, &fin, "/api/v1/bills/2026-10").await).unwrap();
-    assert_eq!((month["layout"].as_u64(), month["platform_kept"].as_str()), (Some(4), Some("1346.50")));
+    assert_eq!((month["layout"].as_u64(), month["platform_kept"].as_str()), (Some(5), Some("1346.50")));
     let team: Value = serde_json::from_slice(&get(&api, &lead, "/api/v1/bills/2026-10/teams/vision").await).unwrap();
     // 87.50 + 136.50, restated −65.00
-    assert_eq!((team["layout"].as_u64(), team["total"].as_str()), (Some(4), Some("159.00")));
+    assert_eq!((team["layout"].as_u64(), team["total"].as_str()), (Some(5), Some("159.00")));
+    assert!(team.get("unit_cost").is_none(), "no serving pods, no unit cost: {team}");
     let pdf = pdftotext(&get(&api, &fin, "/api/v1/exports/2026-10/statements.pdf").await);
     for s in ["nlp-idle-pod", "¥148.50", "vision-idle-pod", "¥49.50", "160.000", "77.000", "¥2,666.00", "¥1,346.50"]
     {
@@ -721,6 +726,44 @@ async fn write_layout3_fixture(pool: PgPool) {
     }
 }
 
+/// The representations of a layout-4 month compared with its golden files: those of layout 3, the CSV in words
+/// (`?lang=zh`, `?lang=en`: layout 4's header and words from the glossary) and the English workbook.
+fn representations4(api: &TestApi) -> Vec<(&'static str, String, &'static str, bool)> {
+    let fin = api.finance.clone();
+    let mut reps = representations3(api);
+    reps.extend([
+        ("bills-zh.csv", fin.clone(), "/api/v1/exports/2026-10/bills.csv?lang=zh", false),
+        ("bills-en.csv", fin.clone(), "/api/v1/exports/2026-10/bills.csv?lang=en", false),
+        ("bills-en.xlsx", fin, "/api/v1/exports/2026-10/bills.xlsx?lang=en", false),
+    ]);
+    reps
+}
+
+/// Writes `tests/fixtures/layout4/` from the code of the last release of layout 4 (run once, by hand, on that
+/// code: `cargo test --test frozen_layout write_layout4_fixture -- --ignored`). Never rerun on a later layout:
+/// the files are what layout 4 served.
+#[sqlx::test]
+#[ignore = "writes the layout-4 golden fixture; run by hand on the code of layout 4 only"]
+async fn write_layout4_fixture(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    two_months(&api).await;
+    close_october(&api).await;
+    let dir = fixtures_of(4);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (snapshot, closed_at, closed_by): (String, String, String) = sqlx::query_as(
+        "SELECT snapshot::text, to_json(closed_at)#>>'{}', closed_by FROM closed_months WHERE month = '2026-10'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    std::fs::write(dir.join("snapshot.json"), format!("{snapshot}\n")).unwrap();
+    let closed = json!({"closed_at": closed_at, "closed_by": closed_by});
+    std::fs::write(dir.join("closed.json"), format!("{}\n", serde_json::to_string_pretty(&closed).unwrap())).unwrap();
+    for (file, token, path, pdf) in representations4(&api) {
+        std::fs::write(dir.join(file), rendered(&api, &token, path, pdf).await).unwrap();
+    }
+}
+
 /// Layout 3 after layout 4 exists: October as the last release of layout 3 closed it (`tests/fixtures/layout3/`,
 /// written by `write_layout3_fixture` on that code) is served as it was then — JSON, CSV and the workbooks byte for
 /// byte, the PDF's text (zh-CN and en) line for line — by the API and by the CLI: its times stay UTC, its words
@@ -759,5 +802,69 @@ async fn a_layout3_month_renders_as_its_release_did() {
         let bytes = std::fs::read(&out).unwrap();
         let got = if format == "pdf" { pdftotext(&bytes).into_bytes() } else { bytes };
         assert!(got == golden_of(3, golden_file), "cardhour export --format {format} differs from {golden_file}");
+    }
+}
+
+/// October's serving: a vLLM pod of nlp that served tokens in the hours October's usage was stored. A month closed
+/// under layout 4 must not show it (its statements came before the unit cost of inference was on them).
+async fn seed_october_serving(pool: &PgPool) {
+    let from: DateTime<Utc> = "2026-10-05T00:00:00Z".parse().unwrap();
+    for h in 0..2 {
+        sqlx::query(
+            "INSERT INTO serving_hourly (cluster, hour, namespace, pod, model, engine, input_tokens, output_tokens,
+                 requests) VALUES ('c1', $1, 'nlp-llm', 'nlp-llm-0', 'qwen-7b', 'vllm', 600000, 400000, 1000)",
+        )
+        .bind(from + Duration::hours(h))
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+}
+
+/// Layout 4 after layout 5 exists: October as the last release of layout 4 closed it (`tests/fixtures/layout4/`,
+/// written by `write_layout4_fixture` on that code) is served as it was then — JSON, CSV (codes and words) and the
+/// workbooks byte for byte, the PDF's text (zh-CN and en) line for line — by the API and by the CLI, though October
+/// now has serving rows whose unit cost a month closed today would print.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout4_month_renders_as_its_release_did() {
+    let db = TestDb::migrated().unwrap();
+    let pool = PgPool::connect(&db.url).await.unwrap();
+    let api = TestApi::start(pool.clone()).await;
+    seed_rates(&api).await;
+    seed_september(&pool, 3.0).await;
+    seed_october(&pool).await;
+    seed_october_serving(&pool).await;
+    let text = insert_october_of(&pool, 4).await;
+
+    let st = cardhour::usecase::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
+    assert_eq!((st.layout, st.frozen.is_some()), (Layout::V4, true), "the fixture is a layout-4 month");
+    assert_eq!((st.unit_cost.is_none(), st.unit_cost_of("nlp").is_empty()), (true, true));
+    assert_eq!(st.content_hash.map(|h| format!("\"{h}\"")), Some(sha256(text.as_bytes())));
+    // the live report has October's serving: a month closed now would print it
+    let (status, report) = api
+        .call(Method::GET, "/api/v1/reports/unit-cost?from=2026-10-01&to=2026-11-01", Some(&api.finance), None)
+        .await;
+    assert_eq!((status, report["rows"][0]["key"].as_str()), (200, Some("qwen-7b")), "{report}");
+    let reps = representations4(&api);
+    assert_eq!(reps.len(), 17);
+    for (file, token, path, pdf) in reps {
+        let got = rendered(&api, &token, path, pdf).await;
+        let want = golden_of(4, file);
+        assert!(
+            got == want,
+            "{path} differs from layout4/{file}:\n--- now\n{}\n--- then\n{}",
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want)
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (format, file, golden_file) in
+        [("csv", "o.csv", "bills.csv"), ("pdf", "o.pdf", "statements.txt"), ("xlsx", "o.xlsx", "bills.xlsx")]
+    {
+        let out = dir.path().join(file);
+        run_cardhour_ok(["export", "--month", OCTOBER, "--format", format, "--out", out.to_str().unwrap()], &db.env());
+        let bytes = std::fs::read(&out).unwrap();
+        let got = if format == "pdf" { pdftotext(&bytes).into_bytes() } else { bytes };
+        assert!(got == golden_of(4, golden_file), "cardhour export --format {format} differs from {golden_file}");
     }
 }

@@ -306,8 +306,10 @@ async fn a_tampered_closed_statement_is_refused(pool: PgPool) {
 async fn a_closed_statement_is_read_once_and_kept_by_its_hash(pool: PgPool) {
     let _api = closed_september(&pool).await;
     let cache = StatementCache::default();
+    // the services an open month's statement is computed with (its unit cost of inference prices serving pods)
+    let services = cardhour::usecase::Services::new(pool.clone(), chrono_tz::Asia::Shanghai);
     let sept = Month::new(2026, 9).unwrap();
-    let first = cache.statement(&pool, sept, PolicyChoice::NONE).await.unwrap();
+    let first = cache.statement(&services, sept, PolicyChoice::NONE).await.unwrap();
     let hash: String = sqlx::query_scalar("SELECT content_hash FROM closed_months").fetch_one(&pool).await.unwrap();
     assert_eq!(first.content_hash.as_deref(), Some(hash.as_str()));
     assert_eq!(first.team_ids(), ["nlp", "vision"]);
@@ -317,20 +319,20 @@ async fn a_closed_statement_is_read_once_and_kept_by_its_hash(pool: PgPool) {
     store_hour(&pool, "a", "2026-09-10T00:00:00Z", vec![row("nlp-a", "nlp", 30.0)]).await;
     sqlx::query("INSERT INTO teams (id, name) VALUES ('t2', 'T2')").execute(&pool).await.unwrap();
     assert!(version(&pool).await > v);
-    let again = cache.statement(&pool, sept, PolicyChoice::NONE).await.unwrap();
+    let again = cache.statement(&services, sept, PolicyChoice::NONE).await.unwrap();
     assert!(Arc::ptr_eq(&first, &again), "served from memory, not read or computed again");
     // its own policy asked for is the same statement; another is refused (a closed month has no other draft)
     let frozen = PolicyChoice::exactly(first.bills.policy);
-    assert!(Arc::ptr_eq(&first, &cache.statement(&pool, sept, frozen).await.unwrap()));
+    assert!(Arc::ptr_eq(&first, &cache.statement(&services, sept, frozen).await.unwrap()));
     let other = PolicyChoice { mode: Some(cardhour::billing::BillMode::Chargeback), ..PolicyChoice::NONE };
-    match cache.statement(&pool, sept, other).await {
+    match cache.statement(&services, sept, other).await {
         // the ledger's policy mismatch, as the use cases' conflict naming the field
         Err(cardhour::usecase::Error::Conflict { field: Some(f), .. }) if f == "mode" => {}
         other => panic!("expected a policy mismatch, got {other:?}"),
     }
 
     // the open month after it is recomputed under the new version and carries the restatement
-    let oct = cache.statement(&pool, Month::new(2026, 10).unwrap(), PolicyChoice::NONE).await.unwrap();
+    let oct = cache.statement(&services, Month::new(2026, 10).unwrap(), PolicyChoice::NONE).await.unwrap();
     assert_eq!(oct.content_hash, None);
     let delta: Decimal = oct.restatements_of("nlp").map(|r| r.card_hours_delta).sum();
     assert_eq!(delta, dec!(27));

@@ -9,7 +9,7 @@ use crate::access::Scope;
 use crate::billing::{BillMode, BillPolicy, UnallocatedPolicy};
 use crate::export::{Layout, since};
 use crate::ledger::readiness::Blocker;
-use crate::ledger::{CloseOverride, MonthStatus, Statement};
+use crate::ledger::{CloseOverride, MonthStatus, Statement, UnitCostLine};
 use crate::money::{Money, RatePerCardHour};
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -264,6 +264,66 @@ pub struct RestatementView {
     pub amount_delta: Money,
 }
 
+/// One model's unit cost of inference in the month for the team (layout 5 on): the figures of the unit-cost report
+/// grouped by model (`GET /reports/unit-cost?group_by=model` over the month's billing days, the team's serving
+/// pods), frozen with a closed month.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct UnitCostView {
+    pub model: String,
+    /// vllm, sglang, tgi or triton.
+    pub engine: String,
+    /// Cost of the hours that served tokens or requests, ¥ to the fen.
+    pub serving_cost: Money,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub total_tokens: i64,
+    pub requests: i64,
+    /// ¥ per million input tokens, to 4 decimals; null without tokens.
+    #[schema(value_type = Option<String>)]
+    pub cost_per_million_input_tokens: Option<Decimal>,
+    /// ¥ per million output tokens, to 4 decimals; null without tokens.
+    #[schema(value_type = Option<String>)]
+    pub cost_per_million_output_tokens: Option<Decimal>,
+    /// ¥ per million tokens, input and output together, to 4 decimals; null without tokens (Triton counts none).
+    #[schema(value_type = Option<String>)]
+    pub cost_per_million_tokens: Option<Decimal>,
+    /// ¥ per 1,000 successful requests, to 4 decimals.
+    #[schema(value_type = Option<String>)]
+    pub cost_per_thousand_requests: Option<Decimal>,
+    /// Tokens served per GPU-hour of serving that served them, to 2 decimals.
+    #[schema(value_type = Option<String>)]
+    pub tokens_per_gpu_hour: Option<Decimal>,
+    /// Cost of serving hours without traffic, ¥ to the fen: apart, never in the unit costs.
+    pub idle_cost: Money,
+    /// GPU-hours of serving without traffic.
+    #[schema(value_type = String)]
+    pub idle_gpu_hours: Decimal,
+    /// Some hour held a GPU model without a rate: its cost is counted as 0.
+    pub unpriced: bool,
+}
+
+impl From<&UnitCostLine> for UnitCostView {
+    fn from(u: &UnitCostLine) -> Self {
+        UnitCostView {
+            model: u.model.clone(),
+            engine: u.engine.clone(),
+            serving_cost: u.serving_cost,
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            total_tokens: u.total_tokens,
+            requests: u.requests,
+            cost_per_million_input_tokens: u.cost_per_million_input_tokens,
+            cost_per_million_output_tokens: u.cost_per_million_output_tokens,
+            cost_per_million_tokens: u.cost_per_million_tokens,
+            cost_per_thousand_requests: u.cost_per_thousand_requests,
+            tokens_per_gpu_hour: u.tokens_per_gpu_hour,
+            idle_cost: u.idle_cost,
+            idle_gpu_hours: u.idle_gpu_hours,
+            unpriced: u.unpriced,
+        }
+    }
+}
+
 /// One team's statement for a month.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TeamStatementView {
@@ -278,6 +338,10 @@ pub struct TeamStatementView {
     pub summary: TeamSummary,
     pub lines: Vec<LineView>,
     pub restatements: Vec<RestatementView>,
+    /// The team's unit cost of inference of the month per model served (layout 5 on; frozen with the close).
+    /// Absent for a team without serving pods and for a month closed before layout 5.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit_cost: Option<Vec<UnitCostView>>,
 }
 
 pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
@@ -322,5 +386,7 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
                 amount_delta: r.amount_delta,
             })
             .collect(),
+        unit_cost: since(st.layout, Layout::V5, || st.unit_cost_of(team).iter().map(Into::into).collect::<Vec<_>>())
+            .filter(|rows| !rows.is_empty()),
     }
 }

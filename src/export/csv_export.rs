@@ -5,7 +5,7 @@
 use rust_decimal::Decimal;
 
 use crate::glossary::{self, Lang};
-use crate::ledger::Statement;
+use crate::ledger::{Statement, UnitCostLine};
 use crate::money::{Money, RatePerCardHour};
 
 /// Excel, LibreOffice and Google Sheets evaluate a cell starting with one of these as a formula (CSV injection).
@@ -37,6 +37,18 @@ const HEADER: [&str; 17] = [
     "policy",
 ];
 
+/// The columns layout 5 adds where a team of the export has a unit cost of inference: the `unit_cost` rows'
+/// figures (one row per team and model served; empty on every other row).
+const UNIT_COST_HEADER: [&str; 7] = [
+    "model",
+    "engine",
+    "total_tokens",
+    "requests",
+    "cost_per_million_tokens",
+    "cost_per_thousand_requests",
+    "idle_serving_cost",
+];
+
 /// How a layout writes the CSV.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct CsvShape {
@@ -53,6 +65,12 @@ pub(super) struct CsvShape {
     /// amounts 2), a `total` row (Σ the teams' totals and card-hours of the export; a reader reconciling the
     /// capacity leaves it out like `restatement`), the `capacity_shortfall` cluster row.
     pub v4: bool,
+    /// Layout 5 on: after each team's lines and restatements, a `unit_cost` row per model it served (its unit
+    /// cost of inference of the month: tokens, requests, ¥ per million tokens and per thousand requests, idle
+    /// serving cost, in [`UNIT_COST_HEADER`]'s columns, no amount: the cost is in the usage lines already). The
+    /// columns are there only when a team of the export has such a row, so an export without serving reads as
+    /// layout 4's.
+    pub v5: bool,
     /// Layout 4 on, asked for (`?lang=`): the header and the words (status, line types, kinds, policy, yes/no,
     /// the `unassigned` team, the unknown model) in that language, from the glossary; `None`: the codes.
     pub words: Option<Lang>,
@@ -100,7 +118,8 @@ impl CsvShape {
 }
 
 /// The statement's lines (of the teams `include` accepts) as CSV bytes: usage lines, each team's unallocated
-/// share (when not zero) and restatement lines, in team order; then the cluster rows when `shape` asks for them.
+/// share (when not zero), restatement lines and (layout 5) unit-cost rows, in team order; then the cluster rows
+/// when `shape` asks for them.
 pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvShape) -> Result<Vec<u8>, csv::Error> {
     let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::CRLF).from_writer(Vec::new());
     let month = shape.month(st.month.to_string());
@@ -126,12 +145,33 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
         }
         vec![whole.map(|h| shape.hours(h)).unwrap_or_default(), unverified.map(|u| shape.flag(u)).unwrap_or_default()]
     };
+    let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| include(t)).collect();
+    // layout 5: the unit-cost columns, where a team of the export served a model
+    let unit_cols = shape.v5 && teams.iter().any(|t| !st.unit_cost_of(t).is_empty());
+    let unit = |u: Option<&UnitCostLine>| -> Vec<String> {
+        if !unit_cols {
+            return Vec::new();
+        }
+        let Some(u) = u else { return vec![String::new(); UNIT_COST_HEADER.len()] };
+        let per = |d: Option<Decimal>| d.map(|d| format!("{d:.4}")).unwrap_or_default();
+        vec![
+            neutralise(&shape.model(&u.model)),
+            neutralise(&shape.words.map_or_else(|| u.engine.clone(), |l| crate::export::present::engine(l, &u.engine))),
+            u.total_tokens.to_string(),
+            u.requests.to_string(),
+            per(u.cost_per_million_tokens),
+            per(u.cost_per_thousand_requests),
+            shape.money(u.idle_cost),
+        ]
+    };
     let mut header: Vec<&str> = HEADER.to_vec();
     if replica_cols {
         header.extend(["whole_card_hours", "unverified_node"]);
     }
+    if unit_cols {
+        header.extend(UNIT_COST_HEADER);
+    }
     w.write_record(header.iter().map(|h| shape.header(h)))?;
-    let teams: Vec<&str> = st.team_ids().into_iter().filter(|t| include(t)).collect();
     for team in teams.iter().copied() {
         let info = st.teams.get(team);
         let stored_name = info.map_or(team, |i| i.name.as_str());
@@ -179,6 +219,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
                 ];
                 let mut r = row("usage", String::new(), &l.namespace, &l.gpu_model, &l.kind, nums, l.unpriced).to_vec();
                 r.extend(flags(l.whole_card_hours, Some(l.unverified_node)));
+                r.extend(unit(None));
                 w.write_record(r)?;
             }
             if !bill.unallocated_share.is_zero() {
@@ -186,6 +227,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
                     [String::new(), String::new(), String::new(), String::new(), shape.money(bill.unallocated_share)];
                 let mut r = row("unallocated_share", String::new(), "", "", "", nums, false).to_vec();
                 r.extend(flags(None, None));
+                r.extend(unit(None));
                 w.write_record(r)?;
             }
         }
@@ -203,6 +245,15 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             let kind = if shape.words.is_some() && r.is_unallocated_share() { "" } else { r.kind.as_str() };
             let mut r = row("restatement", original, ns, &r.gpu_model, kind, nums, false).to_vec();
             r.extend(flags(None, None));
+            r.extend(unit(None));
+            w.write_record(r)?;
+        }
+        // layout 5: the team's unit cost of inference per model, beside its lines (no amount: not summed)
+        for u in st.unit_cost_of(team) {
+            let nums = [String::new(), String::new(), String::new(), String::new(), String::new()];
+            let mut r = row("unit_cost", String::new(), "", "", "", nums, u.unpriced).to_vec();
+            r.extend(flags(None, None));
+            r.extend(unit(Some(u)));
             w.write_record(r)?;
         }
     }
@@ -233,6 +284,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
         let mut write = |r: [String; 17]| {
             let mut r = r.to_vec();
             r.extend(flags(None, None));
+            r.extend(unit(None));
             w.write_record(r)
         };
         for c in &b.capacity {
@@ -279,6 +331,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             policy.clone(),
         ];
         r.extend(flags(None, None));
+        r.extend(unit(None));
         w.write_record(r)?;
     }
     let mut out = "\u{feff}".as_bytes().to_vec();

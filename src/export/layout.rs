@@ -23,6 +23,12 @@
 //!   per column kind, ends with a `total` row and takes `lang` (header and words in it; codes without); the
 //!   workbook is in `lang` (one header row, words for codes, times in the zone) with a total row. Layout 3
 //!   months keep their bytes (`tests/fixtures/layout3/`).
+//! - Layout 5: each team's unit cost of inference of the month per model (SPEC §9), frozen with the close
+//!   ([`crate::ledger::frozen::UnitCostLine`]), printed beside the team's lines: the team statement's JSON
+//!   (`unit_cost`), the CSV (`unit_cost` rows and their columns, where a team of the export served), each team's
+//!   sheet of the workbook and its page of the PDF and the portal (a table: model, engine, tokens, ¥ per million
+//!   tokens, ¥ per thousand requests, idle serving cost). Nothing is printed for a team without serving pods, so
+//!   a month without any prints as layout 4 did. Layout 4 months keep their bytes (`tests/fixtures/layout4/`).
 
 use super::csv_export::{self, CsvShape};
 use super::{FontChain, FrozenExtras, Lang, PdfError, ScopedExtras, StatementExtras};
@@ -41,9 +47,12 @@ pub fn bill_csv(
     words: Option<Lang>,
 ) -> Result<Vec<u8>, csv::Error> {
     let shape = match st.layout {
-        Layout::V1 => CsvShape { months_as_text: false, cluster_rows: false, v4: false, words: None },
-        Layout::V2 | Layout::V3 => CsvShape { months_as_text: true, cluster_rows: every_team, v4: false, words: None },
-        Layout::V4 => CsvShape { months_as_text: true, cluster_rows: every_team, v4: true, words },
+        Layout::V1 => CsvShape { months_as_text: false, cluster_rows: false, v4: false, v5: false, words: None },
+        Layout::V2 | Layout::V3 => {
+            CsvShape { months_as_text: true, cluster_rows: every_team, v4: false, v5: false, words: None }
+        }
+        Layout::V4 => CsvShape { months_as_text: true, cluster_rows: every_team, v4: true, v5: false, words },
+        Layout::V5 => CsvShape { months_as_text: true, cluster_rows: every_team, v4: true, v5: true, words },
     };
     csv_export::write(st, include, shape)
 }
@@ -53,7 +62,7 @@ pub fn bill_csv(
 /// frozen snapshot). Its replica billing cells appear only where the statement carries replica settings or
 /// unverified lines (as the CSV's columns), so a month closed before replica billing keeps its bytes. `every_team` as for [`bill_csv`]: the summary then carries the capacity and reconciles to it.
 /// From layout 4 on the workbook is in `lang`, its times in `tz` (the zone the close froze, or the billing time
-/// zone for an open month).
+/// zone for an open month); from layout 5 on a team's sheet also has its unit cost of inference per model.
 pub fn bill_xlsx(
     st: &Statement,
     include: impl Fn(&str) -> bool,
@@ -63,14 +72,14 @@ pub fn bill_xlsx(
 ) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
     let style = match st.layout {
         Layout::V1 | Layout::V2 | Layout::V3 => super::xlsx::Style::V3,
-        Layout::V4 => super::xlsx::Style::V4 { lang, tz },
+        Layout::V4 | Layout::V5 => super::xlsx::Style::V4 { lang, tz },
     };
     super::xlsx::write(st, include, every_team, style)
 }
 
 /// The statement as PDF, written by its layout. Layouts 1 and 2 print the same pages (in English; `lang` is not
 /// theirs); layout 2's difference is where `extras` come from ([`pdf_extras`]). Layout 3 prints the statement
-/// view ([`super::view`]) in `lang`.
+/// view ([`super::view`]) in `lang` (layout 4 its words and times, layout 5 the unit cost beside the lines).
 pub fn statement_pdf(
     st: &Statement,
     include: impl Fn(&str) -> bool,
@@ -80,7 +89,7 @@ pub fn statement_pdf(
 ) -> Result<Vec<u8>, PdfError> {
     match st.layout {
         Layout::V1 | Layout::V2 => super::pdf::statement_pdf(st, include, fonts, extras),
-        Layout::V3 | Layout::V4 => {
+        Layout::V3 | Layout::V4 | Layout::V5 => {
             super::view_pdf::view_pdf(&super::view::statement_view(st, include, extras, lang), fonts)
         }
     }
@@ -100,11 +109,14 @@ mod tests {
     fn layouts_are_stored_as_numbers_and_unknown_ones_refused() {
         assert_eq!(serde_json::to_string(&Layout::V2).unwrap(), "2");
         assert_eq!(serde_json::from_str::<Layout>("1").unwrap(), Layout::V1);
-        let err = serde_json::from_str::<Layout>("5").unwrap_err().to_string();
-        assert!(err.contains("layout 5 is not known"), "{err}");
+        let err = serde_json::from_str::<Layout>("6").unwrap_err().to_string();
+        assert!(err.contains("layout 6 is not known"), "{err}");
         assert!(Layout::V1 < Layout::V2 && Layout::V2 < Layout::V3 && Layout::V3 < Layout::V4);
-        assert_eq!(Layout::CURRENT, Layout::V4);
+        assert!(Layout::V4 < Layout::V5);
+        assert_eq!(Layout::CURRENT, Layout::V5);
         assert_eq!(serde_json::from_str::<Layout>("4").unwrap(), Layout::V4);
+        assert_eq!(serde_json::from_str::<Layout>("5").unwrap(), Layout::V5);
+        assert_eq!(serde_json::to_string(&Layout::V5).unwrap(), "5");
         assert_eq!(since(Layout::V1, Layout::V2, || 5), None);
         assert_eq!(since(Layout::V2, Layout::V2, || 5), Some(5));
     }

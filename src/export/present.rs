@@ -51,6 +51,23 @@ pub fn rate(r: Option<RatePerCardHour>, lang: Lang) -> String {
     r.map_or_else(|| lang.pick("未定价", "unpriced").to_string(), |r| group(r.as_decimal(), 4, "¥"))
 }
 
+/// A unit cost of inference (¥ per million tokens, per thousand requests): `¥13.3333`, 4 decimals as the report
+/// rounds it; none (no tokens, no requests) as `–`.
+pub fn unit_yuan(d: Option<Decimal>) -> String {
+    d.map_or_else(|| "–".to_string(), |d| group(d, 4, "¥"))
+}
+
+/// A serving engine by its name (`vllm` → vLLM, `sglang` → SGLang), from the glossary; an unknown code as stored.
+pub fn engine(lang: Lang, code: &str) -> String {
+    crate::glossary::lookup(&format!("engine.{code}"))
+        .map_or_else(|| code.to_string(), |(zh, en)| lang.pick(zh, en).to_string())
+}
+
+/// A whole count (tokens, requests) with thousands grouped: `3,000,000`.
+pub fn count(n: i64) -> String {
+    group(Decimal::from(n), 0, "")
+}
+
 /// A ratio (0–1) as a percentage with one decimal: `61.3 %`; none as `–`.
 pub fn percent(r: Option<f64>) -> String {
     match r.and_then(Decimal::from_f64_retain) {

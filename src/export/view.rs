@@ -6,6 +6,9 @@
 //! glossary's terms ([`crate::glossary`]: 追溯调整, 未分配成本, policies without their English codes); close blockers
 //! in the reader's language; a team named once; sums on the teams table's total row. A layout-3 month keeps its
 //! words and UTC times for good (`tests/fixtures/layout3/`).
+//!
+//! Layout 5 adds, beside a team's lines, its unit cost of inference per model ([`Statement::unit_cost_of`]: empty,
+//! so nothing printed, before layout 5 and for a team without serving pods).
 
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
@@ -14,7 +17,7 @@ use super::StatementExtras;
 use super::present::{self, Lang, card_hours, card_hours_f64, change, percent, rate, yuan};
 use crate::billing::TeamBill;
 use crate::glossary;
-use crate::ledger::frozen::{Coverage, IdleLine, UtilizationFigures};
+use crate::ledger::frozen::{Coverage, IdleLine, UnitCostLine, UtilizationFigures};
 use crate::ledger::{Layout, MonthStatus, Statement};
 use crate::money::{Money, RatePerCardHour};
 
@@ -717,6 +720,21 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
         });
     }
 
+    // layout 5: the team's unit cost of inference per model, beside its lines
+    if let Some(t) = unit_cost_table(st.unit_cost_of(team), style) {
+        blocks.push(Block::Table(t));
+        if st.unit_cost_of(team).iter().any(|u| u.unpriced) {
+            blocks.push(Block::Note {
+                text: l(
+                    "⚠ 部分推理小时所用的 GPU 型号没有单价，其成本按 0 计入上表。",
+                    "⚠ Some serving hours ran on a GPU model without a rate: their cost counts as 0 above.",
+                )
+                .into(),
+                warning: true,
+            });
+        }
+    }
+
     let mut totals = Vec::new();
     if let Some(b) = bill {
         totals.push(vec![l("卡时", "Card-hours").to_string(), card_hours(b.card_hours)]);
@@ -773,6 +791,44 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
     let head =
         if style.v4 { glossary::team_label(lang, team, team_name(st, team)) } else { format!("{name} ({team})") };
     Section { running_head: format!("{head} — {} ({})", st.month, l("续", "continued")), blocks }
+}
+
+/// The team's unit cost of inference per model (layout 5 on): tokens and requests served, ¥ per million tokens and
+/// per thousand requests (ratios of sums, 4 decimals; `–` where an engine counts none), and the cost of serving
+/// hours without traffic, apart. `None` for a team without serving pods: nothing is printed for it.
+fn unit_cost_table(lines: &[UnitCostLine], style: Style) -> Option<Table> {
+    if lines.is_empty() {
+        return None;
+    }
+    let g = |key: &str| glossary::term(style.lang, key);
+    let rows = lines
+        .iter()
+        .map(|u| {
+            vec![
+                style.model(&u.model),
+                present::engine(style.lang, &u.engine),
+                present::count(u.total_tokens),
+                present::count(u.requests),
+                present::unit_yuan(u.cost_per_million_tokens),
+                present::unit_yuan(u.cost_per_thousand_requests),
+                yuan(u.idle_cost),
+            ]
+        })
+        .collect();
+    Some(Table {
+        heading: Some(g("statement.unit_cost")),
+        columns: vec![
+            col(&g("term.model"), 170.0, false),
+            col(&g("term.engine"), 70.0, false),
+            col(&g("term.total_tokens"), 100.0, true),
+            col(&g("term.requests"), 85.0, true),
+            col(&g("term.cost_per_million_tokens"), 125.0, true),
+            col(&g("term.cost_per_thousand_requests"), 112.0, true),
+            col(&g("term.idle_serving_cost"), 100.0, true),
+        ],
+        rows,
+        total: None,
+    })
 }
 
 /// The team's idle pods: the money actually spent idle (a fact), and, labelled as such, what the pods still running

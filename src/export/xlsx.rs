@@ -14,7 +14,8 @@
 //! words (the field names in a hidden row below it, for programs that read the workbook), codes as words
 //! (`showback` 展示成本, `kept_by_platform` 平台承担, `hami` HAMi 虚拟卡, `usage` 用量, yes/no 是/否), the time zone
 //! and a closed month's closing time in it, a total row under the teams table, and the capacity shortfall in the
-//! reconciliation. A layout-1 to -3 month keeps its bytes ([`Style::V3`]).
+//! reconciliation. A layout-1 to -3 month keeps its bytes ([`Style::V3`]). From layout 5 on a team's sheet has,
+//! below its lines, its unit cost of inference per model ([`UNIT_COST_HEADER`]) when it served any.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
@@ -93,6 +94,18 @@ pub const LINE_HEADER: [(&str, &str); 12] = [
 pub const REPLICA_HEADER: [(&str, &str); 2] =
     [("整卡计费副本卡时", "whole_card_hours"), ("未核实节点", "unverified_node")];
 
+/// The unit-cost table a team sheet has below its lines (layout 5 on, for a team that served models), from its
+/// second column.
+pub const UNIT_COST_HEADER: [(&str, &str); 7] = [
+    ("模型", "model"),
+    ("推理引擎", "engine"),
+    ("词元总数", "total_tokens"),
+    ("请求数", "requests"),
+    ("每百万词元成本（元）", "cost_per_million_tokens"),
+    ("每千次请求成本（元）", "cost_per_thousand_requests"),
+    ("空闲推理成本（元）", "idle_serving_cost"),
+];
+
 /// The team table of the summary sheet.
 pub const TEAM_HEADER: [(&str, &str); 9] = [
     ("团队", "team"),
@@ -124,6 +137,8 @@ struct Formats {
     rate: Format,
     month: Format,
     bold_money: Format,
+    /// Whole counts (tokens, requests): `#,##0`.
+    count: Format,
 }
 
 impl Formats {
@@ -135,6 +150,7 @@ impl Formats {
             rate: Format::new().set_num_format("#,##0.0000"),
             month: Format::new().set_num_format("yyyy-mm"),
             bold_money: Format::new().set_bold().set_num_format("#,##0.00"),
+            count: Format::new().set_num_format("#,##0"),
         }
     }
 }
@@ -464,9 +480,47 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
     let total = style.lang().map_or_else(|| "合计 total".to_string(), |l| glossary::term(l, "term.total"));
     ws.write_string_with_format(row, 1, total, &f.header)?;
     money(ws, row, 10, st.team_total(team), &f.bold_money)?;
+    unit_cost_table(ws, row + 2, st, team, f, style)?;
     ws.set_column_width(1, 18)?;
     ws.set_column_width(3, 20)?;
     ws.set_column_width(4, 24)?;
+    Ok(())
+}
+
+/// Layout 5: the team's unit cost of inference per model from row `row` (its title, header and one row per
+/// model, from the second column: ¥ per million tokens and per thousand requests with 4 decimals, an empty cell
+/// where there is none); nothing for a team without serving pods.
+fn unit_cost_table(
+    ws: &mut Worksheet,
+    mut row: u32,
+    st: &Statement,
+    team: &str,
+    f: &Formats,
+    style: Style,
+) -> Result<(), XlsxError> {
+    let lines = st.unit_cost_of(team);
+    let Some(lang) = style.lang().filter(|_| !lines.is_empty()) else { return Ok(()) };
+    ws.write_string_with_format(row, 1, glossary::term(lang, "statement.unit_cost"), &f.header)?;
+    row += 1;
+    for (c, (_, field)) in UNIT_COST_HEADER.iter().enumerate() {
+        ws.write_string_with_format(row, 1 + c as u16, glossary::term(lang, &format!("term.{field}")), &f.header)?;
+        ws.write_string(row + 1, 1 + c as u16, *field)?;
+    }
+    ws.set_row_hidden(row + 1)?;
+    row += 2;
+    for u in lines {
+        ws.write_string(row, 1, style.model(&u.model))?;
+        ws.write_string(row, 2, crate::export::present::engine(lang, &u.engine))?;
+        ws.write_with_format(row, 3, u.total_tokens as f64, &f.count)?;
+        ws.write_with_format(row, 4, u.requests as f64, &f.count)?;
+        for (col, d) in [(5, u.cost_per_million_tokens), (6, u.cost_per_thousand_requests)] {
+            if let Some(d) = d {
+                ws.write_with_format(row, col, d, &f.rate)?;
+            }
+        }
+        money(ws, row, 7, u.idle_cost, &f.money)?;
+        row += 1;
+    }
     Ok(())
 }
 

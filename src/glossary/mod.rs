@@ -197,6 +197,11 @@ pub const ZH_ALLOWED_WORDS: &[&str] = &[
     "kube-state-metrics",
     "Prometheus",
     "MiB",
+    // the serving engines' product names (SPEC §9)
+    "vLLM",
+    "SGLang",
+    "TGI",
+    "Triton",
 ];
 
 /// The ASCII words of `text` (runs of letters, with the digits, `-`, `_`, `.`, `/` and `:` inside them) that are

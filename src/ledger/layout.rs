@@ -12,11 +12,14 @@ pub enum Layout {
     /// Times in the billing time zone (named), one glossary for every word, blockers in the reader's language,
     /// a team named once, total rows, one number format per CSV column kind (see `docs/frozen.md`).
     V4,
+    /// Each team's unit cost of inference of the month per model beside its lines (SPEC §9, issue 36), frozen
+    /// with the close.
+    V5,
 }
 
 impl Layout {
     /// The layout of new closes and of open months.
-    pub const CURRENT: Layout = Layout::V4;
+    pub const CURRENT: Layout = Layout::V5;
 
     pub fn number(self) -> u32 {
         match self {
@@ -24,6 +27,7 @@ impl Layout {
             Layout::V2 => 2,
             Layout::V3 => 3,
             Layout::V4 => 4,
+            Layout::V5 => 5,
         }
     }
 
@@ -33,6 +37,7 @@ impl Layout {
             2 => Some(Layout::V2),
             3 => Some(Layout::V3),
             4 => Some(Layout::V4),
+            5 => Some(Layout::V5),
             _ => None,
         }
     }

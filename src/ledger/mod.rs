@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::billing::{BillPolicy, Month, MonthBills, PolicyChoice, RestatementLine};
 use crate::db;
 use crate::money::Money;
-pub use frozen::FrozenExtras;
+pub use frozen::{FrozenExtras, TeamUnitCosts, UnitCostLine};
 pub use layout::Layout;
 use readiness::{Blocker, Readiness};
 
@@ -98,6 +98,11 @@ pub struct Statement {
     /// for a month closed under layout 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frozen: Option<FrozenExtras>,
+    /// Layout 5 on: each team's unit cost of inference of the month per model, printed beside its lines — a
+    /// closed month's as its close froze it (`frozen.unit_cost`), an open month's computed with the statement
+    /// (`crate::usecase::statements`); `None` before layout 5 and where nobody computed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit_cost: Option<TeamUnitCosts>,
 }
 
 fn layout_v1() -> Layout {
@@ -147,6 +152,15 @@ impl Statement {
     /// Σ of the team's restatements of earlier closed months shown on this statement.
     pub fn team_restated(&self, team: &str) -> Money {
         self.restatements_of(team).map(|r| r.amount_delta).sum()
+    }
+
+    /// The team's unit cost of inference per model on this statement: layout 5 on, empty for a team without
+    /// serving pods (nothing is printed for it) and for a month of an earlier layout.
+    pub fn unit_cost_of(&self, team: &str) -> &[UnitCostLine] {
+        match &self.unit_cost {
+            Some(teams) if self.layout >= Layout::V5 => teams.get(team).map_or(&[], Vec::as_slice),
+            _ => &[],
+        }
     }
 
     /// What the team owes on this statement: its bill plus its restatements.
@@ -201,6 +215,7 @@ pub fn from_closed(month: Month, c: &db::bills::ClosedMonth) -> Result<Statement
         content_hash: Some(c.content_hash.clone()),
         close_override: s.close_override,
         layout: s.layout.unwrap_or(Layout::V1),
+        unit_cost: s.extras.as_ref().and_then(|e| e.unit_cost.clone()),
         frozen: s.extras,
     })
 }

@@ -11,7 +11,7 @@ use std::io::{self, Write};
 
 use super::layout::{Exporter, NAMESPACES, NodeType};
 use super::model::{Cluster, Emitter, EmitterKind, Grid, Holder, Kind, Node, Pod};
-use super::om::OmWriter;
+use super::om::{ksm_samples, OmWriter;
 use super::serving::{Server, write_families};
 use super::values::{
     DCGM_METRICS, Metric, exclusive_value, hami_percent, per_pod_fb, per_pod_percent, published, shared_value,
@@ -53,21 +53,6 @@ pub fn write_metrics<W: Write>(c: &Cluster, grid: &Grid, servers: &[Server], out
 /// A KSM series' value at every grid point kube-state-metrics was scraped at.
 fn every_grid_point<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid, v: i64) -> io::Result<()> {
     ksm_samples(w, c, grid, 0, grid.len, v)
-}
-
-/// A KSM series' value at the grid points `[ka, kb)` kube-state-metrics was scraped at.
-pub(super) fn ksm_samples<W: Write>(
-    w: &mut OmWriter<W>,
-    c: &Cluster,
-    grid: &Grid,
-    ka: u64,
-    kb: u64,
-    v: i64,
-) -> io::Result<()> {
-    for k in (ka..kb).filter(|k| c.ksm_up(*k)) {
-        w.sample_int(v, grid.at(k))?;
-    }
-    Ok(())
 }
 
 fn namespace_labels<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid) -> io::Result<()> {

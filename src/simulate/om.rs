@@ -7,6 +7,8 @@
 
 use std::io::{self, Write};
 
+use super::model::{Cluster, Grid};
+
 /// Writes families, series and samples; counts series and sample lines.
 pub struct OmWriter<W: Write> {
     out: W,
@@ -195,4 +197,19 @@ mod tests {
         let out = String::from_utf8(w.finish().unwrap()).unwrap();
         assert_eq!(out, "# TYPE m gauge\nm{a=\"x\\\"y\",b=\"z\"} 1 1.000\nm{a=\"q\"} 0.5 2.500\n# EOF\n");
     }
+}
+
+/// A KSM series' value at the grid points `[ka, kb)` kube-state-metrics was scraped at.
+pub(super) fn ksm_samples<W: Write>(
+    w: &mut OmWriter<W>,
+    c: &Cluster,
+    grid: &Grid,
+    ka: u64,
+    kb: u64,
+    v: i64,
+) -> io::Result<()> {
+    for k in (ka..kb).filter(|k| c.ksm_up(*k)) {
+        w.sample_int(v, grid.at(k))?;
+    }
+    Ok(())
 }

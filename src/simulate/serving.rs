@@ -27,12 +27,12 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use super::clock::HOUR_MS;
-use super::emit::ksm_samples;
+use serde::{Deserialize, Serialize};
+
+use super::clock::{HOUR_MS, rfc3339};
 use super::layout::{NAMESPACES, team_of};
 use super::model::{Cluster, Grid};
-use super::om::OmWriter;
-use super::truth::{ServingPodRow, ServingRow, rfc3339};
+use super::om::{OmWriter, ksm_samples};
 use super::workload::{Class, base_util, hash2, hash3, mix64, unit};
 
 const MIN_MS: i64 = 60_000;
@@ -773,6 +773,57 @@ fn pod_row(c: &Cluster, grid: &Grid, s: &Server, total: Tally, idle_hours: Vec<S
         output_tokens: tokens(total.output),
         requests: total.requests,
     }
+}
+
+/// One hour of one model served by one pod name (its restarts together), as SPEC §9 stores it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServingRow {
+    pub hour: String,
+    pub namespace: String,
+    pub pod: String,
+    pub team: String,
+    pub model: String,
+    /// `vllm`, `sglang`, `tgi` or `triton`.
+    pub engine: String,
+    /// Null for Triton (no token counters).
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub requests: i64,
+}
+
+/// One serving pod name and what its counters exercise.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServingPodRow {
+    pub namespace: String,
+    pub pod: String,
+    pub team: String,
+    pub engine: String,
+    /// The models it serves (the first is its `kube_pod_labels{label_model}`).
+    pub models: Vec<String>,
+    /// vLLM's data-parallel engines (`engine` label values `0`..); 1 elsewhere.
+    pub dp_engines: u32,
+    /// `plain` (`namespace`, `pod`, `container`) or `exported` (`exported_*`, beside the scraper's own labels).
+    pub workload_labels: String,
+    pub instance: String,
+    /// The families it writes that count.
+    pub metrics: Vec<String>,
+    /// The families it writes that cardhour does not know (never counted).
+    pub unknown_metrics: Vec<String>,
+    /// Its pod objects with samples, in time order.
+    pub uids: Vec<String>,
+    pub cases: Vec<String>,
+    /// Samples where the process restarted (the counter's value drops to the increments since).
+    pub counter_resets: Vec<String>,
+    /// The first sample of a pod scraped only from some hours after it started Running.
+    pub scrape_from: Option<String>,
+    /// Samples that count nothing (baselines).
+    pub baseline_samples: Vec<String>,
+    /// Hours with counted samples and no traffic.
+    pub idle_hours: Vec<String>,
+    /// Totals over the window; tokens null for Triton.
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub requests: i64,
 }
 
 #[cfg(test)]

@@ -28,10 +28,10 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::clock::HOUR_MS;
+use super::clock::{HOUR_MS, rfc3339};
 use super::layout::{Exporter, NAMESPACES, NodeType, TEAMS, team_of};
 use super::model::{Cluster, Grid, Kind};
-use super::serving::Server;
+use super::serving::{Server, ServingPodRow, ServingRow};
 use super::values::{Metric, best_metric, exclusive_value, hami_percent, per_pod_fb, per_pod_percent, shared_value};
 
 /// GPU-hours, effective GPU-hours and unmetered GPU-hours; with kube-state-metrics outages also the GPU-hours
@@ -266,56 +266,7 @@ pub struct Truth {
     pub serving_pods: Vec<ServingPodRow>,
 }
 
-/// One hour of one model served by one pod name (its restarts together), as SPEC §9 stores it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ServingRow {
-    pub hour: String,
-    pub namespace: String,
-    pub pod: String,
-    pub team: String,
-    pub model: String,
-    /// `vllm`, `sglang`, `tgi` or `triton`.
-    pub engine: String,
-    /// Null for Triton (no token counters).
-    pub input_tokens: Option<i64>,
-    pub output_tokens: Option<i64>,
-    pub requests: i64,
-}
 
-/// One serving pod name and what its counters exercise.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ServingPodRow {
-    pub namespace: String,
-    pub pod: String,
-    pub team: String,
-    pub engine: String,
-    /// The models it serves (the first is its `kube_pod_labels{label_model}`).
-    pub models: Vec<String>,
-    /// vLLM's data-parallel engines (`engine` label values `0`..); 1 elsewhere.
-    pub dp_engines: u32,
-    /// `plain` (`namespace`, `pod`, `container`) or `exported` (`exported_*`, beside the scraper's own labels).
-    pub workload_labels: String,
-    pub instance: String,
-    /// The families it writes that count.
-    pub metrics: Vec<String>,
-    /// The families it writes that cardhour does not know (never counted).
-    pub unknown_metrics: Vec<String>,
-    /// Its pod objects with samples, in time order.
-    pub uids: Vec<String>,
-    pub cases: Vec<String>,
-    /// Samples where the process restarted (the counter's value drops to the increments since).
-    pub counter_resets: Vec<String>,
-    /// The first sample of a pod scraped only from some hours after it started Running.
-    pub scrape_from: Option<String>,
-    /// Samples that count nothing (baselines).
-    pub baseline_samples: Vec<String>,
-    /// Hours with counted samples and no traffic.
-    pub idle_hours: Vec<String>,
-    /// Totals over the window; tokens null for Triton.
-    pub input_tokens: Option<i64>,
-    pub output_tokens: Option<i64>,
-    pub requests: i64,
-}
 
 /// Accumulated seconds.
 #[derive(Clone, Copy, Debug, Default)]
@@ -462,9 +413,6 @@ fn memory_per_unit(c: &Cluster, pod: &super::model::Pod) -> f64 {
     }
 }
 
-pub(super) fn rfc3339(ms: i64) -> String {
-    DateTime::<Utc>::from_timestamp_millis(ms).map(|d| d.to_rfc3339_opts(SecondsFormat::Secs, true)).unwrap_or_default()
-}
 
 /// Per pod name: accumulated figures and facts.
 struct PodAcc {

@@ -1,5 +1,6 @@
 //! What a month's PDF statement prints besides the bills — the idle pods of its last week, the month's
-//! utilization, the data coverage, the budgets and the previous month — computed now, or as its close froze them.
+//! utilization, the data coverage, the budgets and the previous month, and (frozen from layout 5 on) each team's
+//! unit cost of inference per model — computed now, or as its close froze them.
 
 use std::collections::BTreeMap;
 
@@ -105,6 +106,11 @@ pub async fn month_extras(s: &Services, month: Month) -> Result<FrozenExtras, Er
         budgets: if v3 { Some(month_budgets(s, month, &all).await?) } else { None },
         previous: if v3 { previous_month(s, month, &all).await? } else { None },
         time_zone: (Layout::CURRENT >= Layout::V4).then(|| s.billing_tz.name().to_string()),
+        unit_cost: if Layout::CURRENT >= Layout::V5 {
+            Some(super::statements::month_unit_costs(s, month).await?)
+        } else {
+            None
+        },
     })
 }
 

@@ -184,6 +184,9 @@ pub async fn statement(pool: &PgPool, month: Month, choice: PolicyChoice) -> Res
         close_override: None,
         layout: Layout::CURRENT,
         frozen: None,
+        // the month's unit cost of inference is the statement cache's to add (it prices serving pod-hours with the
+        // services' billing time zone: `crate::usecase::statements`)
+        unit_cost: None,
     })
 }
 

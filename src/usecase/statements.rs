@@ -10,7 +10,7 @@ use super::{Error, Services};
 use crate::access::Scope;
 use crate::billing::{Month, PolicyChoice};
 use crate::db;
-use crate::ledger::{self, Statement};
+use crate::ledger::{self, Layout, Statement, TeamUnitCosts};
 use crate::validate::TeamId;
 
 /// Statements served from memory. A closed month is read once from what was stored at close and kept under its
@@ -29,12 +29,22 @@ pub struct StatementCache {
 }
 
 impl StatementCache {
-    pub async fn statement(&self, pool: &PgPool, month: Month, choice: PolicyChoice) -> Result<Arc<Statement>, Error> {
+    /// `month`'s statement under `choice`: a closed month as frozen; an open one computed now, from layout 5 on
+    /// with each team's unit cost of inference per model ([`month_unit_costs`]), kept under the data version
+    /// (serving rows and rates move it).
+    pub async fn statement(&self, s: &Services, month: Month, choice: PolicyChoice) -> Result<Arc<Statement>, Error> {
+        let pool = &s.pool;
         let (version, closed_hash) = db::version::with_closed_hash(pool, month).await?;
         match closed_hash {
             None => Ok(self
                 .open
-                .get_or_compute_at(version, (month, choice), async || ledger_statement(pool, month, choice).await)
+                .get_or_compute_at(version, (month, choice), async || -> Result<Statement, Error> {
+                    let mut st = ledger_statement(pool, month, choice).await?;
+                    if st.layout >= Layout::V5 {
+                        st.unit_cost = Some(month_unit_costs(s, month).await?);
+                    }
+                    Ok(st)
+                })
                 .await?),
             // The snapshot is verified against its stored hash when it is read (an altered one is an error, never
             // cached); should the stored hash change, the key changes and the month is read again.
@@ -68,7 +78,16 @@ impl StatementCache {
 
 /// The statement of `month` under `choice` (a closed month: only under its frozen policy), from memory.
 pub async fn statement(s: &Services, month: Month, choice: PolicyChoice) -> Result<Arc<Statement>, Error> {
-    s.statements.statement(&s.pool, month, choice).await
+    s.statements.statement(s, month, choice).await
+}
+
+/// Each team's unit cost of inference of `month` per model (SPEC §9), from the serving pod-hours stored now and
+/// the rates: the unit-cost report grouped by model over the month's billing days, each team's pods apart (what
+/// `GET /reports/unit-cost?group_by=model` gives that team's lead). What an open month's statement shows and what
+/// a close freezes (layout 5 on).
+pub async fn month_unit_costs(s: &Services, month: Month) -> Result<TeamUnitCosts, Error> {
+    let hours = super::unit_cost::pod_hours(s, &Scope::all(), month.first_day(), month.next().first_day()).await?;
+    Ok(crate::ledger::frozen::team_unit_costs(&hours))
 }
 
 /// A team asked for must be a known team the caller may see: else not found, naming `team` (a team lead learns
