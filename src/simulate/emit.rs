@@ -11,7 +11,7 @@ use std::io::{self, Write};
 
 use super::layout::{Exporter, NAMESPACES, NodeType};
 use super::model::{Cluster, Emitter, EmitterKind, Grid, Holder, Kind, Node, Pod};
-use super::om::{ksm_samples, OmWriter;
+use super::om::{OmWriter, ksm_samples};
 use super::serving::{Server, write_families};
 use super::values::{
     DCGM_METRICS, Metric, exclusive_value, hami_percent, per_pod_fb, per_pod_percent, published, shared_value,

@@ -153,6 +153,21 @@ pub fn push_f64(buf: &mut Vec<u8>, v: f64) {
     }
 }
 
+/// A KSM series' value at the grid points `[ka, kb)` kube-state-metrics was scraped at.
+pub(super) fn ksm_samples<W: Write>(
+    w: &mut OmWriter<W>,
+    c: &Cluster,
+    grid: &Grid,
+    ka: u64,
+    kb: u64,
+    v: i64,
+) -> io::Result<()> {
+    for k in (ka..kb).filter(|k| c.ksm_up(*k)) {
+        w.sample_int(v, grid.at(k))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,19 +212,4 @@ mod tests {
         let out = String::from_utf8(w.finish().unwrap()).unwrap();
         assert_eq!(out, "# TYPE m gauge\nm{a=\"x\\\"y\",b=\"z\"} 1 1.000\nm{a=\"q\"} 0.5 2.500\n# EOF\n");
     }
-}
-
-/// A KSM series' value at the grid points `[ka, kb)` kube-state-metrics was scraped at.
-pub(super) fn ksm_samples<W: Write>(
-    w: &mut OmWriter<W>,
-    c: &Cluster,
-    grid: &Grid,
-    ka: u64,
-    kb: u64,
-    v: i64,
-) -> io::Result<()> {
-    for k in (ka..kb).filter(|k| c.ksm_up(*k)) {
-        w.sample_int(v, grid.at(k))?;
-    }
-    Ok(())
 }

@@ -25,7 +25,6 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::clock::{HOUR_MS, rfc3339};
@@ -266,8 +265,6 @@ pub struct Truth {
     pub serving_pods: Vec<ServingPodRow>,
 }
 
-
-
 /// Accumulated seconds.
 #[derive(Clone, Copy, Debug, Default)]
 struct Acc {
@@ -412,7 +409,6 @@ fn memory_per_unit(c: &Cluster, pod: &super::model::Pod) -> f64 {
         Kind::Hami => f64::from(pod.gpumem_mib) / f64::from(ty.card_mem_mib()),
     }
 }
-
 
 /// Per pod name: accumulated figures and facts.
 struct PodAcc {
