@@ -713,10 +713,20 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     let mut csv_lines: BTreeMap<Line, (Decimal, Decimal)> = BTreeMap::new();
     let mut restated: BTreeMap<Line, Decimal> = BTreeMap::new();
     // layout 4: the total row is Σ the team rows (usage, unallocated shares, restatements), and it comes last
-    let (mut carried, mut total_row) = (Decimal::ZERO, None);
+    let (mut carried, mut total_row, mut unit_cost_rows) = (Decimal::ZERO, None, 0);
     for rec in reader.deserialize::<BTreeMap<String, String>>() {
         let r = rec.unwrap();
         assert!(total_row.is_none(), "the total row is the last: {r:?}");
+        // layout 5: a team's unit cost of inference per model has no amount (its cost is in the usage lines)
+        if r["line_type"] == "unit_cost" {
+            assert!(!r["team"].is_empty() && r["amount"].is_empty() && !r["model"].is_empty(), "{r:?}");
+            assert!(
+                r["total_tokens"].parse::<Decimal>().unwrap() > Decimal::ZERO || !r["requests"].is_empty(),
+                "{r:?}"
+            );
+            unit_cost_rows += 1;
+            continue;
+        }
         if !r["team"].is_empty() {
             carried += r["amount"].parse::<Decimal>().unwrap();
         }
@@ -745,6 +755,7 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
         }
     }
     assert_eq!(total_row, Some(carried), "the total row sums what the teams carry");
+    assert!(unit_cost_rows > 0, "the simulated serving pods give teams a unit cost of inference");
     assert_eq!(csv_lines, statement_lines(&api, "2026-10").await, "CSV usage lines = the statement's lines");
     restated.retain(|k, v| !(v.is_zero() && k.4.is_none()));
     assert_eq!(restated, want, "CSV restatement lines");
@@ -762,10 +773,25 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
         .text()
         .await
         .unwrap();
+    // layout 5's unit-cost columns are in an export only where one of its teams served: compared without them
+    // where they are empty
+    const UNIT_COLUMNS: [&str; 7] = [
+        "model",
+        "engine",
+        "total_tokens",
+        "requests",
+        "cost_per_million_tokens",
+        "cost_per_thousand_requests",
+        "idle_serving_cost",
+    ];
     let csv_records = |bytes: &[u8]| -> Vec<BTreeMap<String, String>> {
         csv::Reader::from_reader(bytes.strip_prefix("\u{feff}".as_bytes()).unwrap())
             .deserialize()
             .map(Result::unwrap)
+            .map(|mut r: BTreeMap<String, String>| {
+                r.retain(|k, v| !(UNIT_COLUMNS.contains(&k.as_str()) && v.is_empty()));
+                r
+            })
             .collect()
     };
     let vision_rows: Vec<_> = csv_records(&csv_bytes).into_iter().filter(|r| r["team"] == "vision").collect();
@@ -773,7 +799,11 @@ async fn month_bills_match_the_truth_and_closed_months_are_immutable() {
     let mut lead_rows = csv_records(lead_csv.as_bytes());
     // then its total row (layout 4): what its own team carries
     let total = lead_rows.pop().unwrap();
-    let vision_total: Decimal = vision_rows.iter().map(|r| r["amount"].parse::<Decimal>().unwrap()).sum();
+    let vision_total: Decimal = vision_rows
+        .iter()
+        .filter(|r| r["line_type"] != "unit_cost")
+        .map(|r| r["amount"].parse::<Decimal>().unwrap())
+        .sum();
     assert_eq!((total["line_type"].as_str(), total["amount"].parse::<Decimal>().unwrap()), ("total", vision_total));
     assert_eq!(lead_rows, vision_rows, "a team lead's CSV holds exactly its own team's rows");
     let (status, _) = api.call(Method::GET, "/api/v1/exports/2026-10/bills.csv?team=nlp", Some(&api.lead), None).await;

@@ -13,7 +13,7 @@ use std::io::Cursor;
 use std::process::Command;
 
 use calamine::{Data, Reader, Xlsx};
-use cardhour::metering::{ContainerKey, HourOutput, UsageRow, UtilSource};
+use cardhour::metering::{HourOutput, UsageRow};
 use chrono::{DateTime, Duration, Utc};
 use common::api::TestApi;
 use common::{TestDb, run_cardhour, run_cardhour_ok};
@@ -28,24 +28,7 @@ const H100: &str = "NVIDIA H100 80GB HBM3";
 const SPREAD: &str = "mode=chargeback&unallocated=spread_proportionally";
 
 fn row(namespace: &str, pod: &str, team: &str, model: &str, cards: f64) -> UsageRow {
-    UsageRow {
-        key: ContainerKey { namespace: namespace.into(), pod: pod.into(), container: "main".into() },
-        resource: "nvidia_com_gpu".into(),
-        kind: "whole",
-        gpu_model: model.into(),
-        mig_profile: None,
-        node: "node-a".into(),
-        units: cards,
-        fraction: 1.0,
-        memory_share: Some(1.0),
-        gpu_seconds: cards * 3600.0,
-        effective_gpu_seconds: cards * 3600.0 * 0.5,
-        unmetered_gpu_seconds: 0.0,
-        bridged_gpu_seconds: 0.0,
-        util_source: UtilSource::SmActive,
-        peak_fb_used_mib: Some(8192.0),
-        label_team: Some(team.into()),
-    }
+    common::api::whole_cards((namespace, pod), Some(team), (model, "node-a"), cards, 0.5)
 }
 
 /// `hours` hours from `from` of `rows`, with an A100 and an H100 node of 8 cards each as capacity.

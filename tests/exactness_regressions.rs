@@ -6,54 +6,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::path::Path;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use common::om::Om;
 use common::{TestDb, TestPrometheus, rfc3339, run_cardhour_ok, sim_end};
 use serde_json::Value;
 
 const STEP: i64 = 60_000;
 const H: i64 = 3_600_000;
-
-/// OpenMetrics text built series by series: family → series (labels) → samples (ms, value).
-#[derive(Default)]
-struct Om {
-    families: BTreeMap<String, BTreeMap<String, Vec<(i64, f64)>>>,
-}
-
-impl Om {
-    fn series(&mut self, name: &str, labels: &[(&str, &str)]) -> &mut Vec<(i64, f64)> {
-        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-        self.families.entry(name.to_string()).or_default().entry(labels.join(",")).or_default()
-    }
-
-    /// `v` every scrape `STEP` (phase `phase` ms) in `[from, to)`.
-    fn every(&mut self, name: &str, labels: &[(&str, &str)], (from, to): (i64, i64), phase: i64, step: i64, v: f64) {
-        let s = self.series(name, labels);
-        let mut t = from + phase;
-        while t < to {
-            s.push((t, v));
-            t += step;
-        }
-    }
-
-    fn write(&self, path: &Path) {
-        let mut out = String::new();
-        for (name, series) in &self.families {
-            writeln!(out, "# TYPE {name} gauge").unwrap();
-            for (labels, samples) in series {
-                let mut samples = samples.clone();
-                samples.sort_by_key(|(t, _)| *t);
-                for (t, v) in samples {
-                    writeln!(out, "{name}{{{labels}}} {v} {}.{:03}", t.div_euclid(1000), t.rem_euclid(1000)).unwrap();
-                }
-            }
-        }
-        out.push_str("# EOF\n");
-        std::fs::write(path, out).unwrap();
-    }
-}
 
 /// A window of `hours` whole hours ending at least 4 h before now (never into Prometheus' head block).
 fn window(hours: i64) -> (DateTime<Utc>, i64, i64) {

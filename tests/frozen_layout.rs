@@ -24,7 +24,7 @@ use std::process::Command;
 use cardhour::billing::{Month, PolicyChoice};
 use cardhour::export::Layout;
 use cardhour::ledger::LedgerError;
-use cardhour::metering::{CapacityRow, ContainerKey, HourOutput, OfferedSource, UsageRow, UtilSource};
+use cardhour::metering::{CapacityRow, HourOutput, OfferedSource, UsageRow};
 use chrono::{DateTime, Duration, Utc};
 use common::api::TestApi;
 use common::{TestDb, run_cardhour_ok};
@@ -45,24 +45,8 @@ fn fixtures_of(layout: u32) -> PathBuf {
 
 /// A pod's hour: `cards` of `model` at `util` (0–1) holding 8 GiB.
 fn row(namespace: &str, pod: &str, team: &str, model: &str, cards: f64, util: f64) -> UsageRow {
-    UsageRow {
-        key: ContainerKey { namespace: namespace.into(), pod: pod.into(), container: "main".into() },
-        resource: "nvidia_com_gpu".into(),
-        kind: "whole",
-        gpu_model: model.into(),
-        mig_profile: None,
-        node: format!("node-{}", if model == A100 { "a" } else { "h" }),
-        units: cards,
-        fraction: 1.0,
-        memory_share: Some(1.0),
-        gpu_seconds: cards * 3600.0,
-        effective_gpu_seconds: cards * 3600.0 * util,
-        unmetered_gpu_seconds: 0.0,
-        bridged_gpu_seconds: 0.0,
-        util_source: UtilSource::SmActive,
-        peak_fb_used_mib: Some(8192.0),
-        label_team: Some(team.into()),
-    }
+    let node = if model == A100 { "node-a" } else { "node-h" };
+    common::api::whole_cards((namespace, pod), Some(team), (model, node), cards, util)
 }
 
 /// Stores `hours` hours from `from` of `rows`, with two 8-card nodes (A100, H100) as capacity, both offered.

@@ -1,6 +1,6 @@
 //! Nothing stored is lost (SPEC §6): a re-ingest from a Prometheus that no longer has the hours keeps them and
 //! says so; the worker never shrinks an hour; a forced replacement is audited and `ingest undo` puts the rows
-//! back exactly.
+//! back exactly (usage, capacity, anomalies, rollups and the serving engines' counters).
 
 mod common;
 
@@ -52,6 +52,9 @@ fn a_smaller_read_keeps_the_stored_hours_and_a_forced_one_can_be_undone() {
     let rows = scalar(&db, "SELECT count(*) FROM gpu_usage_hourly");
     let gpu_hours = db.psql("SELECT round(sum(gpu_seconds)::numeric / 3600, 3) FROM gpu_usage_hourly").unwrap();
     assert!(rows > 100, "the day has usage: {rows} rows");
+    // the simulated serving pods' counters are stored hours too: kept, replaced and put back with the rest
+    let served = scalar(&db, "SELECT count(*) FROM serving_hourly");
+    assert!(served > 10, "the day has served tokens: {served} rows");
 
     // the same samples again: every hour replaced by an equal read, no history kept
     run_cardhour_ok(ingest(&prom.url), &db.env());
@@ -133,6 +136,8 @@ fn a_smaller_read_keeps_the_stored_hours_and_a_forced_one_can_be_undone() {
         1
     );
     assert_eq!(scalar(&db, &format!("SELECT count(*) FROM replaced_usage_hourly WHERE run_id = {run}")), rows);
+    assert_eq!(scalar(&db, "SELECT count(*) FROM serving_hourly"), 0);
+    assert_eq!(scalar(&db, &format!("SELECT count(*) FROM replaced_serving_hourly WHERE run_id = {run}")), served);
 
     // undo: every row back, compared by content (usage, capacity, anomalies and the rollups)
     let out = run_cardhour_ok(["ingest".to_string(), "undo".into(), run.to_string()], &db.env());

@@ -9,13 +9,12 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::Cursor;
-use std::path::Path;
 
 use calamine::{Data, Reader, Xlsx};
 use chrono::{DateTime, TimeDelta, Utc};
 use common::api::TestApi;
+use common::om::Om;
 use common::{TestDb, TestPrometheus, rfc3339, run_cardhour_ok, sim_end};
 use reqwest::Method;
 use rust_decimal::Decimal;
@@ -27,44 +26,6 @@ const H: i64 = 3_600_000;
 const HOURS: i64 = 6;
 const RATE: Decimal = dec!(12.34);
 const MODEL: &str = "NVIDIA-A100-SXM4-80GB";
-
-/// OpenMetrics text built series by series: family → series (labels) → samples (ms, value).
-#[derive(Default)]
-struct Om {
-    families: BTreeMap<String, BTreeMap<String, Vec<(i64, f64)>>>,
-}
-
-impl Om {
-    fn series(&mut self, name: &str, labels: &[(&str, &str)]) -> &mut Vec<(i64, f64)> {
-        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-        self.families.entry(name.to_string()).or_default().entry(labels.join(",")).or_default()
-    }
-
-    fn every(&mut self, name: &str, labels: &[(&str, &str)], (from, to): (i64, i64), v: f64) {
-        let s = self.series(name, labels);
-        let mut t = from;
-        while t < to {
-            s.push((t, v));
-            t += STEP;
-        }
-    }
-
-    fn write(&self, path: &Path) {
-        let mut out = String::new();
-        for (name, series) in &self.families {
-            writeln!(out, "# TYPE {name} gauge").unwrap();
-            for (labels, samples) in series {
-                let mut samples = samples.clone();
-                samples.sort_by_key(|(t, _)| *t);
-                for (t, v) in samples {
-                    writeln!(out, "{name}{{{labels}}} {v} {}.{:03}", t.div_euclid(1000), t.rem_euclid(1000)).unwrap();
-                }
-            }
-        }
-        out.push_str("# EOF\n");
-        std::fs::write(path, out).unwrap();
-    }
-}
 
 /// What one pod-model served in one hour, by the rule, from the increments written (never from the series read).
 type Truth = BTreeMap<(i64, String, String), (Option<i64>, Option<i64>, i64)>;
@@ -89,9 +50,9 @@ impl Cluster {
             ("resource", "nvidia_com_gpu"),
             ("unit", "integer"),
         ];
-        self.om.every("kube_pod_container_resource_requests", &requests, (from, to), 1.0);
+        self.om.every_minute("kube_pod_container_resource_requests", &requests, (from, to), 1.0);
         let phase = [("namespace", ns), ("pod", pod), ("uid", uid), ("phase", "Running")];
-        self.om.every("kube_pod_status_phase", &phase, (from, to), 1.0);
+        self.om.every_minute("kube_pod_status_phase", &phase, (from, to), 1.0);
         let mut t = from;
         while t < to {
             *self.minutes.entry(((t - self.s) / H, pod.to_string())).or_default() += 1;
@@ -136,12 +97,12 @@ fn build() -> (Cluster, DateTime<Utc>) {
     let e = end.timestamp_millis();
     let mut c = Cluster { om: Om::default(), truth: Truth::new(), minutes: BTreeMap::new(), s };
     let gfd = [("node", "n1"), ("label_nvidia_com_gpu_product", MODEL), ("label_nvidia_com_gpu_count", "8")];
-    c.om.every("kube_node_labels", &gfd, (s, e), 1.0);
+    c.om.every_minute("kube_node_labels", &gfd, (s, e), 1.0);
     for name in ["kube_node_status_capacity", "kube_node_status_allocatable"] {
-        c.om.every(name, &[("node", "n1"), ("resource", "nvidia_com_gpu"), ("unit", "integer")], (s, e), 8.0);
+        c.om.every_minute(name, &[("node", "n1"), ("resource", "nvidia_com_gpu"), ("unit", "integer")], (s, e), 8.0);
     }
     for ns in ["nlp", "vision"] {
-        c.om.every("kube_namespace_labels", &[("namespace", ns), ("label_team", ns)], (s, e), 1.0);
+        c.om.every_minute("kube_namespace_labels", &[("namespace", ns), ("label_team", ns)], (s, e), 1.0);
     }
     let hour = |t: i64| (t - s) / H;
 
@@ -166,7 +127,12 @@ fn build() -> (Cluster, DateTime<Utc>) {
         }
         c.counter(name, &labels, &pts);
     }
-    c.om.every("vllm:prompt_tokens", &[("namespace", "nlp"), ("pod", "vllm-a"), ("model_name", "qwen")], (s, e), 5.0);
+    c.om.every_minute(
+        "vllm:prompt_tokens",
+        &[("namespace", "nlp"), ("pod", "vllm-a"), ("model_name", "qwen")],
+        (s, e),
+        5.0,
+    );
 
     // vllm-b (vision), scraped without honor_labels: its own labels are exported_*; two models, traffic in hours
     // 0–3, none at all in hour 4 (idle), only m1 in hour 5
@@ -196,7 +162,7 @@ fn build() -> (Cluster, DateTime<Utc>) {
     // tgi-c (nlp) starts Running at 1 h 10 min: its counters' first sample counts whole; its model from a pod label
     let c_from = s + H + 10 * STEP;
     c.pod("nlp", "tgi-c", "uid-c", (c_from, e));
-    c.om.every(
+    c.om.every_minute(
         "kube_pod_labels",
         &[("namespace", "nlp"), ("pod", "tgi-c"), ("uid", "uid-c"), ("label_model", "llama-3.1-8b")],
         (c_from, e),
@@ -413,16 +379,9 @@ async fn serving_counters_give_exact_tokens_and_unit_costs() {
     assert!(dec(&rows.iter().find(|r| r["key"] == "resnet50").unwrap()["cost_per_million_tokens"]).is_none());
 
     // CSV (codes) and workbook: the API's figures
-    let csv = api
-        .client
-        .get(format!("{}/api/v1/exports/unit-cost/unit-cost.csv?{q}", api.base))
-        .bearer_auth(&api.finance)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let csv =
+        String::from_utf8(api.download(&format!("/api/v1/exports/unit-cost/unit-cost.csv?{q}"), &api.finance).await)
+            .unwrap();
     let mut lines = csv.trim_start_matches('\u{feff}').lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
@@ -439,17 +398,8 @@ async fn serving_counters_give_exact_tokens_and_unit_costs() {
         assert_eq!(line[col("idle_serving_cost")], r["idle_cost"].as_str().unwrap());
     }
     assert_eq!(csv_rows["total"][col("total_tokens")], report["total"]["total_tokens"].to_string());
-    let xlsx = api
-        .client
-        .get(format!("{}/api/v1/exports/unit-cost/unit-cost.xlsx?{q}&lang=en", api.base))
-        .bearer_auth(&api.finance)
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    let mut wb: Xlsx<_> = calamine::open_workbook_from_rs(Cursor::new(xlsx.to_vec())).unwrap();
+    let xlsx = api.download(&format!("/api/v1/exports/unit-cost/unit-cost.xlsx?{q}&lang=en"), &api.finance).await;
+    let mut wb: Xlsx<_> = calamine::open_workbook_from_rs(Cursor::new(xlsx)).unwrap();
     let sheet = wb.worksheet_range(&wb.sheet_names()[0].clone()).unwrap();
     let cells: Vec<Vec<Data>> = sheet.rows().map(|r| r.to_vec()).collect();
     let fields =

@@ -22,7 +22,7 @@ use cardhour::billing::{BillMode, BillPolicy, CapacityLine, Month, UnallocatedPo
 use cardhour::export::view::Block;
 use cardhour::export::{FontChain, Lang, Layout, StatementExtras, statement_pdf, statement_view};
 use cardhour::ledger::{MonthStatus, Statement, TeamInfo};
-use cardhour::metering::{ContainerKey, HourOutput, UsageRow, UtilSource};
+use cardhour::metering::{HourOutput, UsageRow};
 use cardhour::money::RatePerCardHour;
 use chrono::{DateTime, Duration, Utc};
 use common::api::TestApi;
@@ -37,24 +37,8 @@ const H100: &str = "NVIDIA H100 80GB HBM3";
 const L40S: &str = "NVIDIA L40S";
 
 fn row(namespace: &str, pod: &str, team: &str, model: &str, cards: f64, util: f64) -> UsageRow {
-    UsageRow {
-        key: ContainerKey { namespace: namespace.into(), pod: pod.into(), container: "main".into() },
-        resource: "nvidia_com_gpu".into(),
-        kind: "whole",
-        gpu_model: model.into(),
-        mig_profile: None,
-        node: format!("node-{}", if model == A100 { "a" } else { "h" }),
-        units: cards,
-        fraction: 1.0,
-        memory_share: Some(1.0),
-        gpu_seconds: cards * 3600.0,
-        effective_gpu_seconds: cards * 3600.0 * util,
-        unmetered_gpu_seconds: 0.0,
-        bridged_gpu_seconds: 0.0,
-        util_source: UtilSource::SmActive,
-        peak_fb_used_mib: Some(8192.0),
-        label_team: Some(team.into()),
-    }
+    let node = if model == A100 { "node-a" } else { "node-h" };
+    common::api::whole_cards((namespace, pod), Some(team), (model, node), cards, util)
 }
 
 async fn store(pool: &PgPool, from: &str, hours: i64, rows: &[UsageRow]) {

@@ -25,9 +25,7 @@ use std::process::Command;
 
 use calamine::{Data, Reader, Xlsx};
 use cardhour::auth::{Role, new_token};
-use cardhour::metering::{
-    CapacityRow, ContainerKey, Engine, HourOutput, OfferedSource, ServingKey, ServingRow, UsageRow, UtilSource,
-};
+use cardhour::metering::{CapacityRow, Engine, HourOutput, OfferedSource, ServingKey, ServingRow, UsageRow};
 use chrono::{DateTime, Duration, Utc};
 use common::api::TestApi;
 use common::portal::{PASSWORD, TestPortal, visitor};
@@ -42,24 +40,7 @@ const MONTH: &str = "2026-10";
 const REPORT: &str = "/api/v1/reports/unit-cost?from=2026-10-01&to=2026-11-01&group_by=model";
 
 fn usage(namespace: &str, pod: &str, cards: f64) -> UsageRow {
-    UsageRow {
-        key: ContainerKey { namespace: namespace.into(), pod: pod.into(), container: "main".into() },
-        resource: "nvidia_com_gpu".into(),
-        kind: "whole",
-        gpu_model: A100.into(),
-        mig_profile: None,
-        node: "node-a".into(),
-        units: cards,
-        fraction: 1.0,
-        memory_share: Some(1.0),
-        gpu_seconds: cards * 3600.0,
-        effective_gpu_seconds: cards * 3600.0 * 0.5,
-        unmetered_gpu_seconds: 0.0,
-        bridged_gpu_seconds: 0.0,
-        util_source: UtilSource::SmActive,
-        peak_fb_used_mib: Some(8192.0),
-        label_team: None,
-    }
+    common::api::whole_cards((namespace, pod), None, (A100, "node-a"), cards, 0.5)
 }
 
 fn served(

@@ -499,10 +499,15 @@ impl Fetched {
                 }
             }
         }
-        // a pod start matters to an hour's counters up to a scrape interval (within the margin) before it
+        // a pod start matters to an hour's counters up to a scrape interval (within the margin) before it; sorted
+        // once and bisected per hour, since a long batch holds hundreds of hours and thousands of starts
+        let mut starts = starts;
+        starts.sort_unstable_by_key(|s| s.t_ms);
         for (input, _) in out.iter_mut() {
             let (lo, hi) = (input.start_ms - margin, input.end_ms);
-            input.serving.starts.extend(starts.iter().filter(|s| s.t_ms >= lo && s.t_ms < hi).cloned());
+            let from = starts.partition_point(|s| s.t_ms < lo);
+            let to = starts.partition_point(|s| s.t_ms < hi);
+            input.serving.starts.extend_from_slice(&starts[from..to]);
         }
         for (metric, t) in non_finite {
             let i = out.partition_point(|(input, _)| input.end_ms <= t);

@@ -73,6 +73,13 @@ impl TestApi {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
+    /// GETs a file (an export) as `token`; asserts it is served (200) and returns its bytes.
+    pub async fn download(&self, path: &str, token: &str) -> Vec<u8> {
+        let resp = self.client.get(format!("{}{path}", self.base)).bearer_auth(token).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "GET {path}");
+        resp.bytes().await.unwrap().to_vec()
+    }
+
     pub async fn raw(&self, method: Method, path: &str, token: &str, content_type: &str, body: String) -> (u16, Value) {
         let resp = self
             .client
@@ -124,6 +131,35 @@ pub fn full_node(node: &str, model: &str) -> CapacityRow {
         card_seconds: 8.0 * 3600.0,
         offered_card_seconds: 8.0 * 3600.0,
         offered_source: OfferedSource::Allocatable,
+    }
+}
+
+/// An hour of `cards` whole `model` cards held by `namespace/pod` on `node`, `util` of it effective, labelled `team`
+/// where given: the usage row the statement tests store.
+pub fn whole_cards(
+    (namespace, pod): (&str, &str),
+    team: Option<&str>,
+    (model, node): (&str, &str),
+    cards: f64,
+    util: f64,
+) -> UsageRow {
+    UsageRow {
+        key: ContainerKey { namespace: namespace.into(), pod: pod.into(), container: "main".into() },
+        resource: "nvidia_com_gpu".into(),
+        kind: "whole",
+        gpu_model: model.into(),
+        mig_profile: None,
+        node: node.into(),
+        units: cards,
+        fraction: 1.0,
+        memory_share: Some(1.0),
+        gpu_seconds: cards * 3600.0,
+        effective_gpu_seconds: cards * 3600.0 * util,
+        unmetered_gpu_seconds: 0.0,
+        bridged_gpu_seconds: 0.0,
+        util_source: UtilSource::SmActive,
+        peak_fb_used_mib: Some(8192.0),
+        label_team: team.map(Into::into),
     }
 }
 
