@@ -219,6 +219,33 @@ async fn retention_drops_closed_months_raw_rows_only(pool: PgPool) {
     };
     let raw_then = raw(pool.clone()).await;
     assert_eq!(raw_then.len(), 12);
+    // tokens served in a September hour (stored, and replaced by a run) and in a November one (issue 36)
+    for (table, run, hour, tokens) in [
+        ("serving_hourly", "", "2026-09-20T00:00:00Z", 10),
+        ("replaced_serving_hourly", "7, ", "2026-09-20T00:00:00Z", 9),
+        ("serving_hourly", "", "2026-11-10T00:00:00Z", 20),
+    ] {
+        let columns = if run.is_empty() { "" } else { "run_id, " };
+        sqlx::query(&format!(
+            "INSERT INTO {table} ({columns}cluster, hour, namespace, pod, model, engine, input_tokens, output_tokens,
+             requests) VALUES ({run}'c1', '{hour}', 'vision-train', 'vision-pod', 'qwen', 'vllm', {tokens}, 5, 1)"
+        ))
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    let served = |pool: PgPool| async move {
+        sqlx::query_as::<_, (String, i64)>(
+            "SELECT 'stored ' || to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM-DD'), input_tokens FROM serving_hourly
+             UNION ALL SELECT 'replaced ' || to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM-DD'), input_tokens
+             FROM replaced_serving_hourly ORDER BY 1",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+    };
+    let served_then = served(pool.clone()).await;
+    assert_eq!(served_then.len(), 3);
     assert_eq!(raw_then[0].1, 3, "a September hour: 2 containers and a time-sliced replica");
     // November, open: its statement restates September and October from what is stored now (their bills computed
     // again), the time-sliced replica billed as a whole card included
@@ -231,6 +258,7 @@ async fn retention_drops_closed_months_raw_rows_only(pool: PgPool) {
     assert!(out.contains("would keep 3 rows of gpu_usage_hourly_p2026_09"), "{out}");
     assert!(out.contains("would be kept from 2026-10-01T00:00:00Z"), "{out}");
     assert_eq!(raw(pool.clone()).await, raw_then, "a dry run changes nothing");
+    assert_eq!(served(pool.clone()).await, served_then, "a dry run deletes no tokens served");
     // keep the 3 months before December: September (closed) is one of them
     let out = run_cardhour_ok(["retention", "--keep-months", "3", "--now", "2026-12-04T00:00:00Z"], &env);
     assert!(
@@ -242,6 +270,10 @@ async fn retention_drops_closed_months_raw_rows_only(pool: PgPool) {
     );
     let out = run_cardhour_ok(["retention", "--keep-months", "0", "--now", "2026-12-04T00:00:00Z"], &env);
     assert!(out.contains("dropped 6 rows of gpu_usage_hourly_p2026_09"), "{out}");
+    // September's tokens went with its hours, stored and replaced; November's stay
+    assert!(out.contains("deleted 1 rows of serving_hourly"), "{out}");
+    assert!(out.contains("deleted 1 rows of replaced_serving_hourly"), "{out}");
+    assert_eq!(served(pool.clone()).await, [("stored 2026-11-10".to_string(), 20)]);
     assert_eq!(
         String::from_utf8_lossy(&months::representations(&api, "2026-11").await[0].2),
         november_then,

@@ -36,10 +36,15 @@ pub async fn apply(
         .into_iter()
         .map(|r| Step { action: r.action, relation: r.relation, rows: r.rows, bytes: r.bytes })
         .collect();
-    // the node facts of the hours whose raw rows went (issue 34), once the horizon moved
+    // the node facts of the hours whose raw rows went (issue 34), once the horizon moved,
     if apply && steps.first().is_some_and(|s| s.action == "horizon") {
         let n = super::node_facts::delete_before_retention(conn).await?;
         steps.push(Step { action: "delete".into(), relation: "node_facts_hourly".into(), rows: n as i64, bytes: 0 });
+        // and their tokens and requests served (issue 36)
+        let (stored, replaced) = super::serving::delete_before_retention(conn).await?;
+        for (relation, n) in [("serving_hourly", stored), ("replaced_serving_hourly", replaced)] {
+            steps.push(Step { action: "delete".into(), relation: relation.into(), rows: n as i64, bytes: 0 });
+        }
     }
     Ok(steps)
 }

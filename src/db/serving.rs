@@ -126,6 +126,24 @@ pub async fn restore(
     Ok(())
 }
 
+/// Removes the serving rows, stored and replaced, before the raw rows' retention horizon (`cardhour retention`):
+/// those hours can no longer be ingested nor undone, and a closed month keeps its unit cost in its frozen extras.
+/// The rows removed from `serving_hourly` and from `replaced_serving_hourly`.
+pub async fn delete_before_retention(conn: &mut PgConnection) -> Result<(u64, u64), sqlx::Error> {
+    let stored = sqlx::query!(
+        "DELETE FROM serving_hourly WHERE hour < (SELECT kept_from FROM raw_retention WHERE kept_from IS NOT NULL)"
+    )
+    .execute(&mut *conn)
+    .await?;
+    let replaced = sqlx::query!(
+        "DELETE FROM replaced_serving_hourly
+         WHERE hour < (SELECT kept_from FROM raw_retention WHERE kept_from IS NOT NULL)"
+    )
+    .execute(conn)
+    .await?;
+    Ok((stored.rows_affected(), replaced.rows_affected()))
+}
+
 /// One model of one serving pod in one hour, with the team and billing day the hour belongs to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServedHour {
