@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 
 const A100: &str = "NVIDIA A100-SXM4-80GB";
+const H100: &str = "NVIDIA H100 80GB HBM3";
 const MONTH: &str = "2026-10";
 const REPORT: &str = "/api/v1/reports/unit-cost?from=2026-10-01&to=2026-11-01&group_by=model";
 
@@ -93,10 +94,13 @@ async fn seed(api: &TestApi) {
                 usage("nlp-serve", "vllm-a", 2.0),
                 usage("vision-serve", "triton-c", 1.0),
                 usage("infra-train", "trainer", 4.0),
+                common::api::whole_cards(("nlp-serve", "vllm-h"), None, (H100, "node-h"), 1.0, 0.5),
             ],
             vec![
                 qwen(Some((1_500_000, 500_000)), 3_000),
                 served("vision-serve", "triton-c", "resnet50", Engine::Triton, None, 6_000),
+                // an H100 has no rate: its hour costs 0, and the model is marked unpriced on every face
+                served("nlp-serve", "vllm-h", "phi-3", Engine::Vllm, Some((60_000, 40_000)), 100),
             ],
         ),
         (vec![usage("nlp-serve", "vllm-a", 2.0), usage("infra-train", "trainer", 4.0)], vec![qwen(Some((0, 0)), 0)]),
@@ -193,6 +197,7 @@ fn truth(team: &str) -> Figures {
         "nlp" => Figures::from([
             f("llama-8b", "sglang", 200_000, 500, Some(dec!(20.0000)), Some(dec!(8.0000)), dec!(0)),
             f("mistral-7b", "sglang", 300_000, 250, Some(dec!(20.0000)), Some(dec!(24.0000)), dec!(0)),
+            f("phi-3", "vllm", 100_000, 100, Some(dec!(0.0000)), Some(dec!(0.0000)), dec!(0)),
             f("qwen-7b", "vllm", 3_000_000, 4_000, Some(dec!(13.3333)), Some(dec!(10.0000)), dec!(20)),
         ]),
         "vision" => Figures::from([f("resnet50", "triton", 0, 10_000, None, Some(dec!(2.0000)), dec!(0))]),
@@ -273,6 +278,27 @@ fn xlsx_figures(xlsx: &[u8], sheet: &str) -> Figures {
         .collect()
 }
 
+/// The models the unit-cost table of a team's sheet flags unpriced (`yes` in an English workbook).
+fn xlsx_unpriced(xlsx: &[u8], sheet: &str) -> Vec<String> {
+    let mut wb: Xlsx<_> = calamine::open_workbook_from_rs(Cursor::new(xlsx.to_vec())).unwrap();
+    let range = wb.worksheet_range(sheet).unwrap();
+    let cells: Vec<Vec<Data>> = range.rows().map(|r| r.to_vec()).collect();
+    let Some(fields) = cells.iter().position(|r| r.contains(&Data::String("cost_per_million_tokens".into()))) else {
+        return Vec::new();
+    };
+    let at = |name: &str| cells[fields].iter().position(|d| *d == Data::String(name.into())).unwrap();
+    cells[fields + 1..]
+        .iter()
+        .take_while(|r| !matches!(r.get(at("model")), None | Some(Data::Empty)))
+        .filter(|r| {
+            let flag = &r[at("unpriced")];
+            assert!(matches!(flag, Data::String(s) if s == "yes" || s == "no"), "{flag:?}");
+            *flag == Data::String("yes".into())
+        })
+        .map(|r| r[at("model")].to_string())
+        .collect()
+}
+
 /// `n` with thousands grouped (`3,000,000`).
 fn grouped(n: i64) -> String {
     let s = n.to_string();
@@ -338,6 +364,12 @@ async fn faces_show(api: &TestApi, portal: &TestPortal, finance_page: &reqwest::
     }
     let csv = csv_rows(&get(api, &fin, &format!("/api/v1/exports/{MONTH}/bills.csv?team={team}")).await);
     assert_eq!(&csv_figures(&csv, team), want, "{team}: the team's CSV");
+    let unpriced: Vec<&str> = csv
+        .iter()
+        .filter(|r| r["line_type"] == "unit_cost" && r["unpriced"] == "true")
+        .map(|r| &r["model"][..])
+        .collect();
+    assert_eq!(unpriced, if team == "nlp" { vec!["phi-3"] } else { vec![] }, "{team}: unpriced in the CSV");
     // in words: the glossary's header and line type, the engines by their names
     let zh = csv_rows(&get(api, &fin, &format!("/api/v1/exports/{MONTH}/bills.csv?team={team}&lang=zh")).await);
     let rows: Vec<(String, String, String)> = zh
@@ -352,6 +384,7 @@ async fn faces_show(api: &TestApi, portal: &TestPortal, finance_page: &reqwest::
     assert_eq!(rows, words, "{team}: the team's CSV in words");
     let xlsx = get(api, &fin, &format!("/api/v1/exports/{MONTH}/bills.xlsx?team={team}&lang=en")).await;
     assert_eq!(xlsx_figures(&xlsx, team), in_words(want), "{team}: the team's workbook");
+    assert_eq!(xlsx_unpriced(&xlsx, team), if team == "nlp" { vec!["phi-3"] } else { vec![] }, "{team}: workbook");
     for (lang, title) in [("zh", ZH_TITLE), ("en", EN_TITLE)] {
         let pdf = pdftotext(
             &get(api, &fin, &format!("/api/v1/exports/{MONTH}/statements.pdf?team={team}&lang={lang}")).await,
@@ -360,6 +393,11 @@ async fn faces_show(api: &TestApi, portal: &TestPortal, finance_page: &reqwest::
             assert!(!pdf.contains(title), "{team}: no serving, no section:\n{pdf}");
         } else {
             has_unit_cost(&pdf, title, want);
+            // the unpriced model is marked, and only it
+            let marked: Vec<&str> = pdf.lines().filter(|l| l.contains(" ⚠ ") && l.contains("vLLM")).collect();
+            let want_marked = usize::from(team == "nlp");
+            assert_eq!(marked.len(), want_marked, "{team} {lang}: {marked:?}\n{pdf}");
+            assert!(marked.iter().all(|l| l.contains("phi-3 ⚠")), "{marked:?}");
         }
     }
     let page = finance_page.get(portal.url(&format!("/bills/{MONTH}/teams/{team}"))).send().await.unwrap();

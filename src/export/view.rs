@@ -99,13 +99,15 @@ struct Style {
     lang: Lang,
     /// Layout 4 or later.
     v4: bool,
+    /// Layout 5 or later.
+    v5: bool,
     /// Layout 4: the zone its times print in (`None`: UTC, named).
     tz: Option<chrono_tz::Tz>,
 }
 
 impl Style {
     fn of(st: &Statement, extras: &StatementExtras, lang: Lang) -> Style {
-        Style { lang, v4: st.layout >= Layout::V4, tz: extras.time_zone }
+        Style { lang, v4: st.layout >= Layout::V4, v5: st.layout >= Layout::V5, tz: extras.time_zone }
     }
 
     fn l(&self, zh: &'static str, en: &'static str) -> &'static str {
@@ -713,7 +715,13 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
         blocks.push(Block::Note {
             text: l(
                 "⚠ 未核实节点：该行部分用量所在节点的物理卡数无法统计，按节点公布的数量计（一个单位算一张卡），待节点配置后重述。",
-                "⚠ Unverified node: part of this line ran on a node whose cards could not be counted; taken at face                  value (a unit a card) until the node is configured.",
+                // the spaces are how layouts 1–4 printed it (a line break lost in the source): kept for them
+                if style.v5 {
+                    "⚠ Unverified node: part of this line ran on a node whose cards could not be counted; taken at \
+                     face value (a unit a card) until the node is configured."
+                } else {
+                    "⚠ Unverified node: part of this line ran on a node whose cards could not be counted; taken at face                  value (a unit a card) until the node is configured."
+                },
             )
             .into(),
             warning: true,
@@ -726,8 +734,9 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
         if st.unit_cost_of(team).iter().any(|u| u.unpriced) {
             blocks.push(Block::Note {
                 text: l(
-                    "⚠ 部分推理小时所用的 GPU 型号没有单价，其成本按 0 计入上表。",
-                    "⚠ Some serving hours ran on a GPU model without a rate: their cost counts as 0 above.",
+                    "⚠ 标 ⚠ 的模型：部分推理小时所用的 GPU 型号没有单价，其成本按 0 计入上表。",
+                    "⚠ Models marked ⚠: some serving hours ran on a GPU model without a rate; their cost counts as 0 \
+                     above.",
                 )
                 .into(),
                 warning: true,
@@ -793,6 +802,15 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
     Section { running_head: format!("{head} — {} ({})", st.month, l("续", "continued")), blocks }
 }
 
+/// A unit-cost line's model, marked ⚠ where some of its hours ran on a GPU model without a rate (its cost 0).
+fn unit_cost_model(u: &UnitCostLine, style: Style) -> String {
+    let mut model = style.model(&u.model);
+    if u.unpriced {
+        model.push_str(" ⚠");
+    }
+    model
+}
+
 /// The team's unit cost of inference per model (layout 5 on): tokens and requests served, ¥ per million tokens and
 /// per thousand requests (ratios of sums, 4 decimals; `–` where an engine counts none), and the cost of serving
 /// hours without traffic, apart. `None` for a team without serving pods: nothing is printed for it.
@@ -805,7 +823,7 @@ fn unit_cost_table(lines: &[UnitCostLine], style: Style) -> Option<Table> {
         .iter()
         .map(|u| {
             vec![
-                style.model(&u.model),
+                unit_cost_model(u, style),
                 present::engine(style.lang, &u.engine),
                 present::count(u.total_tokens),
                 present::count(u.requests),

@@ -96,7 +96,7 @@ pub const REPLICA_HEADER: [(&str, &str); 2] =
 
 /// The unit-cost table a team sheet has below its lines (layout 5 on, for a team that served models), from its
 /// second column.
-pub const UNIT_COST_HEADER: [(&str, &str); 7] = [
+pub const UNIT_COST_HEADER: [(&str, &str); 8] = [
     ("模型", "model"),
     ("推理引擎", "engine"),
     ("词元总数", "total_tokens"),
@@ -104,6 +104,8 @@ pub const UNIT_COST_HEADER: [(&str, &str); 7] = [
     ("每百万词元成本（元）", "cost_per_million_tokens"),
     ("每千次请求成本（元）", "cost_per_thousand_requests"),
     ("空闲推理成本（元）", "idle_serving_cost"),
+    // some of its hours ran on a GPU model without a rate: their cost counted as 0 (the PDF marks the model ⚠)
+    ("未定价", "unpriced"),
 ];
 
 /// The team table of the summary sheet.
@@ -519,6 +521,7 @@ fn unit_cost_table(
             }
         }
         money(ws, row, 7, u.idle_cost, &f.money)?;
+        style.flag(ws, row, 8, u.unpriced)?;
         row += 1;
     }
     Ok(())
