@@ -352,6 +352,41 @@ async fn a_team_lead_sees_its_own_model_only(pool: PgPool) {
     assert_eq!(status, 404);
 }
 
+/// Without a rate for the A100 every serving hour costs 0: the report and the lead's home mark each model
+/// unpriced and say what that means; once the rate is set, the marks go.
+#[sqlx::test]
+async fn a_model_without_a_rate_is_marked_unpriced_until_it_has_one(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    seed_two_days(&pool).await;
+    let portal = TestPortal::start(pool.clone()).await;
+    let finance = signed_in(&portal, "finance").await;
+    let lead = signed_in(&portal, "lead").await;
+    let report = format!("/reports/unit-cost?{RANGE}&group_by=model&lang=zh-CN");
+    let home = "/teams/vision?month=2026-10&lang=zh-CN";
+    let note = "该组有 GPU 型号没有单价";
+    let (status, page) = get(&portal, &finance, &report).await;
+    assert_eq!(status, 200, "{page}");
+    for model in [QWEN, LLAMA] {
+        let line = cells(&page, "unit-cost", model);
+        assert!(line[0].contains("未定价"), "{model}: {line:?}");
+        assert_eq!(line[2], "¥0.00", "{model}: its cost counted as 0: {line:?}");
+    }
+    assert!(text(&page).contains(note), "{page}");
+    let (status, page) = get(&portal, &lead, home).await;
+    assert_eq!(status, 200, "{page}");
+    let line = cells(&page, "team-unit-cost", QWEN);
+    assert!(line[0].contains("未定价") && line[3] == "¥0.0000", "{line:?}");
+    assert!(text(&page).contains(note), "{page}");
+
+    rate(&api).await;
+    let (_, page) = get(&portal, &finance, &report).await;
+    assert!(!page.contains("未定价") && !text(&page).contains(note), "{page}");
+    assert_eq!(cells(&page, "unit-cost", QWEN)[2], "¥50.00");
+    let (_, page) = get(&portal, &lead, home).await;
+    assert_eq!(cells(&page, "team-unit-cost", QWEN), [QWEN, "vllm", "3,750,000", "¥13.3333", "¥41.6667", "¥12.50"]);
+    assert!(!text(&page).contains(note), "{page}");
+}
+
 #[sqlx::test]
 async fn the_zh_page_speaks_chinese_and_a_bad_field_comes_back_with_its_message(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;

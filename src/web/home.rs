@@ -141,6 +141,8 @@ pub struct UnitLine {
     pub per_million: String,
     pub per_thousand_requests: String,
     pub idle_cost: String,
+    /// Some of its hours ran on a GPU model without a rate (their cost counted as 0), marked as the report marks it.
+    pub unpriced: bool,
 }
 
 #[derive(Template, WebTemplate)]
@@ -165,6 +167,13 @@ pub struct TeamPage {
     pub unit_costs: Vec<UnitLine>,
     /// The unit-cost report of the month, in full.
     pub unit_cost_href: String,
+}
+
+impl TeamPage {
+    /// Whether a model of the unit-cost section has unpriced hours (the section then says what that means).
+    pub fn any_unpriced_unit_cost(&self) -> bool {
+        self.unit_costs.iter().any(|r| r.unpriced)
+    }
 }
 
 fn usage_lines(
@@ -240,6 +249,7 @@ async fn team_page(
                 per_million: unit_yuan(r.cost_per_million_tokens),
                 per_thousand_requests: unit_yuan(r.cost_per_thousand_requests),
                 idle_cost: yuan(r.idle_cost),
+                unpriced: r.unpriced,
             })
             .collect(),
         unit_cost_href: format!(
