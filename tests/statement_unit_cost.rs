@@ -237,16 +237,33 @@ fn csv_figures(rows: &[BTreeMap<String, String>], team: &str) -> Figures {
         .collect()
 }
 
-/// The unit-cost table of a team's sheet of the workbook, found by its field names (the hidden row under the
-/// header), as figures.
-fn xlsx_figures(xlsx: &[u8], sheet: &str) -> Figures {
+/// The rows of the unit-cost table of a team's sheet of the workbook, found by its field names (the hidden row
+/// under the header), each cell by its field; none without the table.
+fn xlsx_unit_cost_rows(xlsx: &[u8], sheet: &str) -> Vec<BTreeMap<String, Data>> {
     let mut wb: Xlsx<_> = calamine::open_workbook_from_rs(Cursor::new(xlsx.to_vec())).unwrap();
     let range = wb.worksheet_range(sheet).unwrap();
     let cells: Vec<Vec<Data>> = range.rows().map(|r| r.to_vec()).collect();
     let Some(fields) = cells.iter().position(|r| r.contains(&Data::String("cost_per_million_tokens".into()))) else {
-        return Figures::new();
+        return Vec::new();
     };
-    let at = |name: &str| cells[fields].iter().position(|d| *d == Data::String(name.into())).unwrap();
+    let names: Vec<(usize, String)> = cells[fields]
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| match d {
+            Data::String(s) => Some((i, s.clone())),
+            _ => None,
+        })
+        .collect();
+    let model = names.iter().find(|(_, n)| n == "model").unwrap().0;
+    cells[fields + 1..]
+        .iter()
+        .take_while(|r| !matches!(r.get(model), None | Some(Data::Empty)))
+        .map(|r| names.iter().map(|(i, n)| (n.clone(), r.get(*i).cloned().unwrap_or(Data::Empty))).collect())
+        .collect()
+}
+
+/// The unit-cost table of a team's sheet of the workbook, as figures.
+fn xlsx_figures(xlsx: &[u8], sheet: &str) -> Figures {
     let num = |d: &Data| -> Option<Decimal> {
         match d {
             Data::Float(f) => Some(Decimal::try_from(*f).unwrap()),
@@ -259,19 +276,18 @@ fn xlsx_figures(xlsx: &[u8], sheet: &str) -> Figures {
         Data::String(s) => s.clone(),
         other => panic!("text: {other:?}"),
     };
-    cells[fields + 1..]
+    xlsx_unit_cost_rows(xlsx, sheet)
         .iter()
-        .take_while(|r| !matches!(r.get(at("model")), None | Some(Data::Empty)))
         .map(|r| {
-            let int = |c: &str| i64::try_from(num(&r[at(c)]).unwrap()).unwrap();
+            let int = |c: &str| i64::try_from(num(&r[c]).unwrap()).unwrap();
             (
-                (text(&r[at("model")]), text(&r[at("engine")])),
+                (text(&r["model"]), text(&r["engine"])),
                 (
                     int("total_tokens"),
                     int("requests"),
-                    num(&r[at("cost_per_million_tokens")]).map(|d| d.round_dp(4)),
-                    num(&r[at("cost_per_thousand_requests")]).map(|d| d.round_dp(4)),
-                    num(&r[at("idle_serving_cost")]).unwrap().round_dp(2),
+                    num(&r["cost_per_million_tokens"]).map(|d| d.round_dp(4)),
+                    num(&r["cost_per_thousand_requests"]).map(|d| d.round_dp(4)),
+                    num(&r["idle_serving_cost"]).unwrap().round_dp(2),
                 ),
             )
         })
@@ -280,22 +296,14 @@ fn xlsx_figures(xlsx: &[u8], sheet: &str) -> Figures {
 
 /// The models the unit-cost table of a team's sheet flags unpriced (`yes` in an English workbook).
 fn xlsx_unpriced(xlsx: &[u8], sheet: &str) -> Vec<String> {
-    let mut wb: Xlsx<_> = calamine::open_workbook_from_rs(Cursor::new(xlsx.to_vec())).unwrap();
-    let range = wb.worksheet_range(sheet).unwrap();
-    let cells: Vec<Vec<Data>> = range.rows().map(|r| r.to_vec()).collect();
-    let Some(fields) = cells.iter().position(|r| r.contains(&Data::String("cost_per_million_tokens".into()))) else {
-        return Vec::new();
-    };
-    let at = |name: &str| cells[fields].iter().position(|d| *d == Data::String(name.into())).unwrap();
-    cells[fields + 1..]
-        .iter()
-        .take_while(|r| !matches!(r.get(at("model")), None | Some(Data::Empty)))
+    xlsx_unit_cost_rows(xlsx, sheet)
+        .into_iter()
         .filter(|r| {
-            let flag = &r[at("unpriced")];
+            let flag = &r["unpriced"];
             assert!(matches!(flag, Data::String(s) if s == "yes" || s == "no"), "{flag:?}");
             *flag == Data::String("yes".into())
         })
-        .map(|r| r[at("model")].to_string())
+        .map(|r| r["model"].to_string())
         .collect()
 }
 
