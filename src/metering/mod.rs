@@ -12,6 +12,7 @@ mod input;
 mod memory;
 mod node;
 mod output;
+mod queue;
 mod resource;
 mod sample;
 mod serving;
@@ -29,6 +30,7 @@ pub use node::{
     mig_instances_per_card, node_facts,
 };
 pub use output::{Anomaly, AnomalyKind, CapacityRow, HourOutput, OfferedSource, UsageRow, UtilSource};
+pub use queue::{PodPhases, Wait, WaitStats, nearest_rank, wait_stats};
 pub use resource::{
     HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices, mig_profile_slices,
 };

@@ -3,11 +3,13 @@
 //! [`crate::usecase::idle`] loads the sums and rates.
 
 mod budget;
+mod capacity_plan;
 mod fragmentation;
 mod oversubscription;
 mod utilization;
 
 pub use budget::{Basis, Covered, covered_forecast, crossings, forecast};
+pub use capacity_plan::{ReplayOutcome, ReplayPod, WhatIf, replay, schedule, what_if};
 pub use fragmentation::{Fragmentation, NodeFree, NodeHourSums, fragmentation};
 pub use oversubscription::{
     CapacityDay, HeldDay, OversubscriptionReport, OversubscriptionRow, oversubscription, promised_memory_seconds,
