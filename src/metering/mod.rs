@@ -13,6 +13,7 @@ mod memory;
 mod node;
 mod output;
 mod queue;
+mod quota;
 mod resource;
 mod sample;
 mod serving;
@@ -31,6 +32,7 @@ pub use node::{
 };
 pub use output::{Anomaly, AnomalyKind, CapacityRow, HourOutput, OfferedSource, UsageRow, UtilSource};
 pub use queue::{PodPhases, Wait, WaitStats, nearest_rank, wait_stats};
+pub use quota::{QuotaScope, QuotaUse, ScopeKind, counted_namespace_guarantees, gauge_seconds, split_use};
 pub use resource::{
     HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices, mig_profile_slices,
 };
