@@ -487,8 +487,7 @@ impl Fetched {
         split(input.devices, &mut out, util, |d| &mut d.samples, |i, d| i.devices.push(d));
         split(input.hami, &mut out, util, |h| &mut h.samples, |i, h| i.hami.push(h));
         split(input.node_labels, &mut out, ksm, |n| &mut n.samples, |i, n| i.node_labels.push(n));
-        let counted = |h: i64| (h - COUNTER_LOOKBACK_MS, h + HOUR_MS);
-        split(counters, &mut out, counted, |c| &mut c.samples, |i, c| i.serving.series.push(c));
+        split_counters(counters, &mut out, COUNTER_LOOKBACK_MS);
         let labelled = |h: i64| (h - COUNTER_LOOKBACK_MS, h + HOUR_MS + COUNTER_LOOKBACK_MS);
         split(models, &mut out, labelled, |m| &mut m.1, |i, m| i.serving.models.push(m.0));
         for (name, times) in unknown {
@@ -560,6 +559,27 @@ fn split<T: Clone>(
                 *samples(&mut one) = part.to_vec();
                 push(input, one);
             }
+        }
+    }
+}
+
+/// [`split`] for the serving counters: an hour takes its samples in `[h, h + 1 h)` and, before them, the last
+/// sample within `lookback` before `h` — the only earlier sample the counter rule reads (its first pair's) — not
+/// the whole look-back; an hour without a sample of its own takes none (nothing of it is counted).
+fn split_counters(series: Vec<CounterSeries>, hours: &mut [(HourInput, BTreeMap<String, u64>)], lookback: i64) {
+    for mut s in series {
+        let all = std::mem::take(&mut s.samples);
+        let (Some(first), Some(last)) = (all.first(), all.last()) else { continue };
+        for (input, _) in overlapping(hours, &|h| (h, h + HOUR_MS), first.t_ms, last.t_ms) {
+            let (lo, hi) = (input.start_ms, input.end_ms);
+            let own = slice(&all, lo, hi);
+            if own.is_empty() {
+                continue;
+            }
+            let mut one = CounterSeries { samples: Vec::with_capacity(own.len() + 1), ..s.clone() };
+            one.samples.extend(slice(&all, lo - lookback, lo).last().copied());
+            one.samples.extend_from_slice(own);
+            input.serving.series.push(one);
         }
     }
 }
@@ -653,6 +673,36 @@ mod tests {
             .iter()
             .map(|(i, _)| (i.start_ms / HOUR_MS, i.trailing_devices.iter().map(|d| d.uuid.clone()).collect()))
             .collect()
+    }
+
+    #[test]
+    fn an_hour_of_counters_holds_its_own_samples_and_the_last_one_before_within_the_look_back() {
+        use crate::metering::{Counter, Engine};
+        let h = |k: i64| k * HOUR_MS;
+        let series = |times: Vec<i64>| CounterSeries {
+            namespace: "ns".into(),
+            pod: "p".into(),
+            model: Some("m".into()),
+            engine: Engine::Vllm,
+            counter: Counter::Requests,
+            samples: times.into_iter().map(|t| Sample::new(t, t as f64)).collect(),
+        };
+        let mut hours: Vec<(HourInput, BTreeMap<String, u64>)> = (0..4)
+            .map(|k| (HourInput { start_ms: h(k), end_ms: h(k + 1), ..HourInput::default() }, BTreeMap::new()))
+            .collect();
+        // every minute of hours 0 and 1, then one sample at 3 h + 10 min
+        let mut times: Vec<i64> = (0..120).map(|m| m * 60_000).collect();
+        times.push(h(3) + 600_000);
+        split_counters(vec![series(times)], &mut hours, COUNTER_LOOKBACK_MS);
+        let got: Vec<Vec<i64>> = hours
+            .iter()
+            .map(|(i, _)| i.serving.series.iter().flat_map(|s| s.samples.iter().map(|p| p.t_ms)).collect())
+            .collect();
+        assert_eq!(got[0], (0..60).map(|m| m * 60_000).collect::<Vec<_>>(), "nothing before the first");
+        assert_eq!(got[1], (59..120).map(|m| m * 60_000).collect::<Vec<_>>(), "the one before, then its own");
+        assert!(got[2].is_empty(), "no sample of its own: not handed the series");
+        // the last sample before hour 3 (at 1 h 59 min) is 61 minutes before it: beyond the look-back
+        assert_eq!(got[3], [h(3) + 600_000]);
     }
 
     #[test]

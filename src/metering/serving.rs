@@ -119,7 +119,8 @@ pub struct ServingKey {
     pub engine: Engine,
 }
 
-/// One counter series (one label set) of a serving pod, its samples of `[h − COUNTER_LOOKBACK_MS, h + 1 h)`.
+/// One counter series (one label set) of a serving pod: its samples of the hour `[h, h + 1 h)` and, before them,
+/// its last sample within [`COUNTER_LOOKBACK_MS`] before `h` (the only earlier one the counter rule reads).
 #[derive(Debug, Clone)]
 pub struct CounterSeries {
     pub namespace: String,
