@@ -68,7 +68,9 @@ if [[ -n "${BENCH_BEFORE:-}" ]]; then
     rev="$(git rev-parse --short "$BENCH_BEFORE")" || die "BENCH_BEFORE: no revision $BENCH_BEFORE"
     log "cargo build --release of $rev (the before side), in $BASE/before"
     rm -rf "$BASE/before" && mkdir -p "$BASE/before"
-    git archive "$rev" | tar -x -C "$BASE/before"
+    # extracted with today's times (-m): with the commit's, a revision committed after this checkout's last build
+    # looks older than that build to cargo, and its fingerprint passes for fresh (the same binary again)
+    git archive "$rev" | tar -x -m -C "$BASE/before"
     # the same target directory: only cardhour itself is built again. Cargo files both checkouts' cardhour under
     # one fingerprint (a path package's hash leaves out where it lies), so the before side's artifacts and
     # fingerprint would pass for this checkout's from then on: they are removed once its binary is copied aside
