@@ -12,7 +12,7 @@ pub use crate::glossary::{LANGS, Lang};
 /// `d` with `dp` decimals (rounded half away from zero) and thousands separated by commas; the sign as a true
 /// minus (U+2212) in front of `prefix`: `group(-1234.5, 2, "¥")` = `−¥1,234.50`. Never `−0.00`: a value that
 /// rounds to zero prints without a sign.
-fn group(d: Decimal, dp: u32, prefix: &str) -> String {
+pub fn group(d: Decimal, dp: u32, prefix: &str) -> String {
     let mut r = d.round_dp_with_strategy(dp, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
     r.rescale(dp);
     let negative = r.is_sign_negative() && !r.is_zero();
@@ -54,7 +54,7 @@ pub fn rate(r: Option<RatePerCardHour>, lang: Lang) -> String {
 /// A unit cost of inference (¥ per million tokens, per thousand requests): `¥13.3333`, 4 decimals as the report
 /// rounds it; none (no tokens, no requests) as `–`.
 pub fn unit_yuan(d: Option<Decimal>) -> String {
-    d.map_or_else(|| "–".to_string(), |d| group(d, 4, "¥"))
+    d.map_or_else(|| "–".to_string(), |d| group(d, crate::billing::unit_cost::UNIT_COST_DP, "¥"))
 }
 
 /// A serving engine by its name (`vllm` → vLLM, `sglang` → SGLang), from the glossary; an unknown code as stored.

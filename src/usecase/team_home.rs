@@ -6,8 +6,9 @@ use chrono::{DateTime, Utc};
 
 use super::{Error, Services};
 use crate::access::Scope;
-use crate::billing::{Month, PolicyChoice, UnitCostRow};
+use crate::billing::{Month, PolicyChoice};
 use crate::db::usage::GroupBy;
+use crate::ledger::UnitCostLine;
 use crate::money::Money;
 use crate::usecase::usage::UsageRow;
 use crate::validate::TeamId;
@@ -37,8 +38,9 @@ pub struct TeamHome {
     pub idle: Vec<IdlePod>,
     pub idle_monthly: Money,
     pub low_efficiency: Vec<WastefulPod>,
-    /// The month's unit cost of inference per model of the team's serving pods (empty: the team serves nothing).
-    pub unit_costs: Vec<UnitCostRow>,
+    /// The month's unit cost of inference per model of the team's serving pods, as its statement prints it (empty:
+    /// the team serves nothing, or the month was closed before statements had it).
+    pub unit_costs: Vec<UnitCostLine>,
 }
 
 /// The home of `team` in `month` for a caller of `scope` at `now`: not found when the team is unknown or outside
@@ -74,7 +76,8 @@ pub async fn team_home(
     let idle = super::idle::idle_pods(s, &only, to, IDLE_HOURS, IdleRule::WEEKLY, true).await?.as_ref().clone();
     let idle_monthly = idle.iter().filter_map(|p| p.monthly_projection).sum();
     let low_efficiency = super::reports::low_utilization(s, &only, from, to, LOW_EFFICIENCY_TOP).await?;
-    let unit_costs = super::unit_cost::month_by_model(s, &only, month).await?.rows;
+    // the statement's (cached, the whole month's): what the lead's statement prints and what a close freezes
+    let unit_costs = st.unit_cost_of(team).to_vec();
     let info = st.teams.get(team);
     Ok(TeamHome {
         team: team.to_string(),

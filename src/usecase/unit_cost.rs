@@ -119,11 +119,6 @@ pub async fn report(
     Ok(UnitCostReport { from, to, group_by: group, currency: "CNY", rows, total })
 }
 
-/// A month's unit cost per model (a statement's section and the team lead's home).
-pub async fn month_by_model(s: &Services, scope: &Scope, month: Month) -> Result<UnitCostReport, Error> {
-    report(s, scope, month.first_day(), month.next().first_day(), UnitGroup::Model).await
-}
-
 /// The billing days a report covers: `from` (default: the first day of the month `now` is in) to `to` (exclusive,
 /// default: the day after `now`'s), `from` before `to`, at most [`MAX_DAYS`] apart.
 pub fn range(

@@ -4,36 +4,21 @@
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
-pub use crate::export::present::{card_hours, card_hours_f64, change, percent, yuan};
+use crate::export::present::group;
+pub use crate::export::present::{card_hours, card_hours_f64, change, count, percent, yuan};
 
 /// What a ratio without a divisor prints (no tokens, no requests, no GPU-hours to divide by).
 pub const NO_RATIO: &str = "—";
 
-/// `d` with exactly `dp` decimals (half away from zero), thousands grouped, after `prefix`: `¥1,234.5000`.
-fn fixed(d: Decimal, dp: u32, prefix: &str) -> String {
-    let mut r = d.round_dp_with_strategy(dp, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
-    r.rescale(dp);
-    let sign = if r.is_sign_negative() && !r.is_zero() { "\u{2212}" } else { "" };
-    let plain = r.abs().to_string();
-    let (int, frac) = plain.split_once('.').unwrap_or((&plain, ""));
-    let int = crate::money::thousands(int);
-    if frac.is_empty() { format!("{sign}{prefix}{int}") } else { format!("{sign}{prefix}{int}.{frac}") }
-}
-
-/// A count (tokens, requests): `1,234,567`.
-pub fn count(n: i64) -> String {
-    fixed(Decimal::from(n), 0, "")
-}
-
 /// A unit cost — ¥ per million tokens, per thousand requests — with its 4 decimals (`¥12.3456`); `—` where the
-/// group has nothing to divide by.
+/// group has nothing to divide by (the pages' mark for a missing figure, where the statements print `–`).
 pub fn unit_yuan(d: Option<Decimal>) -> String {
-    d.map_or_else(|| NO_RATIO.to_string(), |d| fixed(d, crate::billing::unit_cost::UNIT_COST_DP, "¥"))
+    d.map_or_else(|| NO_RATIO.to_string(), |d| group(d, crate::billing::unit_cost::UNIT_COST_DP, "¥"))
 }
 
 /// Tokens per GPU-hour with 2 decimals (`12,345.68`); `—` without GPU-hours.
 pub fn per_gpu_hour(d: Option<Decimal>) -> String {
-    d.map_or_else(|| NO_RATIO.to_string(), |d| fixed(d, 2, ""))
+    d.map_or_else(|| NO_RATIO.to_string(), |d| group(d, 2, ""))
 }
 
 /// An instant as a reader in the billing time zone reads it: `2026-11-03 14:00 (Asia/Shanghai)`.

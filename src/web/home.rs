@@ -243,8 +243,8 @@ async fn team_page(
             .unit_costs
             .iter()
             .map(|r| UnitLine {
-                model: r.key.clone(),
-                engine: r.engine.clone().unwrap_or_default(),
+                model: r.model.clone(),
+                engine: r.engine.clone(),
                 tokens: count(r.total_tokens),
                 per_million: unit_yuan(r.cost_per_million_tokens),
                 per_thousand_requests: unit_yuan(r.cost_per_thousand_requests),
