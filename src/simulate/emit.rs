@@ -1,6 +1,7 @@
-//! Writes the simulated cluster as OpenMetrics: kube-state-metrics families on the grid, then
-//! the DCGM families and HAMi's per-container utilization on the utilization grid at each node's exporter offset,
-//! then the serving engines' counters and the serving pods' `kube_pod_labels` (`serving`).
+//! Writes the simulated cluster as OpenMetrics: kube-state-metrics families on the grid (the never-ran pods of
+//! `quota` at the end of the requests and phases), then the DCGM families and HAMi's per-container utilization on
+//! the utilization grid at each node's exporter offset, then the ResourceQuotas and Kueue's queues (`quota`), then
+//! the serving engines' counters (`serving`), and last `kube_pod_labels`: the serving pods', then the queued pods'.
 //!
 //! Families are written one after another (each contiguous), and within a family one series at
 //! a time in increasing time, which is what `promtool tsdb create-blocks-from openmetrics`
@@ -12,7 +13,8 @@ use std::io::{self, Write};
 use super::layout::{Exporter, NAMESPACES, NodeType};
 use super::model::{Cluster, Emitter, EmitterKind, Grid, Holder, Kind, Node, Pod};
 use super::om::{OmWriter, ksm_samples};
-use super::serving::{Server, write_families};
+use super::quota::{self, Plan};
+use super::serving::{self, POD_LABELS, Server};
 use super::values::{
     DCGM_METRICS, Metric, exclusive_value, hami_percent, per_pod_fb, per_pod_percent, published, shared_value,
 };
@@ -29,22 +31,38 @@ pub struct Counts {
 /// Name of HAMi's per-container device utilization family.
 pub const HAMI_UTIL: &str = "hami_container_device_utilization_ratio";
 
-const PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
+pub(super) const PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
 
-/// Write all families and `# EOF`; returns the counts and the (flushed) writer. The serving counters come last, so
-/// every other family is written as before they existed.
-pub fn write_metrics<W: Write>(c: &Cluster, grid: &Grid, servers: &[Server], out: W) -> io::Result<(Counts, W)> {
+/// Write all families and `# EOF`; returns the counts and the (flushed) writer. The serving counters and the quota
+/// families come after the others, and the never-ran pods after the cluster's pods, so every other series is written
+/// as before they existed. The never-ran pods are not counted in `Counts::pods`.
+pub fn write_metrics<W: Write>(
+    c: &Cluster,
+    grid: &Grid,
+    servers: &[Server],
+    quotas: &Plan,
+    out: W,
+) -> io::Result<(Counts, W)> {
     let mut w = OmWriter::new(out);
     namespace_labels(&mut w, c, grid)?;
     node_labels(&mut w, c, grid)?;
     node_capacity(&mut w, c, grid)?;
     let pods = requests(&mut w, c, grid)?;
+    quota::write_stuck_requests(&mut w, c, grid, quotas)?;
     phases(&mut w, c, grid)?;
+    quota::write_stuck_phases(&mut w, c, grid, quotas)?;
     for m in DCGM_METRICS {
         dcgm_family(&mut w, c, m)?;
     }
     hami_family(&mut w, c)?;
-    write_families(&mut w, c, grid, servers)?;
+    // before the serving counters: from their first series on, a file holds only serving series and pod labels
+    quota::write_families(&mut w, c, grid, quotas)?;
+    serving::write_families(&mut w, c, grid, servers)?;
+    if !servers.is_empty() || quota::has_pod_labels(c, grid, quotas) {
+        w.family(POD_LABELS)?;
+    }
+    serving::write_pod_labels(&mut w, c, grid, servers)?;
+    quota::write_pod_labels(&mut w, c, grid, quotas)?;
     let counts = Counts { series: w.series, samples: w.samples, pods };
     let out = w.finish()?;
     Ok((counts, out))

@@ -12,12 +12,23 @@
 //! The inference pods also serve (`serving`, SPEC §9): vLLM, SGLang, TGI and Triton counters of tokens and
 //! requests with their label and naming variants, counter resets, restarts, a late-scraped baseline and idle
 //! hours, written after every other family; their truth is `truth.json`'s `serving` and `serving_pods`.
+//!
+//! Quotas and queues (`quota`, SPEC §10): namespaces' GPU ResourceQuotas as kube-state-metrics writes them (one raised
+//! mid-window, a namespace with two objects whose least is its guarantee, a `limits.` entry to ignore, a queued
+//! namespace whose quota is only a ceiling), Kueue's ClusterQueues (nominal quota, `+Inf` borrowing and lending
+//! limits, usage; every series also from a follower replica with other values, to be dropped, and an extra label on
+//! a leader that must not split its scope) and LocalQueues, the pods' queue labels in `kube_pod_labels`, and a few
+//! GPU pods that stay Pending until deleted (never Running, holding no card); their truth is `truth.json`'s `quota`
+//! (per hour and scope: guaranteed, used within, borrowed, reserved idle) and `pending` (per GPU pod object: its
+//! queue wait, Pending card-seconds, whether it never ran). Drawn from a salted hash, never the schedule's streams,
+//! so every other series and truth figure stays as it was.
 
 mod clock;
 mod emit;
 mod layout;
 mod model;
 mod om;
+mod quota;
 mod schedule;
 mod serving;
 mod truth;
@@ -142,6 +153,11 @@ fn validate(p: &SimParams) -> Result<DateTime<Utc>, SimError> {
 
 /// Simulate and write `<out>/metrics.om` and `<out>/truth.json`.
 pub fn run(params: &SimParams) -> Result<SimSummary, SimError> {
+    run_with(params, true)
+}
+
+/// [`run`], with the quota families, the never-ran pods and their truth left out unless `quotas`.
+fn run_with(params: &SimParams, quotas: bool) -> Result<SimSummary, SimError> {
     let start = validate(params)?;
     let grid = model::Grid::new(
         start.timestamp_millis(),
@@ -155,12 +171,13 @@ pub fn run(params: &SimParams) -> Result<SimSummary, SimError> {
     );
     let cluster = schedule::build(params.profile, params.gpus, params.seed, grid, util, params.ksm_gaps);
     let servers = serving::plan(&cluster, &grid, params.seed);
+    let quotas = if quotas { quota::plan(&cluster, &grid, params.seed) } else { quota::Plan::disabled() };
 
     fs::create_dir_all(&params.out).map_err(io_err(&params.out))?;
     let metrics_path = params.out.join(METRICS_FILE);
     let file = File::create(&metrics_path).map_err(io_err(&metrics_path))?;
     let out = BufWriter::with_capacity(1 << 20, file);
-    let (counts, _) = emit::write_metrics(&cluster, &grid, &servers, out).map_err(io_err(&metrics_path))?;
+    let (counts, _) = emit::write_metrics(&cluster, &grid, &servers, &quotas, out).map_err(io_err(&metrics_path))?;
 
     let fmt = |d: DateTime<Utc>| d.to_rfc3339_opts(SecondsFormat::Secs, true);
     let echo = truth::ParamsOut {
@@ -174,7 +191,7 @@ pub fn run(params: &SimParams) -> Result<SimSummary, SimError> {
         start: fmt(start),
         end: fmt(params.end),
     };
-    let t = truth::compute(&cluster, &grid, &servers, echo);
+    let t = truth::compute(&cluster, &grid, &servers, &quotas, echo);
     let truth_path = params.out.join(TRUTH_FILE);
     let mut json = serde_json::to_vec_pretty(&t)?;
     json.push(b'\n');

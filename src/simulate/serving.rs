@@ -601,7 +601,7 @@ fn counter_labels(s: &Server, ctr: Counter) -> Vec<(&'static str, &'static str)>
     l
 }
 
-/// Write the serving families, then `kube_pod_labels` of the serving pods (on the KSM grid while they exist).
+/// Write the serving families. `kube_pod_labels` of the serving pods follow them ([`write_pod_labels`]).
 pub fn write_families<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid, servers: &[Server]) -> io::Result<()> {
     for f in &FAMILIES {
         if !servers.iter().any(|s| s.exports(f)) {
@@ -620,10 +620,12 @@ pub fn write_families<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid, s
             }
         }
     }
-    if servers.is_empty() {
-        return Ok(());
-    }
-    w.family(POD_LABELS)?;
+    Ok(())
+}
+
+/// The serving pods' `kube_pod_labels` series (on the KSM grid while they exist), in the family the caller opened
+/// (`emit` writes its header once, for these and the queued pods' series after them).
+pub fn write_pod_labels<W: Write>(w: &mut OmWriter<W>, c: &Cluster, grid: &Grid, servers: &[Server]) -> io::Result<()> {
     for s in servers {
         for &p in &s.pods {
             let pod = &c.pods[p];

@@ -943,3 +943,390 @@ fn serving_cases_are_all_present_and_written_as_described() {
     let restarted = pod_with("same_name_restart");
     assert!(restarted.uids.len() >= 2);
 }
+
+/// The quota families, the queue labels and the never-ran pods taken out of a file: what is left is the file as
+/// written without them.
+fn without_quotas(text: &str) -> String {
+    let added = [
+        quota::RESOURCE_QUOTA,
+        quota::CQ_NOMINAL,
+        quota::CQ_BORROWING,
+        quota::CQ_LENDING,
+        quota::CQ_USAGE,
+        quota::LQ_USAGE,
+    ];
+    let mut family = "";
+    let mut kept: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            family = rest.split_once(' ').unwrap().0;
+        }
+        let stuck = line.contains("-stuck-") && !line.starts_with('#');
+        if added.contains(&family) || line.contains(quota::CQ_LABEL) || stuck {
+            continue;
+        }
+        kept.push(line);
+    }
+    // the pod labels' header written for the queued pods alone (no serving pods)
+    let header = "# TYPE kube_pod_labels gauge";
+    let lone = |i: usize| kept[i] == header && !kept.get(i + 1).is_some_and(|n| n.starts_with("kube_pod_labels"));
+    let out: Vec<&str> = (0..kept.len()).filter(|&i| !lone(i)).map(|i| kept[i]).collect();
+    out.join("\n") + "\n"
+}
+
+#[test]
+fn quotas_leave_every_other_series_and_truth_figure_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let runs = [
+        ("standard", params(&d.join("standard"), 64, 4, 60, 5)),
+        ("ksm gaps", SimParams { ksm_gaps: true, ..params(&d.join("gaps"), 56, 6, 60, 31) }),
+        ("shared", SimParams { profile: Profile::Shared, ..params(&d.join("shared"), 72, 3, 60, 3) }),
+        ("one node, one hour", params(&d.join("one"), 8, 1, 30, 2)),
+    ];
+    for (what, p) in runs {
+        let read = |quotas: bool, sub: &str| {
+            let p = SimParams { out: p.out.join(sub), ..p.clone() };
+            let summary = run_with(&p, quotas).unwrap();
+            let metrics = std::fs::read_to_string(&summary.metrics_path).unwrap();
+            let mut truth: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&summary.truth_path).unwrap()).unwrap();
+            let added = ["quota", "pending"].map(|k| truth.as_object_mut().unwrap().remove(k).unwrap());
+            (summary, metrics, truth, added)
+        };
+        let (on, on_metrics, on_truth, added) = read(true, "on");
+        let (off, off_metrics, off_truth, none) = read(false, "off");
+        assert!(none.iter().all(|v| v.as_array().unwrap().is_empty()), "{what}");
+        assert!(added.iter().all(|v| !v.as_array().unwrap().is_empty()), "{what}");
+        assert!(on_metrics.len() > off_metrics.len() && on.series > off.series, "{what}");
+        assert!(without_quotas(&on_metrics) == off_metrics, "{what}: the other series changed");
+        assert_eq!(on_truth, off_truth, "{what}: the other truth figures changed");
+        assert_eq!(on.pods, off.pods, "{what}: the never-ran pods are not counted");
+        parse_checked(&on_metrics);
+    }
+}
+
+/// `# TYPE` lines per family name.
+fn type_lines(text: &str) -> BTreeMap<&str, usize> {
+    let mut n = BTreeMap::new();
+    for l in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        *n.entry(l.split_once(' ').unwrap().0).or_default() += 1;
+    }
+    n
+}
+
+/// Per uid, the times its phase series say Pending or Running, and Running alone.
+fn phase_times(series: &[PSeries]) -> HashMap<&str, (BTreeSet<i64>, BTreeSet<i64>)> {
+    let mut out: HashMap<&str, (BTreeSet<i64>, BTreeSet<i64>)> = HashMap::new();
+    for s in series.iter().filter(|s| s.name == "kube_pod_status_phase") {
+        let e = out.entry(s.l("uid").unwrap()).or_default();
+        let on = s.samples.iter().filter(|x| x.1 == 1.0).map(|x| x.0);
+        match s.l("phase") {
+            Some("Pending") => e.0.extend(on),
+            Some("Running") => {
+                let on: Vec<i64> = on.collect();
+                e.0.extend(&on);
+                e.1.extend(on);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn quota_families_are_written_once_each_with_leaders_followers_and_never_ran_pods() {
+    // every family one `# TYPE` in the whole file, also with a single node (few or no serving pods) and shared
+    for (gpus, hours, profile) in [(8, 1, Profile::Standard), (16, 2, Profile::Standard), (72, 2, Profile::Shared)] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = run(&SimParams { profile, ..params(dir.path(), gpus, hours, 60, 4) }).unwrap();
+        let text = std::fs::read_to_string(&s.metrics_path).unwrap();
+        let types = type_lines(&text);
+        assert!(types.values().all(|&n| n == 1), "{types:?}");
+        for f in [quota::RESOURCE_QUOTA, quota::CQ_NOMINAL, quota::CQ_USAGE, quota::LQ_USAGE, "kube_pod_labels"] {
+            assert!(types.contains_key(f), "{gpus} cards: no {f}");
+        }
+        parse_checked(&text);
+    }
+
+    let r = sim(64, 6, 60, 5);
+    let series = parse_checked(&r.metrics);
+    let start = r.summary.start.timestamp_millis();
+    let mid = start + 3 * 3_600_000;
+    let find = |name: &str, labels: &[(&str, &str)]| -> Vec<&PSeries> {
+        series.iter().filter(|s| s.name == name && labels.iter().all(|(k, v)| s.l(k) == Some(*v))).collect()
+    };
+    let one = |name: &str, labels: &[(&str, &str)]| -> &PSeries {
+        let found = find(name, labels);
+        assert_eq!(found.len(), 1, "{name} {labels:?}");
+        found[0]
+    };
+    let values = |s: &PSeries| {
+        let mut v: Vec<f64> = s.samples.iter().map(|x| x.1).collect();
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v
+    };
+    let rq = |ns: &str, obj: &str, res: &str, ty: &str| {
+        one("kube_resourcequota", &[("namespace", ns), ("resourcequota", obj), ("resource", res), ("type", ty)])
+    };
+    const REQ: &str = "requests.nvidia.com/gpu";
+    // vision-dev raised from 4 to 8 at the midpoint hour, over the whole window
+    let vd = rq("vision-dev", "gpu", REQ, "hard");
+    assert_eq!(vd.samples.len(), 6 * 60);
+    assert!(vd.samples.iter().all(|&(t, v)| v == if t < mid { 4.0 } else { 8.0 }));
+    assert_eq!(values(rq("recsys", "gpu", REQ, "hard")), [8.0]);
+    assert_eq!(values(rq("recsys", "gpu-cap", REQ, "hard")), [12.0]);
+    assert_eq!(values(rq("recsys", "gpu", "limits.nvidia.com/gpu", "hard")), [8.0]);
+    assert_eq!(values(rq("vision-train", "gpu", REQ, "hard")), [16.0]);
+    assert_eq!(values(rq("sandbox", "gpu", REQ, "hard")), [2.0]);
+    assert!(find("kube_resourcequota", &[("namespace", "nlp-prod")]).is_empty());
+
+    // `used`: the requests of the namespace's GPU pods Pending or Running, read from the written series
+    let phases = phase_times(&series);
+    let requests: Vec<&PSeries> = series
+        .iter()
+        .filter(|s| s.name == "kube_pod_container_resource_requests")
+        .filter(|s| {
+            !["example_com_gpu", "nvidia_com_gpucores", "nvidia_com_gpumem"].contains(&s.l("resource").unwrap())
+        })
+        .collect();
+    let requested = |ns: &str, t: i64, running: bool| -> f64 {
+        requests
+            .iter()
+            .filter(|s| s.l("namespace") == Some(ns))
+            .filter(|s| {
+                let p = &phases[s.l("uid").unwrap()];
+                if running { p.1.contains(&t) } else { p.0.contains(&t) }
+            })
+            .filter_map(|s| s.samples.iter().find(|x| x.0 == t).map(|x| x.1))
+            .sum()
+    };
+    for (ns, obj) in [("vision-train", "gpu"), ("vision-dev", "gpu"), ("recsys", "gpu"), ("recsys", "gpu-cap")] {
+        let used = rq(ns, obj, REQ, "used");
+        assert_eq!(used.samples.len(), 6 * 60);
+        for &(t, v) in &used.samples {
+            assert_eq!(v, requested(ns, t, false), "{ns}/{obj} used at {t}");
+        }
+        assert!(used.samples.iter().any(|x| x.1 > 0.0), "{ns}: nothing requested");
+    }
+
+    // Kueue: leader and follower, the leader's extra label, no cohort on cq-vision, +Inf limits
+    for family in [quota::CQ_NOMINAL, quota::CQ_BORROWING, quota::CQ_LENDING, quota::CQ_USAGE] {
+        assert_eq!(find(family, &[]).len(), 4, "{family}");
+        for cq in ["cq-nlp", "cq-vision"] {
+            let leader = one(family, &[("cluster_queue", cq), ("replica_role", "leader")]);
+            let follower = one(family, &[("cluster_queue", cq), ("replica_role", "follower")]);
+            assert_eq!(values(follower), [999.0], "{family} {cq}");
+            assert_eq!(leader.samples.len(), 6 * 60);
+            assert_eq!(leader.l("cohort"), if cq == "cq-nlp" { Some("research") } else { None });
+            assert_eq!(leader.l("custom_team"), if cq == "cq-nlp" { Some("nlp") } else { None });
+            assert!(follower.l("custom_team").is_none());
+            assert_eq!((leader.l("flavor"), leader.l("resource")), (Some("default-flavor"), Some("nvidia.com/gpu")));
+        }
+    }
+    let leader = |family: &str, cq: &str| one(family, &[("cluster_queue", cq), ("replica_role", "leader")]);
+    assert_eq!(values(leader(quota::CQ_NOMINAL, "cq-nlp")), [16.0]);
+    assert_eq!(values(leader(quota::CQ_NOMINAL, "cq-vision")), [8.0]);
+    assert_eq!(values(leader(quota::CQ_BORROWING, "cq-nlp")), [f64::INFINITY]);
+    assert_eq!(values(leader(quota::CQ_BORROWING, "cq-vision")), [4.0]);
+    assert_eq!(values(leader(quota::CQ_LENDING, "cq-vision")), [f64::INFINITY]);
+    assert!(r.metrics.contains(
+        "kueue_cluster_queue_borrowing_limit{cohort=\"research\",cluster_queue=\"cq-nlp\",flavor=\"default-flavor\",\
+         resource=\"nvidia.com/gpu\",replica_role=\"leader\",custom_team=\"nlp\"} +Inf "
+    ));
+
+    // queue labels: the namespaces' pods except the inference servers, while they exist
+    let labelled: Vec<&PSeries> = series.iter().filter(|s| s.l(quota::CQ_LABEL).is_some()).collect();
+    assert!(labelled.iter().all(|s| s.name == "kube_pod_labels" && s.l("label_model") == Some("")));
+    let servers: HashSet<&str> = r.truth.serving_pods.iter().map(|p| p.pod.as_str()).collect();
+    for s in &labelled {
+        let ns = s.l("namespace").unwrap();
+        let cq = if ns == "vision-train" { "cq-vision" } else { "cq-nlp" };
+        assert!(["vision-train", "nlp-prod", "nlp-research"].contains(&ns));
+        assert_eq!(s.l(quota::CQ_LABEL), Some(cq));
+        assert_eq!(s.l(quota::LQ_LABEL), Some(format!("lq-{ns}").as_str()));
+        assert!(!servers.contains(s.l("pod").unwrap()), "an inference server queued");
+    }
+    for p in r.truth.by_pod.iter().filter(|p| p.namespace == "vision-train" || p.namespace == "nlp-research") {
+        assert_ne!(p.workload, "inference");
+        assert!(labelled.iter().any(|s| s.l("pod") == Some(p.pod.as_str())), "{} unlabelled", p.pod);
+    }
+    // usage: the requests of the queue's Running labelled pods, read from the written series
+    let queued: HashMap<&str, &str> =
+        labelled.iter().map(|s| (s.l("uid").unwrap(), s.l(quota::CQ_LABEL).unwrap())).collect();
+    let queue_running = |cq: &str, ns: Option<&str>, t: i64| -> f64 {
+        requests
+            .iter()
+            .filter(|s| queued.get(s.l("uid").unwrap()) == Some(&cq) && ns.is_none_or(|n| s.l("namespace") == Some(n)))
+            .filter(|s| phases[s.l("uid").unwrap()].1.contains(&t))
+            .filter_map(|s| s.samples.iter().find(|x| x.0 == t).map(|x| x.1))
+            .sum()
+    };
+    for cq in ["cq-nlp", "cq-vision"] {
+        let usage = leader(quota::CQ_USAGE, cq);
+        assert!(usage.samples.iter().all(|&(t, v)| v == queue_running(cq, None, t)), "{cq} usage");
+        assert!(usage.samples.iter().any(|x| x.1 > 0.0), "{cq}: nothing running");
+    }
+    for (ns, cq) in [("nlp-prod", "cq-nlp"), ("nlp-research", "cq-nlp"), ("vision-train", "cq-vision")] {
+        let lq = format!("lq-{ns}");
+        let usage = one(quota::LQ_USAGE, &[("name", lq.as_str()), ("namespace", ns), ("replica_role", "leader")]);
+        assert!(usage.samples.iter().all(|&(t, v)| v == queue_running(cq, Some(ns), t)), "{lq} usage");
+    }
+
+    // the never-ran pods: 2 + 64/64, Pending throughout 1 to 6 hours (the window), requesting whole cards, no node
+    let stuck: Vec<&&PSeries> = requests.iter().filter(|s| s.l("pod").unwrap().contains("-stuck-")).collect();
+    assert_eq!(stuck.len(), 3);
+    let stuck_ns: BTreeSet<&str> = stuck.iter().map(|s| s.l("namespace").unwrap()).collect();
+    assert!(stuck_ns.contains("nlp-research") && stuck_ns.contains("sandbox"), "{stuck_ns:?}");
+    for s in &stuck {
+        let uid = s.l("uid").unwrap();
+        assert_eq!((s.l("node"), s.l("resource"), s.l("unit")), (Some(""), Some("nvidia_com_gpu"), Some("integer")));
+        assert!([1.0, 2.0, 4.0].contains(&s.samples[0].1));
+        assert!(s.samples.len() >= 60 && s.samples.len() <= 6 * 60, "{}", s.samples.len());
+        let phase = |p: &str| one("kube_pod_status_phase", &[("uid", uid), ("phase", p)]);
+        assert!(phase("Pending").samples.iter().all(|x| x.1 == 1.0));
+        assert_eq!(phase("Pending").samples.len(), s.samples.len());
+        for p in ["Running", "Succeeded", "Failed", "Unknown"] {
+            assert!(phase(p).samples.iter().all(|x| x.1 == 0.0), "{p}");
+        }
+        assert!(!series.iter().any(|d| d.name.starts_with("DCGM_") && d.labels.values().any(|v| v == uid)));
+    }
+    // at the end of their families: after every pod of the cluster
+    let last_of = |name: &str| series.iter().rposition(|s| s.name == name).unwrap();
+    let first_stuck =
+        |name: &str| series.iter().position(|s| s.name == name && s.l("pod").unwrap().contains("-stuck-")).unwrap();
+    assert_eq!(
+        first_stuck("kube_pod_container_resource_requests"),
+        last_of("kube_pod_container_resource_requests") - 2
+    );
+    assert_eq!(first_stuck("kube_pod_status_phase"), last_of("kube_pod_status_phase") - 14);
+}
+
+fn rfc(t: i64) -> String {
+    DateTime::from_timestamp_millis(t).unwrap().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+#[test]
+fn quota_and_pending_truth_add_up_and_follow_the_written_series() {
+    const HOURS: usize = 6;
+    for (what, r) in
+        [("standard", sim(64, HOURS as u32, 60, 5)), ("ksm gaps", sim_with(56, HOURS as u32, 60, 31, true))]
+    {
+        let t = &r.truth;
+        let series = parse_checked(&r.metrics);
+        let start = r.summary.start.timestamp_millis();
+        // every row splits its use: within + reserved idle = guaranteed, within + borrowed = used
+        for q in &t.quota {
+            let w = q.used_within_card_seconds;
+            assert!((w + q.reserved_idle_card_seconds - q.guaranteed_card_seconds).abs() <= 1e-6, "{what}: {q:?}");
+            assert!((w + q.borrowed_card_seconds - q.used_card_seconds).abs() <= 1e-6, "{what}: {q:?}");
+            assert!(q.borrowed_card_seconds == 0.0 || q.reserved_idle_card_seconds == 0.0, "{what}: {q:?}");
+            assert!(q.borrowed_card_seconds >= 0.0 && q.reserved_idle_card_seconds >= 0.0);
+        }
+        let scopes: BTreeSet<(&str, &str, &str)> =
+            t.quota.iter().map(|q| (q.scope_kind.as_str(), q.scope.as_str(), q.team.as_str())).collect();
+        let expected = [
+            ("cluster_queue", "cq-nlp", "nlp"),
+            ("cluster_queue", "cq-vision", "vision"),
+            ("namespace", "recsys", "recsys"),
+            ("namespace", "sandbox", "unassigned"),
+            ("namespace", "vision-dev", "vision"),
+        ];
+        assert_eq!(scopes, BTreeSet::from(expected), "{what}");
+        assert_eq!(t.quota.len(), HOURS * 5, "{what}");
+        // guarantees: the hard quota (the least of a namespace's objects) over the hour's KSM scrapes
+        let scrapes: Vec<f64> = (0..HOURS)
+            .map(|h| {
+                let s = series.iter().find(|s| s.name == "kube_namespace_labels").unwrap();
+                let from = start + h as i64 * 3_600_000;
+                s.samples.iter().filter(|x| (from..from + 3_600_000).contains(&x.0)).count() as f64
+            })
+            .collect();
+        let row = |scope: &str, h: usize| {
+            t.quota.iter().find(|q| q.scope == scope && q.hour == rfc(start + h as i64 * 3_600_000)).unwrap()
+        };
+        for (h, scrapes) in scrapes.iter().enumerate() {
+            let vd = if h < HOURS / 2 { 4.0 } else { 8.0 };
+            for (scope, cards) in
+                [("vision-dev", vd), ("recsys", 8.0), ("sandbox", 2.0), ("cq-nlp", 16.0), ("cq-vision", 8.0)]
+            {
+                assert_eq!(row(scope, h).guaranteed_card_seconds, cards * scrapes * 60.0, "{what}: {scope} {h}");
+            }
+        }
+        if what == "standard" {
+            let g = |h| row("vision-dev", h).guaranteed_card_seconds;
+            assert_eq!(g(HOURS / 2), 2.0 * g(HOURS / 2 - 1), "raised at the midpoint");
+            assert_eq!(g(0), 4.0 * 3600.0);
+        }
+        // use: the truth's own GPU-seconds of the namespace's pods, of the queue's non-inference pods
+        for q in &t.quota {
+            let used = if q.scope_kind == "namespace" {
+                let r = t.by_hour_namespace.iter().find(|r| r.hour == q.hour && r.namespace == q.scope);
+                r.map_or(0.0, |r| r.figures.gpu_hours * 3600.0)
+            } else {
+                let ns: &[&str] = if q.scope == "cq-nlp" { &["nlp-prod", "nlp-research"] } else { &["vision-train"] };
+                let queued = |r: &truth::PodHourRow| {
+                    ns.contains(&r.namespace.as_str())
+                        && t.by_pod
+                            .iter()
+                            .any(|p| p.namespace == r.namespace && p.pod == r.pod && p.workload != "inference")
+                };
+                t.by_pod_hour
+                    .iter()
+                    .filter(|r| r.hour == q.hour && queued(r))
+                    .map(|r| r.figures.gpu_hours * 3600.0)
+                    .sum()
+            };
+            assert!(close(used, q.used_card_seconds), "{what}: {q:?} vs {used}");
+        }
+        assert!(t.quota.iter().any(|q| q.borrowed_card_seconds > 0.0), "{what}: no scope borrows");
+        assert!(t.quota.iter().any(|q| q.reserved_idle_card_seconds > 0.0), "{what}: no scope idles");
+
+        // pending: one row per GPU pod object with a sample, following its written phases
+        let phases = phase_times(&series);
+        // uid → (first, last sample, cards, whether the cards are known from the requests: whole cards, HAMi)
+        let mut seen: BTreeMap<&str, (i64, i64, f64, bool)> = BTreeMap::new();
+        for s in series.iter().filter(|s| s.name == "kube_pod_container_resource_requests") {
+            let res = s.l("resource").unwrap();
+            if res == "example_com_gpu" || res == "nvidia_com_gpumem" {
+                continue;
+            }
+            let e = seen.entry(s.l("uid").unwrap()).or_insert((i64::MAX, i64::MIN, 1.0, false));
+            e.0 = e.0.min(s.samples[0].0);
+            e.1 = e.1.max(s.samples.last().unwrap().0);
+            e.2 *= if res == "nvidia_com_gpucores" { s.samples[0].1 / 100.0 } else { s.samples[0].1 };
+            e.3 |= res == "nvidia_com_gpu";
+        }
+        let uids: BTreeSet<&str> = t.pending.iter().map(|p| p.uid.as_str()).collect();
+        assert_eq!(uids.len(), t.pending.len(), "{what}: a uid twice");
+        assert_eq!(uids, seen.keys().copied().collect(), "{what}");
+        for p in &t.pending {
+            let (pending, running) = &phases[p.uid.as_str()];
+            let running_first = running.first().copied();
+            let pending_only: Vec<i64> = pending.iter().copied().filter(|x| !running.contains(x)).collect();
+            assert_eq!(p.first_running, running_first.map(rfc), "{what}: {p:?}");
+            assert_eq!(p.first_pending, pending_only.first().copied().map(rfc), "{what}: {p:?}");
+            assert_eq!(p.last_seen, rfc(seen[p.uid.as_str()].1), "{what}: {p:?}");
+            assert_eq!(p.never_ran, p.first_running.is_none());
+            assert_eq!(p.team, t.by_namespace.iter().find(|n| n.namespace == p.namespace).unwrap().team);
+            // q·f: from the truth's own rows (MIG and time-slicing fractions), else whole cards or HAMi's cores
+            let cards = match t.by_pod.iter().find(|b| b.namespace == p.namespace && b.pod == p.pod) {
+                Some(b) => b.units as f64 * b.fraction,
+                None => match seen[p.uid.as_str()] {
+                    (_, _, cards, true) => cards,
+                    _ => continue,
+                },
+            };
+            assert!(close(p.pending_card_seconds, cards * pending_only.len() as f64 * 60.0), "{what}: {p:?}");
+        }
+        let never: Vec<&quota::PendingPodRow> = t.pending.iter().filter(|p| p.pod.contains("-stuck-")).collect();
+        assert_eq!(never.len(), 2 + r.truth.params.gpus as usize / 64, "{what}");
+        for p in &never {
+            assert!(p.never_ran && p.first_running.is_none() && p.first_pending.is_some(), "{p:?}");
+            assert!(p.pending_card_seconds >= 3600.0, "{p:?}");
+            assert!(!t.by_pod.iter().any(|b| b.pod == p.pod), "a never-ran pod in by_pod");
+        }
+        assert!(t.pending.iter().any(|p| p.first_pending.is_some() && p.first_running.is_some()), "{what}: no wait");
+    }
+}

@@ -22,6 +22,21 @@
 //! `silent`), the times of its mid-hour counter resets, of its late scrape's first sample and of every baseline
 //! sample, its idle hours (rows of zeros), and its totals over the window (the sums of its `serving` rows). Both are
 //! empty in truth files written before serving was simulated.
+//!
+//! Quotas (SPEC §10, `quota`): `quota` has one row per hour × scope with a sample of its guarantee: `scope_kind`
+//! `namespace` for the namespaces guaranteed by their ResourceQuota (`vision-dev`, `recsys`, `sandbox`; not
+//! `vision-train`, whose queue guarantees it) and `cluster_queue` for `cq-nlp` and `cq-vision`, with the scope's
+//! `team` (a namespace's as elsewhere, `unassigned` without a label; `nlp` and `vision` for the queues).
+//! `guaranteed_card_seconds` sums, over the hour's KSM scrapes, the least `requests.nvidia.com/gpu` hard of the
+//! namespace's objects (the queue's leader nominal quota) times the scrape interval; `used_card_seconds` is the
+//! GPU-seconds the rows above count for the scope's pods in the hour (a queue's: its namespaces' pods except the
+//! inference servers), bridged seconds included; `used_within_card_seconds` = min(used, guaranteed),
+//! `borrowed_card_seconds` = max(0, used − guaranteed), `reserved_idle_card_seconds` = guaranteed − used within.
+//! `pending` has one row per GPU pod object with a KSM sample (the unknown resource's aside, the never-ran pods
+//! among them), by namespace, pod name and creation: its first scrape seen Pending and first seen Running (null when
+//! none), its last scrape, `pending_card_seconds` (its cards `q·f` × the interval over its Pending scrapes; a
+//! never-ran pod's whole cards) and `never_ran` (no Running scrape in the window: also a pod still Pending at its end
+//! or seen only after it ended). Both are empty in truth files written before quotas were simulated.
 
 use std::collections::BTreeMap;
 
@@ -30,6 +45,7 @@ use serde::{Deserialize, Serialize};
 use super::clock::{HOUR_MS, rfc3339};
 use super::layout::{Exporter, NAMESPACES, NodeType, TEAMS, team_of};
 use super::model::{Cluster, Grid, Kind};
+use super::quota::{PendingPodRow, Plan, QuotaHourRow};
 use super::serving::{Server, ServingPodRow, ServingRow};
 use super::values::{Metric, best_metric, exclusive_value, hami_percent, per_pod_fb, per_pod_percent, shared_value};
 
@@ -263,6 +279,14 @@ pub struct Truth {
     /// The serving pods: engine, models and the cases each carries.
     #[serde(default)]
     pub serving_pods: Vec<ServingPodRow>,
+    /// Per hour and quota scope (a namespace's ResourceQuota, a Kueue ClusterQueue): guaranteed card-seconds and
+    /// the scope's use split into used within the guarantee, borrowed and reserved idle.
+    #[serde(default)]
+    pub quota: Vec<QuotaHourRow>,
+    /// Per GPU pod object with a sample: its first Pending and first Running scrape, Pending card-seconds, and
+    /// whether it never ran.
+    #[serde(default)]
+    pub pending: Vec<PendingPodRow>,
 }
 
 /// Accumulated seconds.
@@ -297,7 +321,7 @@ impl Acc {
 
 /// Whether the KSM outage `[ga, gb)` is counted through for `pod`: Running at the scrapes on both sides (one pod
 /// object, one uid) and missing no more than cardhour's default bridge.
-fn bridged(grid: &Grid, pod: &super::model::Pod, (ga, gb): (u64, u64)) -> bool {
+pub(super) fn bridged(grid: &Grid, pod: &super::model::Pod, (ga, gb): (u64, u64)) -> bool {
     bridgeable(grid, (ga, gb)) && across(grid, pod, (ga, gb))
 }
 
@@ -422,8 +446,8 @@ struct PodAcc {
     uids: Vec<String>,
 }
 
-/// Compute the truth for the cluster on `grid` with its serving pods.
-pub fn compute(c: &Cluster, grid: &Grid, servers: &[Server], params: ParamsOut) -> Truth {
+/// Compute the truth for the cluster on `grid` with its serving pods and quotas.
+pub fn compute(c: &Cluster, grid: &Grid, servers: &[Server], quotas: &Plan, params: ParamsOut) -> Truth {
     let step_s = grid.step_ms as f64 / 1000.0;
     let hours = ((grid.end_ms - grid.start_ms + HOUR_MS - 1) / HOUR_MS) as usize;
     let n_ns = NAMESPACES.len();
@@ -668,6 +692,7 @@ pub fn compute(c: &Cluster, grid: &Grid, servers: &[Server], params: ParamsOut) 
 
     let ksm_gaps = ksm_gap_rows(c, grid);
     let (serving, serving_pods) = super::serving::truth(c, grid, servers);
+    let (quota, pending) = super::quota::truth(c, grid, quotas);
 
     Truth {
         start: params.start.clone(),
@@ -690,6 +715,8 @@ pub fn compute(c: &Cluster, grid: &Grid, servers: &[Server], params: ParamsOut) 
         ksm_gaps,
         serving,
         serving_pods,
+        quota,
+        pending,
     }
 }
 
