@@ -144,6 +144,20 @@ rates="$(curl -fsS -H "Authorization: Bearer $token" "$base/api/v1/rates")"
         warn "could not set the rate of $model"
     fi
 done
+# the simulated cluster's Kueue ClusterQueues belong to the teams whose namespaces they queue (SPEC §10)
+if [[ "$cluster" == sim ]]; then
+    for pair in cq-nlp:nlp cq-vision:vision; do
+        queue="${pair%%:*}" queue_team="${pair##*:}"
+        code="$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" \
+            -H 'content-type: application/json' -d "{\"queue_kind\":\"cluster_queue\",\"queue\":\"$queue\",\"team_id\":\"$queue_team\",\"valid_from\":\"$month_start\"}" \
+            "$base/api/v1/queue-mappings")"
+        case "$code" in
+        201) log "queue $queue belongs to team $queue_team from $month_start" ;;
+        409) ;; # mapped by an earlier run
+        *) warn "could not map queue $queue to team $queue_team (HTTP $code)" ;;
+        esac
+    done
+fi
 "$BIN" token list --format json | tr -d ' \n' | grep -oE '\{"id":[0-9]+,"name":"quickstart"' | grep -oE '[0-9]+' |
     while IFS= read -r id; do "$BIN" token revoke "$id" >/dev/null 2>&1 || true; done
 

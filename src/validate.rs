@@ -294,6 +294,17 @@ impl Namespace {
 }
 string_newtype!(Namespace, "a namespace", |s| Namespace::parse("namespace", s));
 
+/// A Kueue ClusterQueue's or a Volcano queue's name: a Kubernetes object name, checked as a [`namespace`] is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueName(String);
+
+impl QueueName {
+    pub fn parse(field: &str, s: &str) -> Result<QueueName, Invalid> {
+        namespace(field, s).map(QueueName)
+    }
+}
+string_newtype!(QueueName, "a queue name", |s| QueueName::parse("queue", s));
+
 /// A GPU model or pricing key, checked by [`model_name`] (stored trimmed, at most [`MODEL_NAME_MAX`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GpuModel(String);

@@ -285,6 +285,25 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
             all,
         ),
         ("GET /reports/utilization/{month}", g.clone(), format!("/api/v1/reports/utilization/{m}"), Body::None, global),
+        ("GET /reports/quotas/{month}", g.clone(), format!("/api/v1/reports/quotas/{m}"), Body::None, all),
+        ("GET /reports/queue/{month}", g.clone(), format!("/api/v1/reports/queue/{m}"), Body::None, all),
+        (
+            "GET /reports/capacity-plan",
+            g.clone(),
+            format!("/api/v1/reports/capacity-plan?month={m}&extra_cards=8"),
+            Body::None,
+            global,
+        ),
+        ("GET /queue-mappings", g.clone(), "/api/v1/queue-mappings".into(), Body::None, all),
+        (
+            "POST /queue-mappings",
+            Method::POST,
+            "/api/v1/queue-mappings".into(),
+            // the same mapping twice: the second writer is refused as a conflict
+            Body::Json(json!({"queue_kind": "cluster_queue", "queue": "cq-x", "team_id": "vision",
+                "valid_from": "2026-12-01"})),
+            [201, 409, 403, 403],
+        ),
         ("GET /reports/teams/{month}", g.clone(), format!("/api/v1/reports/teams/{m}"), Body::None, global),
         (
             "GET /reports/unit-cost",

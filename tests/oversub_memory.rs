@@ -122,6 +122,8 @@ async fn memory_promised_per_node_and_cluster_by_hand() {
         capacity: vec![cap("hami", 2.0), cap("ts", 1.0), cap("mps", 1.0), cap("mig", 1.0)],
         anomalies: Vec::new(),
         serving: Vec::new(),
+        pending: Vec::new(),
+        quota: Vec::new(),
     };
     store(&pool, &out, "2026-10-05T00:00:00Z", 4).await;
     let stored: Vec<(String, Option<f64>)> = sqlx::query_as(
@@ -229,6 +231,8 @@ async fn the_workbook_shows_the_replica_policy_like_the_csv() {
         capacity: vec![cap("ts", 1.0)],
         anomalies: Vec::new(),
         serving: Vec::new(),
+        pending: Vec::new(),
+        quota: Vec::new(),
     };
     store(&pool, &out, "2026-10-05T00:00:00Z", 4).await;
 

@@ -93,6 +93,8 @@ async fn store_hours(
             capacity: capacity.clone(),
             anomalies: anomalies.clone(),
             serving: Vec::new(),
+            pending: Vec::new(),
+            quota: Vec::new(),
         };
         let hour = from + Duration::hours(h);
         let mut tx = pool.begin().await.unwrap();
@@ -296,6 +298,8 @@ async fn store_configured(pool: &PgPool, from: &str, hours: i64) {
             capacity: vec![cap("u", 1.0)],
             anomalies: Vec::new(),
             serving: Vec::new(),
+            pending: Vec::new(),
+            quota: Vec::new(),
         };
         let hour = from + Duration::hours(h);
         let mut tx = pool.begin().await.unwrap();
@@ -315,6 +319,8 @@ async fn store_face_value(pool: &PgPool, from: &str, hours: i64) {
             capacity: vec![cap("u", 4.0)],
             anomalies: vec![Anomaly { kind: AnomalyKind::UnverifiedNode, subject: "u".into(), count: 1 }],
             serving: Vec::new(),
+            pending: Vec::new(),
+            quota: Vec::new(),
         };
         let hour = from + Duration::hours(h);
         let mut tx = pool.begin().await.unwrap();

@@ -16,6 +16,7 @@ mod ingest;
 mod nodes;
 mod page;
 pub mod probes;
+mod quotas;
 mod rates;
 mod report_exports;
 mod reports;
@@ -80,6 +81,7 @@ pub fn api() -> (Router<AppState>, OpenApiSpec) {
         .merge(waste::router())
         .merge(reports::router())
         .merge(unit_cost::router())
+        .merge(quotas::router())
         .merge(budgets::router())
         .merge(ingest::router())
         .merge(report_exports::router())

@@ -200,6 +200,8 @@ pub async fn save_replaced_hours(
     .execute(&mut *conn)
     .await?;
     super::serving::save_replaced(conn, run_id, cluster, hours).await?;
+    super::quota::save_replaced(conn, run_id, cluster, hours).await?;
+    super::waits::save_replaced(conn, run_id, cluster, hours).await?;
     Ok(())
 }
 
@@ -250,7 +252,10 @@ pub async fn forget_if_unchanged(
     )
     .fetch_one(&mut *conn)
     .await?;
-    let changed = changed || super::serving::changed(conn, run_id, cluster, hour).await?;
+    let changed = changed
+        || super::serving::changed(conn, run_id, cluster, hour).await?
+        || super::quota::changed(conn, run_id, cluster, hour).await?
+        || super::waits::changed(conn, run_id, cluster, hour).await?;
     if !changed {
         forget(conn, run_id, cluster, hour).await?;
     }
@@ -283,6 +288,8 @@ async fn forget(conn: &mut PgConnection, run_id: i64, cluster: &str, hour: DateT
     .execute(&mut *conn)
     .await?;
     super::serving::forget_replaced(conn, run_id, cluster, hour).await?;
+    super::quota::forget_replaced(conn, run_id, cluster, hour).await?;
+    super::waits::forget_replaced(conn, run_id, cluster, hour).await?;
     sqlx::query!("DELETE FROM replaced_hours WHERE run_id = $1 AND cluster = $2 AND hour = $3", run_id, cluster, hour)
         .execute(conn)
         .await?;
@@ -374,6 +381,8 @@ pub async fn restore(conn: &mut PgConnection, run_id: i64, h: &ReplacedHour) -> 
     .execute(&mut *conn)
     .await?;
     super::serving::restore(conn, run_id, cluster, hour).await?;
+    super::quota::restore(conn, run_id, cluster, hour).await?;
+    super::waits::restore(conn, run_id, cluster, hour).await?;
     super::usage::rebuild_hour_rollups(conn, cluster, hour).await?;
     sqlx::query!(
         "UPDATE ingested_hours SET scrape_interval_ms = $3, usage_rows = $4, samples_read = $5, run_id = $6,

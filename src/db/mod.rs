@@ -13,6 +13,7 @@ pub mod node_facts;
 pub mod nodes;
 pub mod oversubscription;
 pub mod queue;
+pub mod quota;
 pub mod rates;
 pub mod readiness;
 pub mod replica_policy;
@@ -29,6 +30,7 @@ pub mod turns;
 pub mod usage;
 pub mod users;
 pub mod version;
+pub mod waits;
 pub mod waste;
 pub mod watermark;
 

@@ -42,7 +42,17 @@ pub async fn apply(
         steps.push(Step { action: "delete".into(), relation: "node_facts_hourly".into(), rows: n as i64, bytes: 0 });
         // and their tokens and requests served (issue 36)
         let (stored, replaced) = super::serving::delete_before_retention(conn).await?;
-        for (relation, n) in [("serving_hourly", stored), ("replaced_serving_hourly", replaced)] {
+        let (quota, replaced_quota) = super::quota::delete_before_retention(conn).await?;
+        // and their quotas and waits (issue 29)
+        let (waits, replaced_waits) = super::waits::delete_before_retention(conn).await?;
+        for (relation, n) in [
+            ("serving_hourly", stored),
+            ("replaced_serving_hourly", replaced),
+            ("quota_hourly", quota),
+            ("replaced_quota_hourly", replaced_quota),
+            ("pod_wait_hourly", waits),
+            ("replaced_pod_wait_hourly", replaced_waits),
+        ] {
             steps.push(Step { action: "delete".into(), relation: relation.into(), rows: n as i64, bytes: 0 });
         }
     }

@@ -50,6 +50,8 @@ async fn delete_hours(
         .execute(&mut *conn)
         .await?;
     super::serving::delete(conn, cluster, hours).await?;
+    super::quota::delete(conn, cluster, hours).await?;
+    super::waits::delete(conn, cluster, hours).await?;
     // what the nodes were taken to be goes with the hour's rows (an undo restores rows, not those facts)
     super::node_facts::delete(conn, cluster, hours).await?;
     Ok(removed.into_iter().map(|r| (r.hour, r.namespace, r.pod)).collect())
@@ -272,6 +274,10 @@ pub async fn replace_hours(conn: &mut PgConnection, cluster: &str, batch: &[Hour
 
     let serving: Vec<_> = batch.iter().map(|b| (b.hour, b.out.serving.as_slice())).collect();
     super::serving::insert(conn, cluster, &serving).await?;
+    let quota: Vec<_> = batch.iter().map(|b| (b.hour, b.out.quota.as_slice())).collect();
+    super::quota::insert(conn, cluster, &quota).await?;
+    let waits: Vec<_> = batch.iter().map(|b| (b.hour, b.out.pending.as_slice())).collect();
+    super::waits::insert(conn, cluster, &waits).await?;
 
     rebuild_rollups(conn, cluster, &touched).await?;
     register_label_teams(conn, cluster, &touched.hours).await?;

@@ -202,6 +202,9 @@ pub const ZH_ALLOWED_WORDS: &[&str] = &[
     "SGLang",
     "TGI",
     "Triton",
+    // the queueing systems whose quotas are read (SPEC §10)
+    "Kueue",
+    "Volcano",
 ];
 
 /// The ASCII words of `text` (runs of letters, with the digits, `-`, `_`, `.`, `/` and `:` inside them) that are

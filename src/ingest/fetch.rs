@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 
 use crate::metering::{
     COUNTER_LOOKBACK_MS, CapacitySeries, ContainerKey, CounterSeries, DeviceSeries, Edges, GfdLabels, HamiSeries,
-    HourInput, MeterConfig, NamespaceSeries, NodeLabelSeries, PodModel, PodStart, RequestSeries, RunningSeries,
-    SERVING_METRICS_RE, Sample, SeenDevice, ServingMetric, UnknownServingSeries, UnschedulableSeries, UtilMetric,
-    running_starts,
+    HourInput, MeterConfig, NamespaceSeries, NodeLabelSeries, PodModel, PodStart, QueueMember, QuotaScope, QuotaSeries,
+    RequestSeries, RunningSeries, SERVING_METRICS_RE, Sample, ScopeKind, SeenDevice, ServingMetric,
+    UnknownServingSeries, UnschedulableSeries, UtilMetric, running_starts,
 };
 use futures_util::TryStreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -35,6 +35,13 @@ const HAMI_UTIL: &str = "hami_container_device_utilization_ratio";
 /// The pod label naming the model a pod serves, as kube-state-metrics exports it (`--metric-labels-allowlist`
 /// `pods=[model]`): the model of engines whose series name none (TGI).
 const MODEL_POD_LABEL: &str = "label_model";
+/// Quota and queue resources read as GPUs, as ResourceQuota (after `requests.`), Kueue and Volcano name them:
+/// the raw Kubernetes name (`nvidia.com/gpu`), not kube-state-metrics' sanitised pod-label form.
+const GPU_QUOTA_RESOURCES: &str = "(nvidia[.]com|amd[.]com|habana[.]ai)/.+";
+/// The pod labels naming a pod's queue, as kube-state-metrics exports them (`--metric-labels-allowlist`):
+/// Kueue's ClusterQueue (v0.17+ labels admitted pods) and Volcano's queue.
+const KUEUE_QUEUE_LABEL: &str = "label_kueue_x_k8s_io_cluster_queue_name";
+const VOLCANO_QUEUE_LABEL: &str = "label_volcano_sh_queue_name";
 /// The node resources read as GPU capacity (and allocatable).
 const GPU_RESOURCES: &str = r#"resource=~"nvidia_com_.+|amd_com_.+|habana_ai_.+|.*gpu.*""#;
 
@@ -84,9 +91,14 @@ pub struct Fetched {
     unknown: Vec<(String, Vec<i64>)>,
 }
 
-/// The eleven selectors one window reads, each with the margins it is read with before and after the window
+/// How many selectors one window reads.
+pub const SELECTORS: usize = 17;
+
+/// The selectors one window reads, each with the margins it is read with before and after the window
 /// (`ksm_margin_ms` from [`ksm_margin_ms`]).
-pub fn selectors(spec: &FetchSpec, ksm_margin_ms: i64) -> [(String, i64, i64); 11] {
+pub fn selectors(spec: &FetchSpec, ksm_margin_ms: i64) -> [(String, i64, i64); SELECTORS] {
+    // Kueue ≥ 0.16 in HA: every replica exports its gauges, followers too (pre-0.16 series lack the label)
+    let leader = r#"replica_role!="follower""#;
     let both = |selector: String, margin: i64| (selector, margin, margin);
     [
         both(spec.selector("kube_pod_container_resource_requests", r#"unit="integer""#), ksm_margin_ms),
@@ -103,6 +115,25 @@ pub fn selectors(spec: &FetchSpec, ksm_margin_ms: i64) -> [(String, i64, i64); 1
         // a pod's model label is looked up up to an hour either side of the hour: a pod that started in a KSM
         // outage serves before KSM sees it
         both(spec.selector("kube_pod_labels", &format!(r#"{MODEL_POD_LABEL}!="""#)), COUNTER_LOOKBACK_MS),
+        // quotas and queues (SPEC §10): a pod's wait is read like its Running phase
+        both(spec.selector("kube_pod_status_phase", r#"phase="Pending""#), ksm_margin_ms),
+        both(
+            spec.selector("kube_resourcequota", &format!(r#"type="hard",resource=~"requests[.]{GPU_QUOTA_RESOURCES}""#)),
+            0,
+        ),
+        both(
+            spec.selector(
+                "",
+                &format!(
+                    r#"__name__=~"kueue_cluster_queue_nominal_quota|volcano_queue_deserved_scalar_resources",resource=~"{GPU_QUOTA_RESOURCES}",{leader}"#
+                ),
+            ),
+            0,
+        ),
+        both(spec.selector("kueue_local_queue_resource_usage", leader), 0),
+        // a pod's queue is looked up like its model
+        both(spec.selector("kube_pod_labels", &format!(r#"{KUEUE_QUEUE_LABEL}!="""#)), COUNTER_LOOKBACK_MS),
+        both(spec.selector("kube_pod_labels", &format!(r#"{VOLCANO_QUEUE_LABEL}!="""#)), COUNTER_LOOKBACK_MS),
     ]
 }
 
@@ -184,6 +215,35 @@ fn workload(s: &RawSeries, ns: &[&str], pod: &[&str], container: &[&str]) -> Opt
     })
 }
 
+/// A guarantee series (a ResourceQuota's `hard`, a ClusterQueue's nominal quota, a Volcano queue's deserved
+/// share) in units of its resource, the resource named as pods' requests name it; `None` for other series.
+fn quota_series(s: &mut RawSeries) -> Option<QuotaSeries> {
+    // kube-state-metrics sanitises a pod's resource names, not a quota's: `requests.nvidia.com/gpu`
+    let resource = |raw: &str| raw.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let (scope, object, resource, milli) = match s.name() {
+        "kube_resourcequota" => {
+            let raw = s.label("resource")?.strip_prefix("requests.")?;
+            let scope = QuotaScope { kind: ScopeKind::Namespace, name: s.label("namespace")?.to_string() };
+            (scope, s.label("resourcequota").unwrap_or("").to_string(), resource(raw), false)
+        }
+        "kueue_cluster_queue_nominal_quota" => {
+            let scope = QuotaScope { kind: ScopeKind::ClusterQueue, name: s.label("cluster_queue")?.to_string() };
+            (scope, s.label("flavor").unwrap_or("").to_string(), resource(s.label("resource")?), false)
+        }
+        "volcano_queue_deserved_scalar_resources" => {
+            let scope = QuotaScope { kind: ScopeKind::VolcanoQueue, name: s.label("queue_name")?.to_string() };
+            (scope, String::new(), resource(s.label("resource")?), true)
+        }
+        _ => return None,
+    };
+    let mut samples = std::mem::take(&mut s.samples);
+    if milli {
+        // Volcano's scalar resources are milli-units: 1 GPU reads 1000
+        samples.iter_mut().for_each(|p| p.v /= 1000.0);
+    }
+    Some(QuotaSeries { scope, object, resource, samples })
+}
+
 fn pod_uid(s: &RawSeries) -> String {
     s.label("uid")
         .map(str::to_string)
@@ -198,6 +258,7 @@ impl Fetched {
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut allocatable, mut unschedulable, mut node_labels) = (Vec::new(), Vec::new(), Vec::new());
         let (mut counters, mut pod_labels) = (Vec::new(), Vec::new());
+        let (mut pending, mut quotas, mut local_queues, mut members) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         match which {
             0 => requests = answer,
             1 => running = answer,
@@ -209,7 +270,11 @@ impl Fetched {
             7 => unschedulable = answer,
             8 => node_labels = answer,
             9 => counters = answer,
-            _ => pod_labels = answer,
+            10 => pod_labels = answer,
+            11 => pending = answer,
+            12 | 13 => quotas = answer,
+            14 => local_queues = answer,
+            _ => members = answer,
         }
         let mut nan_devices = Vec::new();
         let out = self;
@@ -265,6 +330,31 @@ impl Fetched {
                 counter,
                 samples: s.samples,
             });
+        }
+        for s in pending {
+            note(&s, "kube_pod_status_phase");
+            input.pending.push(RunningSeries { uid: pod_uid(&s), samples: s.samples, edges: Default::default() });
+        }
+        for mut s in quotas {
+            note(&s, "kube_resourcequota");
+            let Some(quota) = quota_series(&mut s) else { continue };
+            input.quota.guarantees.push(quota);
+        }
+        for s in local_queues {
+            note(&s, "kueue_local_queue_resource_usage");
+            let Some(namespace) = s.label("namespace") else { continue };
+            input.quota.local_queues.push((namespace.to_string(), s.samples));
+        }
+        for s in members {
+            note(&s, "kube_pod_labels");
+            let (Some(namespace), Some(pod)) = (s.label("namespace"), s.label("pod")) else { continue };
+            let queue = match (s.label(KUEUE_QUEUE_LABEL), s.label(VOLCANO_QUEUE_LABEL)) {
+                (Some(q), _) if !q.is_empty() => QuotaScope { kind: ScopeKind::ClusterQueue, name: q.to_string() },
+                (_, Some(q)) if !q.is_empty() => QuotaScope { kind: ScopeKind::VolcanoQueue, name: q.to_string() },
+                _ => continue,
+            };
+            let member = QueueMember { namespace: namespace.to_string(), pod: pod.to_string(), queue };
+            input.quota.members.push((member, s.samples));
         }
         for s in pod_labels {
             note(&s, "kube_pod_labels");
@@ -468,6 +558,10 @@ impl Fetched {
         let util = |h: i64| (h - UTIL_MARGIN_MS, h + HOUR_MS + UTIL_MARGIN_MS);
         split_ksm(input.requests, &mut out, margin, |r| (&mut r.samples, &mut r.edges), |i, r| i.requests.push(r));
         split_ksm(input.running, &mut out, margin, |r| (&mut r.samples, &mut r.edges), |i, r| i.running.push(r));
+        split_ksm(input.pending, &mut out, margin, |r| (&mut r.samples, &mut r.edges), |i, r| i.pending.push(r));
+        let quota = input.quota;
+        split(quota.guarantees, &mut out, ksm, |q| &mut q.samples, |i, q| i.quota.guarantees.push(q));
+        split(quota.local_queues, &mut out, ksm, |q| &mut q.1, |i, q| i.quota.local_queues.push(q));
         split(input.namespaces, &mut out, ksm, |n| &mut n.samples, |i, n| i.namespaces.push(n));
         split_ksm(input.capacity, &mut out, margin, |c| (&mut c.samples, &mut c.edges), |i, c| i.capacity.push(c));
         split_ksm(
@@ -490,6 +584,7 @@ impl Fetched {
         split_counters(counters, &mut out, COUNTER_LOOKBACK_MS);
         let labelled = |h: i64| (h - COUNTER_LOOKBACK_MS, h + HOUR_MS + COUNTER_LOOKBACK_MS);
         split(models, &mut out, labelled, |m| &mut m.1, |i, m| i.serving.models.push(m.0));
+        split(quota.members, &mut out, labelled, |m| &mut m.1, |i, m| i.quota.members.push(m));
         for (name, times) in unknown {
             for (input, _) in out.iter_mut() {
                 let samples = slice_times(&times, input.start_ms, input.end_ms);

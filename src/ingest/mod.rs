@@ -22,7 +22,7 @@ use sqlx::PgPool;
 
 pub use carry::{CarriedDevices, TRAILING_HOURS};
 pub use cluster::{ClusterIngest, read_batch};
-pub use fetch::{FetchSpec, Fetched, UTIL_MARGIN_MS, ksm_margin_ms, selectors};
+pub use fetch::{FetchSpec, Fetched, SELECTORS, UTIL_MARGIN_MS, ksm_margin_ms, selectors};
 pub use pipeline::{backfill, backfill_until};
 pub use source::{SampleSource, SourceKind, SourceRequest};
 pub use worker::{WorkerCluster, WorkerOptions, run_worker};

@@ -12,6 +12,8 @@ use super::input::{ContainerKey, DeviceSeries, HourInput, RequestSeries, Running
 use super::memory::{hami_memory_share, unit_memory_share};
 use super::node::{CardsSource, ModelSource, Nodes, Sharing};
 use super::output::{AnomalyKind, HourOutput, UsageRow, UtilSource};
+use super::queue::{PendingRow, hour_phases};
+use super::quota::{QuotaScope, meter_quota};
 use super::resource::{HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices};
 use super::sample::{Sample, infer_interval_ms, match_at, min_spacing_ms};
 
@@ -73,6 +75,9 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
     }
     let devices = DeviceIndex::new(&input.devices);
     let running: HashMap<&str, &RunningSeries> = input.running.iter().map(|r| (r.uid.as_str(), r)).collect();
+    let pending: HashMap<&str, &RunningSeries> = input.pending.iter().map(|r| (r.uid.as_str(), r)).collect();
+    // GPU pods by uid: a container's key and model, and the card-ms at which the pod was Pending (SPEC §10)
+    let mut waiting: BTreeMap<&str, (&ContainerKey, String, f64, f64)> = BTreeMap::new();
     let hami_util: HashMap<&ContainerKey, Vec<&[Sample]>> = input.hami.iter().fold(HashMap::new(), |mut m, h| {
         m.entry(&h.workload).or_insert_with(Vec::new).push(h.samples.as_slice());
         m
@@ -94,6 +99,12 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
             let Some(plan) = plan.resolve(&nodes, &devices, cfg, &mut anomalies) else { continue };
             let hami = hami_util.get(key).map(Vec::as_slice).unwrap_or(&[]);
             let acc = walk(&plan, running, &devices, hami, &grid, &silent);
+            if plan.kind != Kind::Unknown {
+                let ms = pending_ms(&plan, pending.get(uid).copied(), &grid);
+                let w = waiting.entry(uid).or_insert_with(|| (*key, plan.gpu_model.clone(), 0.0, 0.0));
+                w.2 += ms;
+                w.3 += plan.units.last().map_or(0.0, |s| s.v.max(0.0) * plan.fraction);
+            }
             for gap in acc.gaps {
                 gap_pods.entry(gap).or_default().insert(uid);
             }
@@ -174,7 +185,60 @@ pub fn meter_hour(input: &HourInput, cfg: &MeterConfig) -> HourOutput {
     for a in serving_anomalies {
         anomalies.add(a.kind, a.subject, a.count);
     }
-    HourOutput { interval_ms: Some(interval_ms), rows, capacity, anomalies: anomalies.into_vec(), serving }
+    let hour = (input.start_ms, input.end_ms);
+    let queues = input.quota.queues();
+    let pending = waiting
+        .into_iter()
+        .filter_map(|(uid, (key, gpu_model, ms, cards))| {
+            let (p, r) = (pending.get(uid).copied(), running.get(uid).copied());
+            let phases = hour_phases(
+                p.map(|p| (p.samples.as_slice(), &p.edges)),
+                r.map(|r| (r.samples.as_slice(), &r.edges)),
+                hour,
+            );
+            let seen = phases.first_pending_ms.is_some() || phases.first_running_ms.is_some() || ms > 0.0;
+            seen.then(|| PendingRow {
+                namespace: key.namespace.clone(),
+                pod: key.pod.clone(),
+                uid: uid.to_string(),
+                gpu_model,
+                phases,
+                cards,
+                queue: queues.get(&(key.namespace.as_str(), key.pod.as_str())).map(|q| QuotaScope::clone(q)),
+                pending_card_seconds: ms / 1000.0,
+                label_team: teams.get(key.namespace.as_str()).cloned().flatten(),
+            })
+        })
+        .collect();
+    let cards_per_unit = |resource: &str| match classify_resource(resource) {
+        ResourceKind::Whole => Some(1.0),
+        ResourceKind::Mig { slices, .. } => Some(f64::from(slices) / 7.0),
+        ResourceKind::TimeSlice => Some(1.0 / f64::from(cfg.default_timeslice_replicas.max(1))),
+        _ => None,
+    };
+    let quota =
+        meter_quota(&input.quota, &rows, hour, interval_ms, cards_per_unit, |ns| teams.get(ns).cloned().flatten());
+    HourOutput {
+        interval_ms: Some(interval_ms),
+        rows,
+        capacity,
+        anomalies: anomalies.into_vec(),
+        serving,
+        pending,
+        quota,
+    }
+}
+
+/// The card-ms of a plan's request samples of the hour at which its pod was Pending (SPEC §10: ∫ q·f while
+/// Pending, by sample like GPU-hours).
+fn pending_ms(plan: &ResolvedPlan, pending: Option<&RunningSeries>, grid: &Grid) -> f64 {
+    let Some(p) = pending else { return 0.0 };
+    plan.units
+        .iter()
+        .filter(|s| grid.contains(s.t_ms) && s.v.is_finite() && s.v > 0.0)
+        .filter(|s| p.edges.match_at(&p.samples, s.t_ms, grid.half).is_some_and(|v| v >= 0.5))
+        .map(|s| s.v * plan.fraction * grid.interval_ms as f64)
+        .sum()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

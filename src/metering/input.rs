@@ -22,7 +22,7 @@ pub struct RequestSeries {
     pub edges: Edges,
 }
 
-/// `kube_pod_status_phase{phase="Running"}` of one pod (1 while Running, 0 otherwise).
+/// `kube_pod_status_phase{phase="Running"}` of one pod (1 while Running, 0 otherwise); also its `Pending` series.
 #[derive(Debug, Clone)]
 pub struct RunningSeries {
     pub uid: String,
@@ -175,4 +175,8 @@ pub struct HourInput {
     pub trailing_devices: Vec<SeenDevice>,
     /// Serving engines' counters and what judging them needs (SPEC §9).
     pub serving: super::ServingInput,
+    /// `kube_pod_status_phase{phase="Pending"}` of the pods (1 while Pending), with edges like `running`.
+    pub pending: Vec<RunningSeries>,
+    /// Quotas and queues (SPEC §10).
+    pub quota: super::QuotaInput,
 }

@@ -31,8 +31,11 @@ pub use node::{
     mig_instances_per_card, node_facts,
 };
 pub use output::{Anomaly, AnomalyKind, CapacityRow, HourOutput, OfferedSource, UsageRow, UtilSource};
-pub use queue::{PodPhases, Wait, WaitStats, nearest_rank, wait_stats};
-pub use quota::{QuotaScope, QuotaUse, ScopeKind, counted_namespace_guarantees, gauge_seconds, split_use};
+pub use queue::{PendingRow, PodPhases, Wait, WaitStats, hour_phases, nearest_rank, wait_stats};
+pub use quota::{
+    QueueMember, QuotaInput, QuotaRow, QuotaScope, QuotaSeries, QuotaUse, ScopeKind, gauge_seconds, meter_quota,
+    split_use,
+};
 pub use resource::{
     HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices, mig_profile_slices,
 };

@@ -243,7 +243,8 @@ impl<'a> Nodes<'a> {
             }
         }
         let mut names: Vec<&str> = units.keys().copied().collect();
-        names.extend(input.requests.iter().map(|r| r.node.as_str()));
+        // a Pending pod not yet bound has `node=""`: no node
+        names.extend(input.requests.iter().map(|r| r.node.as_str()).filter(|n| !n.is_empty()));
         names.sort_unstable();
         names.dedup();
         let models: Vec<&str> = {

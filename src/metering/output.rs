@@ -180,4 +180,8 @@ pub struct HourOutput {
     pub anomalies: Vec<Anomaly>,
     /// Tokens and requests served per pod, model and engine (SPEC §9).
     pub serving: Vec<super::ServingRow>,
+    /// GPU pods' hours of waiting: seen Pending, or started (SPEC §10).
+    pub pending: Vec<super::PendingRow>,
+    /// Quota scopes' guarantees split by their use (SPEC §10).
+    pub quota: Vec<super::QuotaRow>,
 }

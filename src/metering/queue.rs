@@ -7,9 +7,12 @@
 
 use serde::Serialize;
 
+use super::gap::Edges;
+use super::sample::Sample;
+
 /// What kube-state-metrics' phase samples say of one pod object (ms): when it was first seen Pending, first seen
 /// Running, and last seen in any phase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PodPhases {
     pub first_pending_ms: Option<i64>,
     pub first_running_ms: Option<i64>,
@@ -36,6 +39,53 @@ impl PodPhases {
             (None, None) => None,
         }
     }
+}
+
+/// One GPU pod object's hour of its wait (SPEC §10): an hour it was seen Pending in, or became Running in (no
+/// Running sample just before); over a pod's hours, the first Pending, the first Running and the last seen are
+/// its wait's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PendingRow {
+    pub namespace: String,
+    pub pod: String,
+    pub uid: String,
+    /// The model of the node its cards are on; `unknown` while unbound (a Pending pod's `node` is empty).
+    pub gpu_model: String,
+    pub phases: PodPhases,
+    /// Its cards (q·f over its GPU requests) at its last request sample of the hour.
+    pub cards: f64,
+    /// Its queue (a Kueue ClusterQueue, a Volcano queue), where a pod label names one.
+    pub queue: Option<super::QuotaScope>,
+    /// Σ q·f × interval over its request samples of the hour at which it was Pending (no gap bridged: a
+    /// pod waiting across an outage of kube-state-metrics counts only what was seen).
+    pub pending_card_seconds: f64,
+    pub label_team: Option<String>,
+}
+
+/// What the phase series of a pod (`kube_pod_status_phase` Pending and Running, each with its edges) say of it
+/// in `[start, end)`: its first Pending sample there, its first Running sample there when it is a start (the
+/// sample before it, the edge, is not Running), and its last sample of either (`start` when none).
+pub fn hour_phases(
+    pending: Option<(&[Sample], &Edges)>,
+    running: Option<(&[Sample], &Edges)>,
+    (start_ms, end_ms): (i64, i64),
+) -> PodPhases {
+    let inside = |s: &&Sample| s.t_ms >= start_ms && s.t_ms < end_ms;
+    let first_on = |series: Option<(&[Sample], &Edges)>| {
+        series.and_then(|(samples, _)| samples.iter().filter(inside).find(|s| s.v >= 0.5).map(|s| s.t_ms))
+    };
+    let first_running = first_on(running).filter(|&t| {
+        let (samples, edges) = running.expect("a Running sample");
+        let before = samples.iter().rfind(|s| s.t_ms < t).copied().or(edges.before);
+        before.is_none_or(|b| b.v < 0.5)
+    });
+    let last_seen_ms = [pending, running]
+        .into_iter()
+        .flatten()
+        .filter_map(|(samples, _)| samples.iter().rfind(inside).map(|s| s.t_ms))
+        .max()
+        .unwrap_or(start_ms);
+    PodPhases { first_pending_ms: first_on(pending), first_running_ms: first_running, last_seen_ms }
 }
 
 /// The `p`-th percentile (0–100) of ascending `sorted` by nearest rank: its ⌈p/100 · n⌉-th value (the first for
@@ -103,6 +153,28 @@ mod tests {
         assert_eq!(p(Some(3 * H), Some(H), 5 * H).wait(), Some(Wait::Ran { wait_ms: 0 }));
         assert_eq!(p(Some(H), None, 4 * H).wait(), Some(Wait::NeverRan { pending_ms: 3 * H }));
         assert_eq!(p(None, None, 4 * H).wait(), None);
+    }
+
+    #[test]
+    fn an_hour_holds_the_first_pending_sample_and_a_start() {
+        let m = 60_000;
+        let series = |vals: &[(i64, f64)]| vals.iter().map(|&(t, v)| Sample::new(t * m, v)).collect::<Vec<_>>();
+        let none = Edges::default();
+        // Pending at 0..10 min, Running from 10
+        let pending = series(&[(0, 1.0), (5, 1.0), (10, 0.0), (15, 0.0)]);
+        let running = series(&[(0, 0.0), (5, 0.0), (10, 1.0), (15, 1.0)]);
+        let p = hour_phases(Some((&pending, &none)), Some((&running, &none)), (0, H));
+        assert_eq!(p, PodPhases { first_pending_ms: Some(0), first_running_ms: Some(10 * m), last_seen_ms: 15 * m });
+        // Running already before the hour (its edge): no start in this hour
+        let running = series(&[(60, 1.0), (65, 1.0)]);
+        let before = Edges { before: Some(Sample::new(55 * m, 1.0)), after: None };
+        let p = hour_phases(None, Some((&running, &before)), (H, 2 * H));
+        assert_eq!(p.first_running_ms, None);
+        // the edge before says Pending: the hour's first Running sample is the start
+        let before = Edges { before: Some(Sample::new(55 * m, 0.0)), after: None };
+        assert_eq!(hour_phases(None, Some((&running, &before)), (H, 2 * H)).first_running_ms, Some(60 * m));
+        // nothing seen: the hour's start
+        assert_eq!(hour_phases(None, None, (H, 2 * H)).last_seen_ms, H);
     }
 
     #[test]

@@ -5,10 +5,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::sample::Sample;
+use super::output::UsageRow;
+use super::sample::{Sample, infer_interval_ms};
 
 /// What holds a guarantee.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ScopeKind {
     /// A namespace's `hard` GPU ResourceQuota (counted only where the namespace has no queue).
     Namespace,
@@ -19,14 +21,14 @@ pub enum ScopeKind {
 }
 
 /// One quota scope.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct QuotaScope {
     pub kind: ScopeKind,
     pub name: String,
 }
 
 /// A scope's hour (or a sum of hours): card-seconds throughout.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct QuotaUse {
     /// ∫ guaranteed quota dt.
     pub guaranteed: f64,
@@ -36,6 +38,157 @@ pub struct QuotaUse {
     pub borrowed: f64,
     /// guaranteed − used within it: paid for, not used.
     pub reserved_idle: f64,
+}
+
+impl ScopeKind {
+    /// The stored name of the kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScopeKind::Namespace => "namespace",
+            ScopeKind::ClusterQueue => "cluster_queue",
+            ScopeKind::VolcanoQueue => "volcano_queue",
+        }
+    }
+
+    /// The kind a stored name names.
+    pub fn parse(s: &str) -> Option<Self> {
+        [ScopeKind::Namespace, ScopeKind::ClusterQueue, ScopeKind::VolcanoQueue].into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// One guarantee series: a namespace's ResourceQuota `hard` (one object), a ClusterQueue's nominal quota (one
+/// flavor), a Volcano queue's deserved share; in units of its resource (Volcano's milli-units already divided).
+#[derive(Debug, Clone)]
+pub struct QuotaSeries {
+    pub scope: QuotaScope,
+    /// The ResourceQuota object, or the Kueue flavor ("" for Volcano): a namespace's objects are each enforced,
+    /// so its guarantee is their minimum; a queue's flavors add up.
+    pub object: String,
+    /// The resource, named as a pod's requests name it (`nvidia_com_gpu`, `nvidia_com_mig_1g_10gb`).
+    pub resource: String,
+    pub samples: Vec<Sample>,
+}
+
+/// A pod labelled into a queue (Kueue's `kueue.x-k8s.io/cluster-queue-name`, Volcano's `volcano.sh/queue-name`,
+/// as kube-state-metrics exports them in `kube_pod_labels`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct QueueMember {
+    pub namespace: String,
+    pub pod: String,
+    pub queue: QuotaScope,
+}
+
+/// What one hour's quotas are metered from.
+#[derive(Debug, Clone, Default)]
+pub struct QuotaInput {
+    pub guarantees: Vec<QuotaSeries>,
+    /// Namespaces with a Kueue LocalQueue (`kueue_local_queue_resource_usage`), by their samples: queued.
+    pub local_queues: Vec<(String, Vec<Sample>)>,
+    /// Pods in a queue, by their label series' samples (read an hour either side, like a serving pod's model).
+    pub members: Vec<(QueueMember, Vec<Sample>)>,
+}
+
+impl QuotaInput {
+    /// Each labelled pod's queue (namespace, pod → queue): of several label series, the one with the latest sample
+    /// near the hour.
+    pub fn queues(&self) -> BTreeMap<(&str, &str), &QuotaScope> {
+        let mut member: BTreeMap<(&str, &str), (i64, &QuotaScope)> = BTreeMap::new();
+        for (m, samples) in &self.members {
+            let Some(last) = samples.last() else { continue };
+            let e = member.entry((m.namespace.as_str(), m.pod.as_str())).or_insert((i64::MIN, &m.queue));
+            if last.t_ms >= e.0 {
+                *e = (last.t_ms, &m.queue);
+            }
+        }
+        member.into_iter().map(|(k, (_, q))| (k, q)).collect()
+    }
+}
+
+/// One quota scope's hour (SPEC §10), card-seconds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct QuotaRow {
+    pub scope: QuotaScope,
+    pub split: QuotaUse,
+    /// A namespace scope's team label (the namespace's); `None` for queues, whose team is mapped.
+    pub label_team: Option<String>,
+}
+
+/// The hour's quota scopes (SPEC §10): each scope's guarantee (∫ by sample, `ksm_interval_ms` a sample for
+/// ResourceQuotas, the queue series' own interval for queues) split by the GPU-seconds of its own pods — a queue's
+/// labelled pods, a namespace's where the namespace is in no queue. `cards_per_unit` says how much of a card
+/// one unit of a resource is (`None`: not a GPU resource, not counted). Scopes in order, a row where the scope
+/// has a guarantee or use in the hour.
+pub fn meter_quota(
+    input: &QuotaInput,
+    rows: &[UsageRow],
+    (start_ms, end_ms): (i64, i64),
+    ksm_interval_ms: i64,
+    cards_per_unit: impl Fn(&str) -> Option<f64>,
+    namespace_team: impl Fn(&str) -> Option<String>,
+) -> Vec<QuotaRow> {
+    let in_hour = |samples: &[Sample]| samples.iter().any(|s| s.t_ms >= start_ms && s.t_ms < end_ms);
+    let member = input.queues();
+    let queued: BTreeSet<&str> = member
+        .keys()
+        .map(|(ns, _)| *ns)
+        .chain(input.local_queues.iter().filter(|(_, s)| in_hour(s)).map(|(ns, _)| ns.as_str()))
+        .collect();
+    let queue_interval = infer_interval_ms(
+        input.guarantees.iter().filter(|g| g.scope.kind != ScopeKind::Namespace).map(|g| g.samples.as_slice()),
+    )
+    .unwrap_or(ksm_interval_ms);
+    let mut guaranteed: BTreeMap<&QuotaScope, f64> = BTreeMap::new();
+    // a namespace's objects: per sample time, the least of them (each is enforced)
+    let mut objects: BTreeMap<&QuotaScope, BTreeMap<&str, BTreeMap<i64, f64>>> = BTreeMap::new();
+    for g in &input.guarantees {
+        let Some(per_unit) = cards_per_unit(&g.resource) else { continue };
+        let from = g.samples.partition_point(|s| s.t_ms < start_ms);
+        let to = g.samples.partition_point(|s| s.t_ms < end_ms);
+        let samples = &g.samples[from..to];
+        match g.scope.kind {
+            ScopeKind::Namespace if queued.contains(g.scope.name.as_str()) => {}
+            ScopeKind::Namespace => {
+                let at = objects.entry(&g.scope).or_default().entry(g.object.as_str()).or_default();
+                for s in samples {
+                    *at.entry(s.t_ms).or_default() += s.v.max(0.0) * per_unit;
+                }
+            }
+            _ => {
+                let cards = samples.iter().map(|s| s.v.max(0.0) * per_unit).sum::<f64>();
+                *guaranteed.entry(&g.scope).or_default() += cards * queue_interval as f64 / 1000.0;
+            }
+        }
+    }
+    for (scope, objects) in objects {
+        let mut least: BTreeMap<i64, f64> = BTreeMap::new();
+        for at in objects.values() {
+            for (t, v) in at {
+                least.entry(*t).and_modify(|l| *l = l.min(*v)).or_insert(*v);
+            }
+        }
+        *guaranteed.entry(scope).or_default() += least.values().sum::<f64>() * ksm_interval_ms as f64 / 1000.0;
+    }
+    let mut used: BTreeMap<QuotaScope, f64> = BTreeMap::new();
+    for r in rows {
+        let scope = match member.get(&(r.key.namespace.as_str(), r.key.pod.as_str())) {
+            Some(queue) => QuotaScope::clone(queue),
+            None => QuotaScope { kind: ScopeKind::Namespace, name: r.key.namespace.clone() },
+        };
+        if scope.kind == ScopeKind::Namespace && !guaranteed.contains_key(&scope) {
+            continue; // a namespace without a counted guarantee is no scope
+        }
+        *used.entry(scope).or_default() += r.gpu_seconds;
+    }
+    let scopes: BTreeSet<QuotaScope> = guaranteed.keys().copied().cloned().chain(used.keys().cloned()).collect();
+    scopes
+        .into_iter()
+        .map(|scope| {
+            let split =
+                split_use(guaranteed.get(&scope).copied().unwrap_or(0.0), used.get(&scope).copied().unwrap_or(0.0));
+            let label_team = (scope.kind == ScopeKind::Namespace).then(|| namespace_team(&scope.name)).flatten();
+            QuotaRow { scope, split, label_team }
+        })
+        .collect()
 }
 
 impl QuotaUse {
@@ -75,16 +228,6 @@ pub fn gauge_seconds(samples: &[Sample], interval_ms: i64, (start_ms, end_ms): (
     sum * interval_ms as f64 / 1000.0
 }
 
-/// The namespaces' ResourceQuota guarantees that count (SPEC §10): a namespace with a queue (a Kueue LocalQueue,
-/// a Volcano queue its pods are in) is guaranteed by its queue, its ResourceQuota being then only its ceiling;
-/// the others by their `hard` GPU quota.
-pub fn counted_namespace_guarantees<'a>(
-    hard: &'a BTreeMap<String, f64>,
-    queued: &BTreeSet<String>,
-) -> impl Iterator<Item = (&'a str, f64)> {
-    hard.iter().filter(|(ns, _)| !queued.contains(*ns)).map(|(ns, g)| (ns.as_str(), *g))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,11 +264,119 @@ mod tests {
         assert_eq!(gauge_seconds(&raised, 60_000, (h, 2 * h)), 0.0);
     }
 
+    fn usage(ns: &str, pod: &str, gpu_seconds: f64) -> UsageRow {
+        UsageRow {
+            key: super::super::ContainerKey { namespace: ns.into(), pod: pod.into(), container: "c".into() },
+            resource: "nvidia_com_gpu".into(),
+            kind: "whole",
+            gpu_model: "A100".into(),
+            mig_profile: None,
+            node: "n1".into(),
+            units: 1.0,
+            fraction: 1.0,
+            memory_share: None,
+            gpu_seconds,
+            effective_gpu_seconds: 0.0,
+            unmetered_gpu_seconds: 0.0,
+            bridged_gpu_seconds: 0.0,
+            util_source: super::super::UtilSource::None,
+            peak_fb_used_mib: None,
+            label_team: None,
+        }
+    }
+
+    fn every_minute(v: f64) -> Vec<Sample> {
+        (0..60).map(|k| Sample::new(k * 60_000, v)).collect()
+    }
+
+    fn scope(kind: ScopeKind, name: &str) -> QuotaScope {
+        QuotaScope { kind, name: name.into() }
+    }
+
+    fn series(kind: ScopeKind, name: &str, object: &str, resource: &str, v: f64) -> QuotaSeries {
+        QuotaSeries {
+            scope: scope(kind, name),
+            object: object.into(),
+            resource: resource.into(),
+            samples: every_minute(v),
+        }
+    }
+
+    /// The hour of SPEC §10's rules: a namespace with two ResourceQuotas (the least counts), a namespace with a
+    /// ResourceQuota and a LocalQueue (its queue guarantees it, its pods count for the queue), a ClusterQueue of
+    /// two flavors (they add up), a Volcano queue without use (all idle), a MIG quota (a slice is g/7 of a card),
+    /// a `cpu` quota (not counted), and a pod in no scope.
     #[test]
-    fn a_queued_namespace_is_guaranteed_by_its_queue_not_its_resource_quota() {
-        let hard = BTreeMap::from([("a".to_string(), 4.0), ("b".to_string(), 2.0)]);
-        let queued = BTreeSet::from(["a".to_string()]);
-        assert_eq!(counted_namespace_guarantees(&hard, &queued).collect::<Vec<_>>(), [("b", 2.0)]);
+    fn an_hour_of_scopes() {
+        let h = 3_600_000;
+        let ns = ScopeKind::Namespace;
+        let input = QuotaInput {
+            guarantees: vec![
+                series(ns, "recsys", "gpu", "nvidia_com_gpu", 8.0),
+                series(ns, "recsys", "gpu-cap", "nvidia_com_gpu", 12.0),
+                series(ns, "train", "gpu", "nvidia_com_gpu", 16.0),
+                series(ns, "mig", "gpu", "nvidia_com_mig_1g_10gb", 7.0),
+                series(ns, "cpuonly", "q", "cpu", 64.0),
+                series(ScopeKind::ClusterQueue, "cq", "a100", "nvidia_com_gpu", 4.0),
+                series(ScopeKind::ClusterQueue, "cq", "h100", "nvidia_com_gpu", 2.0),
+                series(ScopeKind::VolcanoQueue, "vq", "", "nvidia_com_gpu", 1.0),
+            ],
+            local_queues: vec![("train".into(), every_minute(3.0))],
+            members: vec![(
+                QueueMember {
+                    namespace: "train".into(),
+                    pod: "job-1".into(),
+                    queue: scope(ScopeKind::ClusterQueue, "cq"),
+                },
+                every_minute(1.0),
+            )],
+        };
+        let rows = [
+            usage("recsys", "r", 10.0 * 3600.0),
+            usage("train", "job-1", 5.0 * 3600.0),
+            usage("other", "x", 3600.0),
+            usage("mig", "m", 0.5 * 3600.0),
+        ];
+        let out = meter_quota(
+            &input,
+            &rows,
+            (0, h),
+            60_000,
+            |r| match r {
+                "nvidia_com_gpu" => Some(1.0),
+                "nvidia_com_mig_1g_10gb" => Some(1.0 / 7.0),
+                _ => None,
+            },
+            |ns| (ns == "recsys").then(|| "rec".to_string()),
+        );
+        let got: Vec<(ScopeKind, &str, QuotaUse, Option<&str>)> =
+            out.iter().map(|r| (r.scope.kind, r.scope.name.as_str(), r.split, r.label_team.as_deref())).collect();
+        let hr = 3600.0;
+        assert_eq!(
+            got,
+            [
+                (ns, "mig", split_use(hr, 0.5 * hr), None),
+                (ns, "recsys", split_use(8.0 * hr, 10.0 * hr), Some("rec")),
+                (ScopeKind::ClusterQueue, "cq", split_use(6.0 * hr, 5.0 * hr), None),
+                (ScopeKind::VolcanoQueue, "vq", split_use(hr, 0.0), None),
+            ]
+        );
+        assert_eq!(out[1].split.borrowed, 2.0 * hr);
+        assert_eq!(out[2].split.reserved_idle, hr);
+    }
+
+    #[test]
+    fn a_queue_seen_only_through_its_pods_borrows_all_it_uses() {
+        let input = QuotaInput {
+            members: vec![(
+                QueueMember { namespace: "a".into(), pod: "p".into(), queue: scope(ScopeKind::VolcanoQueue, "v") },
+                every_minute(1.0),
+            )],
+            ..QuotaInput::default()
+        };
+        let out = meter_quota(&input, &[usage("a", "p", 100.0)], (0, 3_600_000), 60_000, |_| Some(1.0), |_| None);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].split.guaranteed, out[0].split.borrowed), (0.0, 100.0));
     }
 
     proptest! {

@@ -90,6 +90,56 @@ fn pending_and_finished_pods_hold_nothing() {
     assert!(out.rows.is_empty(), "{:#?}", out.rows);
 }
 
+/// Pending during minutes [0, a) of the hour.
+fn pending(pod: &str, a: i64) -> RunningSeries {
+    let samples = (0..60).map(|m| Sample::new(H + m * DT, if m < a { 1.0 } else { 0.0 })).collect();
+    RunningSeries { uid: format!("uid-{pod}"), samples, edges: Edges::default() }
+}
+
+/// SPEC §10: a pod waits from its first Pending sample to its first Running one; its Pending card-seconds are its
+/// request samples at which it was Pending × q·f × the interval. A pod Running since before the hour (its edge
+/// Running) is no start; a pod never Running in the hour has no first Running; a pod without a GPU is no row.
+#[test]
+fn pending_pods_count_their_wait_in_cards() {
+    let mut i = input();
+    // waits 20 minutes for 2 MIG 3g slices (3/7 of a card each on an A100)
+    i.requests.push(request("w", "nvidia_com_mig_3g_40gb", 2.0, "n1"));
+    i.pending.push(pending("w", 20));
+    i.running.push(running("w", 20, 60));
+    // Pending the whole hour for 4 cards, on no node yet
+    i.requests.push(request("stuck", "nvidia_com_gpu", 4.0, ""));
+    i.pending.push(pending("stuck", 60));
+    // Running since before the hour
+    i.requests.push(request("old", "nvidia_com_gpu", 1.0, "n1"));
+    let mut old = running("old", 0, 60);
+    old.edges.before = Some(Sample::new(H - DT, 1.0));
+    i.running.push(old);
+    i.pending.push(pending("old", 0));
+    // no GPU
+    i.requests.push(request("cpu", "cpu", 4.0, "n1"));
+    i.pending.push(pending("cpu", 60));
+    let mut d = device(Some("w"), UtilMetric::GrEngineActive, "GPU-a", "n1", 0, 0.5);
+    d.mig_profile = Some("3g.40gb".into());
+    i.devices.push(d);
+    let out = meter_hour(&i, &MeterConfig { scrape_interval_ms: Some(DT), ..MeterConfig::default() });
+    let by: std::collections::BTreeMap<&str, &PendingRow> = out.pending.iter().map(|p| (p.pod.as_str(), p)).collect();
+    assert_eq!(by.keys().copied().collect::<Vec<_>>(), ["stuck", "w"], "{:#?}", out.pending);
+    let w = by["w"];
+    assert_eq!(
+        w.phases,
+        PodPhases { first_pending_ms: Some(H), first_running_ms: Some(H + 20 * DT), last_seen_ms: H + 59 * DT }
+    );
+    close(w.pending_card_seconds, 20.0 * 60.0 * 2.0 * 3.0 / 7.0);
+    close(w.cards, 6.0 / 7.0);
+    assert_eq!(w.gpu_model, "NVIDIA A100-SXM4-80GB");
+    let stuck = by["stuck"];
+    assert_eq!((stuck.phases.first_pending_ms, stuck.phases.first_running_ms), (Some(H), None));
+    close(stuck.pending_card_seconds, 3600.0 * 4.0);
+    assert_eq!(stuck.gpu_model, "unknown");
+    // an unbound pod's empty node is no node to report
+    assert!(out.anomalies.iter().all(|a| !a.subject.is_empty()), "{:#?}", out.anomalies);
+}
+
 #[test]
 fn no_utilization_sample_means_unmetered_not_zero() {
     let mut i = input();

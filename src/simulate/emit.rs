@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use super::layout::{Exporter, NAMESPACES, NodeType};
-use super::model::{Cluster, Emitter, EmitterKind, Grid, Holder, Kind, Node, Pod};
+use super::model::{Cluster, Emitter, EmitterKind, Grid, Holder, Kind, Node, PHASES, Pod};
 use super::om::{OmWriter, ksm_samples};
 use super::quota::{self, Plan};
 use super::serving::{self, POD_LABELS, Server};
@@ -30,8 +30,6 @@ pub struct Counts {
 
 /// Name of HAMi's per-container device utilization family.
 pub const HAMI_UTIL: &str = "hami_container_device_utilization_ratio";
-
-pub(super) const PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
 
 /// Write all families and `# EOF`; returns the counts and the (flushed) writer. The serving counters and the quota
 /// families come after the others, and the never-ran pods after the cluster's pods, so every other series is written

@@ -23,6 +23,7 @@
 //! queue wait, Pending card-seconds, whether it never ran). Drawn from a salted hash, never the schedule's streams,
 //! so every other series and truth figure stays as it was.
 
+mod bridge;
 mod clock;
 mod emit;
 mod layout;

@@ -55,6 +55,9 @@ impl Grid {
     }
 }
 
+/// The phases kube-state-metrics writes a series of for every pod (`kube_pod_status_phase{phase}`).
+pub const PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
+
 /// How a pod's GPU request is metered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {

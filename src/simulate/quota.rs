@@ -43,16 +43,15 @@ use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
+use super::bridge::bridged;
 use super::clock::{HOUR_MS, rfc3339};
-use super::emit::PHASES;
 use super::layout::{
     GPUS_PER_NODE, NAMESPACES, NS_NLP_PROD, NS_NLP_RESEARCH, NS_RECSYS, NS_SANDBOX, NS_VISION_DEV, NS_VISION_TRAIN,
     team_of,
 };
-use super::model::{Cluster, Grid, Kind, Pod};
+use super::model::{Cluster, Grid, Kind, PHASES, Pod};
 use super::om::{OmWriter, ksm_samples};
 use super::serving::POD_LABELS;
-use super::truth::bridged;
 use super::workload::{Class, hash2, hash3, unit};
 
 /// Salt of every quota hash: none of the schedule's streams (`hash3(seed, a, 1..=8)`) nor serving's collides with it.

@@ -42,6 +42,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::bridge::{across, bridgeable, bridged};
 use super::clock::{HOUR_MS, rfc3339};
 use super::layout::{Exporter, NAMESPACES, NodeType, TEAMS, team_of};
 use super::model::{Cluster, Grid, Kind};
@@ -317,22 +318,6 @@ impl Acc {
             unbilled_gap_gpu_hours: self.unbilled / 3600.0,
         }
     }
-}
-
-/// Whether the KSM outage `[ga, gb)` is counted through for `pod`: Running at the scrapes on both sides (one pod
-/// object, one uid) and missing no more than cardhour's default bridge.
-pub(super) fn bridged(grid: &Grid, pod: &super::model::Pod, (ga, gb): (u64, u64)) -> bool {
-    bridgeable(grid, (ga, gb)) && across(grid, pod, (ga, gb))
-}
-
-/// An outage short enough to bridge.
-fn bridgeable(grid: &Grid, (ga, gb): (u64, u64)) -> bool {
-    (gb - ga) as i64 * grid.step_ms <= super::schedule::KSM_BRIDGE_MS
-}
-
-/// A pod Running on both sides of the outage `[ga, gb)`, so Running throughout it.
-fn across(grid: &Grid, pod: &super::model::Pod, (ga, gb): (u64, u64)) -> bool {
-    ga > 0 && gb < grid.len && pod.running_at(grid.at(ga - 1)) && pod.running_at(grid.at(gb))
 }
 
 /// What a pod's devices report at one grid point.

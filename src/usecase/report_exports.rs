@@ -484,3 +484,96 @@ pub async fn unit_cost_file(
     let name = format!("cardhour-unit-cost-{}-{}", from.format("%Y%m%d"), to.format("%Y%m%d"));
     file(vec![table], format, words, s.billing_tz, name)
 }
+
+const QUOTA_COLUMNS: [Column; 7] = [
+    column("team", "term.team"),
+    column("scope_kind", "term.scope_kind"),
+    column("scope", "term.quota_scope"),
+    column("guaranteed_card_hours", "term.guaranteed_card_hours"),
+    column("used_within_card_hours", "term.used_within_card_hours"),
+    column("borrowed_card_hours", "term.borrowed_card_hours"),
+    column("reserved_idle_card_hours", "term.reserved_idle_card_hours"),
+];
+
+const QUEUE_COLUMNS: [Column; 7] = [
+    column("team", "term.team"),
+    column("pending_card_hours", "term.pending_card_hours"),
+    column("pods_started", "term.pods_started"),
+    column("pods_waited", "term.pods_waited"),
+    column("median_wait_seconds", "term.median_wait"),
+    column("p90_wait_seconds", "term.p90_wait"),
+    column("never_ran", "term.never_ran"),
+];
+
+fn quota_cells(f: &super::quotas::QuotaHours) -> [Cell; 4] {
+    [
+        Cell::Hours(f.guaranteed_card_hours),
+        Cell::Hours(f.used_within_card_hours),
+        Cell::Hours(f.borrowed_card_hours),
+        Cell::Hours(f.reserved_idle_card_hours),
+    ]
+}
+
+fn queue_row(first: Cell, w: &super::quotas::TeamWait) -> Vec<Cell> {
+    let seconds = |s: Option<f64>| s.map_or(Cell::Empty, |s| Cell::Count(s.round() as i64));
+    vec![
+        first,
+        Cell::Hours(w.pending_card_hours),
+        Cell::Count(w.pods_started as i64),
+        Cell::Count(w.pods_waited as i64),
+        seconds(w.median_wait_seconds),
+        seconds(w.p90_wait_seconds),
+        Cell::Count(w.never_ran as i64),
+    ]
+}
+
+/// The month's quotas and queue wait (SPEC §10) as a file, within `scope`: the CSV holds the quota scopes (a row
+/// per team and scope, a total row) — or, `queue_first`, the queue wait per team; the workbook both sheets.
+pub async fn quotas_file(
+    s: &Services,
+    scope: &Scope,
+    month: Month,
+    queue_first: bool,
+    format: Format,
+    words: Option<Lang>,
+) -> Result<ReportFile, Error> {
+    let quotas = super::quotas::quota_report(s, scope, month).await?;
+    let queue = super::quotas::queue_report(s, scope, month).await?;
+    let quota_table = ReportTable {
+        title: "report.quotas",
+        facts: vec![("term.month", Cell::Text(month.to_string()))],
+        columns: QUOTA_COLUMNS.to_vec(),
+        rows: quotas
+            .teams
+            .iter()
+            .flat_map(|t| {
+                t.scopes.iter().map(|sc| {
+                    let mut row = vec![
+                        Cell::Code("team", t.team.clone()),
+                        Cell::Code("scope_kind", sc.scope_kind.clone()),
+                        Cell::Text(sc.scope.clone()),
+                    ];
+                    row.extend(quota_cells(&sc.figures));
+                    row
+                })
+            })
+            .collect(),
+        total: Some({
+            let mut row = vec![Cell::Code("line", "total".into()), Cell::Empty, Cell::Empty];
+            row.extend(quota_cells(&quotas.total));
+            row
+        }),
+    };
+    let queue_table = ReportTable {
+        title: "report.queue",
+        facts: vec![("term.month", Cell::Text(month.to_string()))],
+        columns: QUEUE_COLUMNS.to_vec(),
+        rows: queue.teams.iter().map(|t| queue_row(Cell::Code("team", t.team.clone()), t)).collect(),
+        total: Some(queue_row(Cell::Code("line", "total".into()), &queue.total)),
+    };
+    let (tables, name) = match queue_first {
+        true => (vec![queue_table, quota_table], format!("cardhour-queue-{month}")),
+        false => (vec![quota_table, queue_table], format!("cardhour-quotas-{month}")),
+    };
+    file(tables, format, words, s.billing_tz, name)
+}

@@ -41,6 +41,10 @@ pub struct TeamHome {
     /// The month's unit cost of inference per model of the team's serving pods, as its statement prints it (empty:
     /// the team serves nothing, or the month was closed before statements had it).
     pub unit_costs: Vec<UnitCostLine>,
+    /// The team's quota scopes in the month (SPEC §10); `None`: it has none.
+    pub quota: Option<super::quotas::TeamQuota>,
+    /// Its GPU pods' queue wait in the month; `None`: none waited nor started.
+    pub wait: Option<super::quotas::TeamWait>,
 }
 
 /// The home of `team` in `month` for a caller of `scope` at `now`: not found when the team is unknown or outside
@@ -78,6 +82,8 @@ pub async fn team_home(
     let low_efficiency = super::reports::low_utilization(s, &only, from, to, LOW_EFFICIENCY_TOP).await?;
     // the statement's (cached, the whole month's): what the lead's statement prints and what a close freezes
     let unit_costs = st.unit_cost_of(team).to_vec();
+    let quota = super::quotas::quota_report(s, &only, month).await?.teams.into_iter().next();
+    let wait = super::quotas::queue_report(s, &only, month).await?.teams.into_iter().next();
     let info = st.teams.get(team);
     Ok(TeamHome {
         team: team.to_string(),
@@ -94,5 +100,7 @@ pub async fn team_home(
         idle_monthly,
         low_efficiency,
         unit_costs,
+        quota,
+        wait,
     })
 }

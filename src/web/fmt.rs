@@ -4,6 +4,8 @@
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
+use crate::glossary::Lang;
+
 use crate::export::present::group;
 pub use crate::export::present::{card_hours, card_hours_f64, change, count, percent, yuan};
 
@@ -26,6 +28,21 @@ pub fn when(t: &DateTime<Utc>, tz: chrono_tz::Tz) -> String {
     crate::export::present::when(*t, tz)
 }
 
+/// A wait as a reader reads it: `2 小时 05 分` / `2 h 05 min`, `45 秒` / `45 s` under a minute; `—` for none.
+pub fn wait(lang: Lang, seconds: Option<f64>) -> String {
+    let Some(s) = seconds.filter(|s| s.is_finite() && *s >= 0.0) else { return "—".into() };
+    let s = s.round() as i64;
+    let (h, m) = (s / 3600, (s % 3600) / 60);
+    match (lang, h, m) {
+        (Lang::Zh, 0, 0) => format!("{s} 秒"),
+        (Lang::En, 0, 0) => format!("{s} s"),
+        (Lang::Zh, 0, m) => format!("{m} 分"),
+        (Lang::En, 0, m) => format!("{m} min"),
+        (Lang::Zh, h, m) => format!("{h} 小时 {m:02} 分"),
+        (Lang::En, h, m) => format!("{h} h {m:02} min"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,5 +63,14 @@ mod tests {
         assert_eq!(unit_yuan(None), "—");
         assert_eq!(per_gpu_hour(Some(dec!(987654.321))), "987,654.32");
         assert_eq!(per_gpu_hour(None), "—");
+    }
+
+    #[test]
+    fn waits_read_in_hours_and_minutes() {
+        assert_eq!(wait(Lang::Zh, Some(7500.0)), "2 小时 05 分");
+        assert_eq!(wait(Lang::En, Some(7500.0)), "2 h 05 min");
+        assert_eq!(wait(Lang::Zh, Some(61.0)), "1 分");
+        assert_eq!(wait(Lang::En, Some(45.0)), "45 s");
+        assert_eq!(wait(Lang::Zh, None), "—");
     }
 }

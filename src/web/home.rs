@@ -167,6 +167,29 @@ pub struct TeamPage {
     pub unit_costs: Vec<UnitLine>,
     /// The unit-cost report of the month, in full.
     pub unit_cost_href: String,
+    /// The team's guarantee, its use and its pods' wait this month (SPEC §10); `None`: no quota and no GPU pod.
+    pub quota: Option<QuotaLine>,
+    pub wait: Option<WaitLine>,
+    pub quotas_href: String,
+}
+
+/// The team's quota figures in the month.
+pub struct QuotaLine {
+    pub guaranteed: String,
+    pub used_within: String,
+    pub borrowed: String,
+    pub reserved_idle: String,
+    pub scopes: String,
+}
+
+/// The team's GPU pods' wait in the month.
+pub struct WaitLine {
+    pub pending_card_hours: String,
+    pub pods_waited: String,
+    pub pods_started: String,
+    pub median: String,
+    pub p90: String,
+    pub never_ran: String,
 }
 
 impl TeamPage {
@@ -252,6 +275,22 @@ async fn team_page(
                 unpriced: r.unpriced,
             })
             .collect(),
+        quota: h.quota.as_ref().map(|q| QuotaLine {
+            guaranteed: card_hours_f64(q.figures.guaranteed_card_hours),
+            used_within: card_hours_f64(q.figures.used_within_card_hours),
+            borrowed: card_hours_f64(q.figures.borrowed_card_hours),
+            reserved_idle: card_hours_f64(q.figures.reserved_idle_card_hours),
+            scopes: q.scopes.iter().map(|s| s.scope.as_str()).collect::<Vec<_>>().join(", "),
+        }),
+        wait: h.wait.as_ref().map(|w| WaitLine {
+            pending_card_hours: card_hours_f64(w.pending_card_hours),
+            pods_waited: count(w.pods_waited as i64),
+            pods_started: count(w.pods_started as i64),
+            median: super::fmt::wait(lang, w.median_wait_seconds),
+            p90: super::fmt::wait(lang, w.p90_wait_seconds),
+            never_ran: count(w.never_ran as i64),
+        }),
+        quotas_href: format!("/reports/quotas?month={}", h.month),
         unit_cost_href: format!(
             "/reports/unit-cost?from={}&to={}&group_by=model",
             h.month.first_day(),

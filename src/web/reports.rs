@@ -5,6 +5,7 @@
 //! teams'.
 
 mod capacity;
+mod quotas;
 mod unit_cost;
 mod waste_top;
 
@@ -34,6 +35,11 @@ pub fn routes() -> Router<AppState> {
         .route("/reports/unit-cost", get(unit_cost::unit_cost_page))
         .route("/reports/unit-cost.csv", get(unit_cost::unit_cost_csv))
         .route("/reports/unit-cost.xlsx", get(unit_cost::unit_cost_xlsx))
+        .route("/reports/quotas", get(quotas::quotas_page))
+        .route("/reports/quotas.csv", get(quotas::quotas_csv))
+        .route("/reports/queue.csv", get(quotas::queue_csv))
+        .route("/reports/quotas.xlsx", get(quotas::quotas_xlsx))
+        .route("/reports/capacity-plan", get(quotas::capacity_plan_page))
 }
 
 /// One link of the reports' own navigation.
@@ -47,16 +53,18 @@ pub struct ReportLink {
 /// only those of its teams (the top N and the unit cost).
 fn report_nav(lang: Lang, user: &PageUser, active: &str, month: Option<&str>) -> Vec<ReportLink> {
     let month_q = month.map(|m| format!("?month={m}")).unwrap_or_default();
-    let all: [(&str, &'static str, bool); 6] = [
+    let all: [(&str, &'static str, bool); 8] = [
         ("/reports/utilization", "utilization", true),
         ("/reports/tiers", "tiers.title", true),
         ("/reports/low-utilization", "low_util.title", false),
         ("/reports/fragmentation", "frag.title", false),
         ("/reports/oversubscription", "oversub.title", false),
         ("/reports/unit-cost", "report.unit_cost", false),
+        ("/reports/quotas", "report.quotas", true),
+        ("/reports/capacity-plan", "report.capacity_plan", true),
     ];
     /// The reports scoped to teams (a team lead's own); the others are cluster-wide.
-    const SCOPED: [&str; 2] = ["/reports/low-utilization", "/reports/unit-cost"];
+    const SCOPED: [&str; 3] = ["/reports/low-utilization", "/reports/unit-cost", "/reports/quotas"];
     let global = user.principal.scope().is_global();
     all.iter()
         .filter(|(href, ..)| global || SCOPED.contains(href))
@@ -231,18 +239,24 @@ mod tests {
                 "/reports/low-utilization",
                 "/reports/fragmentation",
                 "/reports/oversubscription",
-                "/reports/unit-cost"
+                "/reports/unit-cost",
+                "/reports/quotas?month=2026-10",
+                "/reports/capacity-plan?month=2026-10"
             ]
         );
         assert_eq!(
             links.iter().filter(|l| l.active).map(|l| l.label).collect::<Vec<_>>(),
             ["Efficiency tiers and ranking"]
         );
-        // a team lead: only the reports of its own teams, the top N and the unit cost
+        // a team lead: only the reports of its own teams, the top N, the unit cost and the quotas
         let lead = report_nav(Lang::Zh, &user(Role::TeamLead, &["vision"]), "/reports/low-utilization", None);
         assert_eq!(
             lead.iter().map(|l| (l.href.as_str(), l.label, l.active)).collect::<Vec<_>>(),
-            [("/reports/low-utilization", "低利用率排行", true), ("/reports/unit-cost", "推理单位成本", false)]
+            [
+                ("/reports/low-utilization", "低利用率排行", true),
+                ("/reports/unit-cost", "推理单位成本", false),
+                ("/reports/quotas", "配额与预留", false)
+            ]
         );
     }
 

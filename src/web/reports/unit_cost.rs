@@ -509,7 +509,7 @@ mod tests {
     fn a_team_lead_finds_the_page_in_the_reports_nav() {
         let lead = page(Lang::Zh, Role::TeamLead);
         let hrefs: Vec<&str> = lead.links.iter().map(|l| l.href.as_str()).collect();
-        assert_eq!(hrefs, ["/reports/low-utilization", "/reports/unit-cost"]);
+        assert_eq!(hrefs, ["/reports/low-utilization", "/reports/unit-cost", "/reports/quotas"]);
         assert!(lead.links[1].active);
         let html = lead.render().unwrap();
         assert!(html.contains(r#"href="/reports/unit-cost" class="active""#), "{html}");

@@ -106,4 +106,31 @@ pub const WORDS: &[Word] = &[
     ("unit_cost.home", "本月推理单位成本（按模型）", "Unit cost of inference this month, by model"),
     ("unit_cost.full_report", "查看完整报表…", "The full report…"),
     ("download.xlsx", "下载工作簿", "Download the workbook (xlsx)"),
+    // quotas, queue wait and capacity planning (SPEC §10): their columns are the glossary's terms
+    (
+        "quotas.note",
+        "保障卡时：Kueue 集群队列的名义配额、Volcano 队列的应得份额，或不属于任何队列的命名空间的 GPU 资源配额硬上限——同时有队列与资源配额的命名空间按队列计，资源配额只是上限。每小时按该范围内 Pod 自身的计量卡时拆分：保障内使用 = 使用与保障中的较小者，借用 = 超出保障的部分，预留闲置 = 保障中未用的部分；团队数字是其各范围各小时之和。队列按“队列归属”映射到团队。",
+        "Guaranteed card-hours: a Kueue ClusterQueue's nominal quota, a Volcano queue's deserved share, or the hard GPU ResourceQuota of a namespace in no queue — a namespace with both a queue and a ResourceQuota counts under its queue, the ResourceQuota being only its ceiling. Each hour is split by the scope's own pods' metered GPU-hours: used within = min(used, guaranteed), borrowed = use above the guarantee, reserved idle = the guarantee not used; a team's figures are the sums over its scopes and hours. Queues belong to teams by the queue mappings.",
+    ),
+    ("quotas.none", "本月没有配额数据。", "No quota this month."),
+    ("quotas.home", "本月配额与排队", "Quotas and queue wait this month"),
+    ("quotas.queue_csv", "下载排队等待 CSV", "Download the queue wait (CSV)"),
+    (
+        "queue.note",
+        "GPU Pod 从第一个“等待调度”样本等到第一个“运行中”样本。排队卡时 = 等待期间每个样本的请求卡数 × 份额 × 采样间隔之和；等待过的 Pod 数、中位数与第 90 百分位（最近秩）只统计本月首次运行且等待过的 Pod；从未运行的 Pod 单独计数。Kueue 或 Volcano 挂起的作业在准入前没有 Pod，这段排队不在此列。",
+        "A GPU pod waits from its first Pending sample to its first Running one. Pending card-hours = Σ q·f × the scrape interval while Pending; pods that waited, the median and the p90 (nearest rank) count the pods first Running in the month that waited; pods that never ran are counted apart. A job Kueue or Volcano holds has no pod before admission: that part of its queueing is not here.",
+    ),
+    ("queue.none", "本月没有 GPU Pod 的排队数据。", "No GPU pod waited or started this month."),
+    (
+        "capacity_plan.note",
+        "估算：本月的 GPU Pod 按到达顺序（各自的卡数与运行时长）在现有容量、以及追加卡数后的容量上重放，同一队列内先到先得。重放不考虑节点边界、优先级与抢占，同名重启的 Pod 合并为一个。",
+        "An estimate: the month's GPU pods replayed in arrival order (their cards, their Running time) on the capacity and on the capacity plus the extra cards, first come first served within a queue. The replay knows nothing of node boundaries, priorities or preemption; pods restarted under one name run as one.",
+    ),
+    ("capacity_plan.none", "本月没有容量数据。", "No capacity this month."),
+    ("capacity_plan.seen", "本月实际", "The month as it was"),
+    ("capacity_plan.what_if", "假设追加卡（估算）", "What if (an estimate)"),
+    ("capacity_plan.today", "现有容量", "On the capacity"),
+    ("capacity_plan.with_extra", "追加后", "With the extra cards"),
+    ("capacity_plan.saved", "节省的排队卡时", "Pending card-hours saved"),
+    ("capacity_plan.extra_error", "请输入 0 到 10000 之间的整数", "Enter a whole number from 0 to 10000"),
 ];
