@@ -294,13 +294,19 @@ impl Namespace {
 }
 string_newtype!(Namespace, "a namespace", |s| Namespace::parse("namespace", s));
 
-/// A Kueue ClusterQueue's or a Volcano queue's name: a Kubernetes object name, checked as a [`namespace`] is.
+/// A Kueue ClusterQueue's or a Volcano queue's name: a Kubernetes object name — not blank, no whitespace, at most
+/// 253 characters (as a [`namespace`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QueueName(String);
 
 impl QueueName {
     pub fn parse(field: &str, s: &str) -> Result<QueueName, Invalid> {
-        namespace(field, s).map(QueueName)
+        let t = text(field, s, NAMESPACE_MAX)?;
+        // as a namespace: no space anywhere, not even around it
+        if s.chars().any(char::is_whitespace) {
+            return Err(Invalid::new(field, "must be a queue name (no spaces)"));
+        }
+        Ok(QueueName(t))
     }
 }
 string_newtype!(QueueName, "a queue name", |s| QueueName::parse("queue", s));

@@ -11,7 +11,7 @@ use crate::access::Scope;
 use crate::billing::Month;
 use crate::db;
 use crate::metering::{PodPhases, wait_stats};
-use crate::waste::{ReplayPod, WhatIf, what_if};
+use crate::waste::{ReplayOutcome, ReplayPod, what_if};
 
 /// The most cards a what-if adds.
 pub const MAX_EXTRA_CARDS: u32 = 10_000;
@@ -34,7 +34,47 @@ pub struct ModelPlan {
     pub median_wait_seconds: Option<f64>,
     pub p90_wait_seconds: Option<f64>,
     /// The month replayed on the capacity and on N more cards.
-    pub what_if: WhatIf,
+    pub what_if: WhatIfView,
+}
+
+/// One replay of the month, waits in seconds like the figures seen.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct ReplayView {
+    /// The capacity replayed on, in cards.
+    pub capacity_cards: f64,
+    /// Σ cards × wait over the replayed pods.
+    pub pending_card_hours: f64,
+    pub pods_started: u64,
+    pub pods_waited: u64,
+    pub median_wait_seconds: Option<f64>,
+    pub p90_wait_seconds: Option<f64>,
+    /// Pods larger than the capacity: they never start.
+    pub never_ran: u64,
+}
+
+impl From<&ReplayOutcome> for ReplayView {
+    fn from(o: &ReplayOutcome) -> Self {
+        let seconds = |ms: Option<i64>| ms.map(|ms| ms as f64 / 1000.0);
+        ReplayView {
+            capacity_cards: o.capacity_cards,
+            pending_card_hours: o.pending_card_hours,
+            pods_started: o.waits.pods_started,
+            pods_waited: o.waits.pods_waited,
+            median_wait_seconds: seconds(o.waits.median_wait_ms),
+            p90_wait_seconds: seconds(o.waits.p90_wait_ms),
+            never_ran: o.waits.never_ran,
+        }
+    }
+}
+
+/// The replay on the capacity beside the replay on N more cards.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct WhatIfView {
+    pub extra_cards: u32,
+    pub today: ReplayView,
+    pub with_extra: ReplayView,
+    /// today's Pending card-hours − with the extra cards'.
+    pub saved_pending_card_hours: f64,
 }
 
 /// `GET /reports/capacity-plan`.
@@ -94,7 +134,15 @@ pub async fn capacity_plan(s: &Services, scope: &Scope, month: Month, extra: u32
                 pods_waited: stats.pods_waited,
                 median_wait_seconds: stats.median_wait_ms.map(|ms| ms as f64 / 1000.0),
                 p90_wait_seconds: stats.p90_wait_ms.map(|ms| ms as f64 / 1000.0),
-                what_if: what_if(replay, capacity_cards, extra),
+                what_if: {
+                    let w = what_if(replay, capacity_cards, extra);
+                    WhatIfView {
+                        extra_cards: w.extra_cards,
+                        today: (&w.today).into(),
+                        with_extra: (&w.with_extra).into(),
+                        saved_pending_card_hours: w.saved_pending_card_hours,
+                    }
+                },
                 gpu_model,
             }
         })

@@ -76,7 +76,7 @@ pub async fn create_queue_mapping(s: &Services, by: &Writer, input: &QueueMappin
         })?
         .ok_or_else(|| Error::Conflict {
             field: Some("valid_from".into()),
-            message: format!("queue {queue} already has a mapping valid from {valid_from}"),
+            message: format!("queue {queue} is already mapped from {valid_from}"),
         })?;
     let subject = format!("queue:{}/{queue}", input.queue_kind.as_str());
     audit::record(&mut tx, &actor, "queue_mapping.create", &subject, None, json(&m)).await?;

@@ -71,6 +71,8 @@ pub fn localize(lang: Lang, message: &str) -> String {
             (r"^the previewed file was altered", "预览的文件被改动过：没有导入任何内容；请重新上传文件"),
             (r"^you cannot disable yourself", "不能停用自己的账号"),
             (r"already has a mapping valid from", "该命名空间在这一天已有映射"),
+            (r"^queue (\S+) is already mapped from (\S+)$", "队列 $1 自 $2 起已有归属"),
+            (r"^must be a queue name", "必须是队列名（不含空格）"),
             (r"^no rows", "没有数据行（需要表头和至少一行）"),
             (r"^the file is neither UTF-8 nor GBK", "文件既不是 UTF-8 也不是 GBK/GB18030：请另存为 CSV UTF-8"),
             (r"^at most (\d+) rows per import", "每次最多导入 $1 行；请拆分文件"),

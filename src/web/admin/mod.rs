@@ -6,6 +6,7 @@
 
 mod audit;
 mod mappings;
+mod queue_mappings;
 mod teams;
 mod tokens;
 mod users;
@@ -27,6 +28,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .merge(teams::routes())
         .merge(mappings::routes())
+        .merge(queue_mappings::routes())
         .merge(users::routes())
         .merge(tokens::routes())
         .merge(audit::routes())
@@ -67,6 +69,7 @@ pub fn tabs(user: &PageUser, lang: Lang, active: &str) -> Vec<Tab> {
     const ALL: &[(&str, &str, Need)] = &[
         ("/admin/teams", "admin.teams", Need::Reader),
         ("/admin/mappings", "admin.mappings", Need::Reader),
+        ("/admin/queue-mappings", "admin.queue_mappings", Need::Reader),
         ("/admin/users", "admin.users", Need::Admin),
         ("/admin/tokens", "admin.tokens", Need::Admin),
         ("/admin/audit", "admin.audit", Need::Reader),
@@ -168,9 +171,16 @@ mod tests {
         let hrefs = |r| tabs(&user(r, &[]), Lang::En, "/admin/teams").into_iter().map(|t| t.href).collect::<Vec<_>>();
         assert_eq!(
             hrefs(Role::Admin),
-            ["/admin/teams", "/admin/mappings", "/admin/users", "/admin/tokens", "/admin/audit"]
+            [
+                "/admin/teams",
+                "/admin/mappings",
+                "/admin/queue-mappings",
+                "/admin/users",
+                "/admin/tokens",
+                "/admin/audit"
+            ]
         );
-        assert_eq!(hrefs(Role::Finance), ["/admin/teams", "/admin/mappings", "/admin/audit"]);
+        assert_eq!(hrefs(Role::Finance), ["/admin/teams", "/admin/mappings", "/admin/queue-mappings", "/admin/audit"]);
         assert_eq!(hrefs(Role::Viewer), hrefs(Role::Finance));
         assert!(hrefs(Role::TeamLead).is_empty());
         assert_eq!(team_list(" vision,nlp ，x  "), ["vision", "nlp", "x"]);

@@ -128,7 +128,7 @@ pub async fn quotas_page(
         teams,
         total: QuotaCells::of(&quota.total),
         waits: queue.teams.iter().map(|w| WaitRow::of(lang, team_word(lang, &w.team), w)).collect(),
-        wait_total: WaitRow::of(lang, glossary::term(lang, "line.total"), &queue.total),
+        wait_total: WaitRow::of(lang, crate::web::i18n::heading(lang, "line.total"), &queue.total),
         download_query: format!("month={month}&lang={}", lang.code()),
     })
 }
@@ -200,15 +200,14 @@ pub struct OutcomeCells {
 }
 
 impl OutcomeCells {
-    fn of(lang: Lang, o: &crate::waste::ReplayOutcome) -> Self {
-        let secs = |ms: Option<i64>| ms.map(|ms| ms as f64 / 1000.0);
+    fn of(lang: Lang, o: &capacity_plan::ReplayView) -> Self {
         OutcomeCells {
             capacity: card_hours_f64(o.capacity_cards),
             pending_card_hours: card_hours_f64(o.pending_card_hours),
-            pods_waited: count(o.waits.pods_waited as i64),
-            median: wait(lang, secs(o.waits.median_wait_ms)),
-            p90: wait(lang, secs(o.waits.p90_wait_ms)),
-            never_ran: count(o.waits.never_ran as i64),
+            pods_waited: count(o.pods_waited as i64),
+            median: wait(lang, o.median_wait_seconds),
+            p90: wait(lang, o.p90_wait_seconds),
+            never_ran: count(o.never_ran as i64),
         }
     }
 }

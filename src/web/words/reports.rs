@@ -123,8 +123,8 @@ pub const WORDS: &[Word] = &[
     ("queue.none", "本月没有 GPU Pod 的排队数据。", "No GPU pod waited or started this month."),
     (
         "capacity_plan.note",
-        "估算：本月的 GPU Pod 按到达顺序（各自的卡数与运行时长）在现有容量、以及追加卡数后的容量上重放，同一队列内先到先得。重放不考虑节点边界、优先级与抢占，同名重启的 Pod 合并为一个。",
-        "An estimate: the month's GPU pods replayed in arrival order (their cards, their Running time) on the capacity and on the capacity plus the extra cards, first come first served within a queue. The replay knows nothing of node boundaries, priorities or preemption; pods restarted under one name run as one.",
+        "估算：本月的 GPU Pod 按到达顺序（各自的卡数与运行时长）在现有容量、以及追加卡数后的容量上重放，同一队列内先到先得。重放不考虑节点边界、优先级与抢占，同名重启的 Pod 合并为一个。实际的等待还包括镜像拉取、启动等与卡数无关的时间：现有容量上的重放只计因卡不够而等的部分，所以可能低于本月实际。",
+        "An estimate: the month's GPU pods replayed in arrival order (their cards, their Running time) on the capacity and on the capacity plus the extra cards, first come first served within a queue. The replay knows nothing of node boundaries, priorities or preemption; pods restarted under one name run as one. Real waits also hold image pulls and start-up, which no card shortens: the replay on the capacity counts only waiting for cards, so it may read below the month as it was.",
     ),
     ("capacity_plan.none", "本月没有容量数据。", "No capacity this month."),
     ("capacity_plan.seen", "本月实际", "The month as it was"),
