@@ -231,7 +231,10 @@ fn parameter_rule(path: &str, name: &str) -> Option<&'static str> {
 /// Which rule a property of a component schema follows.
 fn property_rule(schema: &str, property: &str) -> Option<&'static str> {
     Some(match (schema, property) {
-        ("MappingInput", "namespace") => "namespace",
+        ("MappingInput", "namespace") | ("QueueMappingInput", "queue") => "namespace",
+        ("QueueMappingInput", "team_id") => "team",
+        ("QueueMappingInput", "cluster") => "cluster",
+        ("QueueMappingInput", "valid_from") => "date",
         ("MappingInput", "team_id") => "team",
         ("MappingInput", "cluster") => "cluster",
         ("MappingInput", "valid_from") | ("RateInput", "effective_from") => "date",
