@@ -76,6 +76,19 @@ fn report_nav(lang: Lang, user: &PageUser, active: &str, month: Option<&str>) ->
         .collect()
 }
 
+/// A report file (CSV, workbook) as a download: its type, its name, never cached by a proxy.
+fn file_response(f: crate::usecase::report_exports::ReportFile) -> axum::response::Response {
+    use axum::http::{HeaderMap, HeaderValue, header};
+    use axum::response::IntoResponse;
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(f.format.content_type()));
+    if let Ok(v) = HeaderValue::from_str(&crate::usecase::exports::content_disposition(&f.name)) {
+        headers.insert(header::CONTENT_DISPOSITION, v);
+    }
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
+    (headers, f.bytes).into_response()
+}
+
 /// A query field as typed: empty is "not given".
 fn given(s: &str) -> Option<&str> {
     Some(s.trim()).filter(|s| !s.is_empty())

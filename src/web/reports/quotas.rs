@@ -6,7 +6,6 @@
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
@@ -144,13 +143,7 @@ async fn quotas_file(
     let month = q.month(&s)?;
     let scope = user.principal.scope();
     let f = report_exports::quotas_file(&s.cases, &scope, month, queue, format, Some(lang)).await?;
-    let mut headers = HeaderMap::new();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(f.format.content_type()));
-    if let Ok(v) = HeaderValue::from_str(&crate::usecase::exports::content_disposition(&f.name)) {
-        headers.insert(header::CONTENT_DISPOSITION, v);
-    }
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
-    Ok((headers, f.bytes).into_response())
+    Ok(super::file_response(f))
 }
 
 /// `GET /reports/quotas.csv`: the quota scopes per team.

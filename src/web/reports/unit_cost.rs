@@ -298,13 +298,7 @@ async fn unit_cost_file(
     let scope = user.principal.scope();
     let words = Some(lang);
     let f = crate::usecase::report_exports::unit_cost_file(&s.cases, &scope, (from, to), group, format, words).await?;
-    let mut headers = axum::http::HeaderMap::new();
-    headers.insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static(f.format.content_type()));
-    if let Ok(v) = axum::http::HeaderValue::from_str(&crate::usecase::exports::content_disposition(&f.name)) {
-        headers.insert(axum::http::header::CONTENT_DISPOSITION, v);
-    }
-    headers.insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("private, no-cache"));
-    Ok((headers, f.bytes).into_response())
+    Ok(super::file_response(f))
 }
 
 /// `GET /reports/unit-cost.csv`.
