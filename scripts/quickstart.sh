@@ -137,12 +137,15 @@ rates="$(curl -fsS -H "Authorization: Bearer $token" "$base/api/v1/rates")"
     *B200*) rate=55 ;; *H200*) rate=38 ;; *H100* | *H800*) rate=30 ;; *A100* | *A800*) rate=14 ;;
     *L40S*) rate=9 ;; *A30*) rate=6 ;; *L4*) rate=3.5 ;; *T4*) rate=2 ;; *) rate=10 ;;
     esac
-    if curl -fsS -o /dev/null -H "Authorization: Bearer $token" -H 'content-type: application/json' \
-        -d "{\"gpu_model\":\"$model\",\"effective_from\":\"$month_start\",\"rate\":\"$rate\"}" "$base/api/v1/rates"; then
-        log "rate of $model: ¥$rate per card-hour from $month_start"
-    else
-        warn "could not set the rate of $model"
-    fi
+    # 409: a rate from that day exists already (stored under the model's pricing key, which the grep above
+    # cannot see: an earlier run set it)
+    code="$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" -H 'content-type: application/json' \
+        -d "{\"gpu_model\":\"$model\",\"effective_from\":\"$month_start\",\"rate\":\"$rate\"}" "$base/api/v1/rates")"
+    case "$code" in
+    201) log "rate of $model: ¥$rate per card-hour from $month_start" ;;
+    409) ;;
+    *) warn "could not set the rate of $model (HTTP $code)" ;;
+    esac
 done
 # the simulated cluster's Kueue ClusterQueues belong to the teams whose namespaces they queue (SPEC §10)
 if [[ "$cluster" == sim ]]; then

@@ -290,8 +290,67 @@ async fn quotas_and_waits_match_the_truth() {
         }
     }
 
-    // a team lead (of vision) sees its own team only
+    // the files say what the API says: the CSV (codes) a row per team and scope, the workbook's queue sheet
     let month = months.iter().next().unwrap();
+    let services = cardhour::usecase::Services::new(api.pool.clone(), chrono_tz::Asia::Shanghai);
+    let (_, q) = api.call(Method::GET, &format!("/api/v1/reports/quotas/{month}"), Some(&api.finance), None).await;
+    let (_, w) = api.call(Method::GET, &format!("/api/v1/reports/queue/{month}"), Some(&api.finance), None).await;
+    let m: cardhour::billing::Month = month.parse().unwrap();
+    let all = cardhour::access::Scope::all();
+    use cardhour::usecase::report_exports::{Format, quotas_file};
+    let csv = quotas_file(&services, &all, m, false, Format::Csv, None).await.unwrap();
+    let text = String::from_utf8(csv.bytes).unwrap();
+    let mut reader = csv::Reader::from_reader(text.trim_start_matches('\u{feff}').as_bytes());
+    let header: Vec<String> = reader.headers().unwrap().iter().map(str::to_string).collect();
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("{name} in {header:?}"));
+    let lines: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let scopes_in_api: usize =
+        q["teams"].as_array().unwrap().iter().map(|t| t["scopes"].as_array().unwrap().len()).sum();
+    assert_eq!(lines.len(), scopes_in_api + 1, "a row per scope and the total: {text}");
+    for t in q["teams"].as_array().unwrap() {
+        for sc in t["scopes"].as_array().unwrap() {
+            let line =
+                lines.iter().find(|l| l[col("scope")] == *sc["scope"].as_str().unwrap()).expect("the scope's row");
+            assert_eq!(&line[col("team")], t["team"].as_str().unwrap());
+            assert_eq!(
+                line[col("guaranteed_card_hours")],
+                format!("{:.3}", f(sc, "guaranteed_card_hours")),
+                "{line:?}"
+            );
+            assert_eq!(line[col("borrowed_card_hours")], format!("{:.3}", f(sc, "borrowed_card_hours")), "{line:?}");
+        }
+    }
+    let xlsx = quotas_file(&services, &all, m, false, Format::Xlsx, Some(cardhour::glossary::Lang::Zh)).await.unwrap();
+    let mut wb: calamine::Xlsx<_> = calamine::open_workbook_from_rs(std::io::Cursor::new(xlsx.bytes)).unwrap();
+    use calamine::{Data, Reader};
+    let names = wb.sheet_names().to_vec();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let sheet = wb.worksheet_range(&names[1]).unwrap();
+    let cells: Vec<Vec<Data>> = sheet.rows().map(|r| r.to_vec()).collect();
+    let fields = cells.iter().position(|r| r.contains(&Data::String("pods_waited".into()))).expect("the field row");
+    let at = |name: &str| cells[fields].iter().position(|d| *d == Data::String(name.into())).unwrap();
+    let mut checked = 0;
+    for t in w["teams"].as_array().unwrap() {
+        let row = cells[fields + 1..]
+            .iter()
+            // the workbook prints a team in words (`unassigned` is 未分配)
+            .find(|r| {
+                let id = t["team"].as_str().unwrap();
+                r[0] == Data::String(cardhour::glossary::team_name(cardhour::glossary::Lang::Zh, id, id))
+            })
+            .unwrap_or_else(|| panic!("{t} in the workbook"));
+        let number = |d: &Data| match d {
+            Data::Float(x) => *x,
+            Data::Int(x) => *x as f64,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(number(&row[at("pods_waited")]), f(t, "pods_waited"), "{t}");
+        assert_eq!(number(&row[at("median_wait_seconds")]), f(t, "median_wait_seconds").round(), "{t}");
+        checked += 1;
+    }
+    assert!(checked >= 3, "{checked} teams in the workbook");
+
+    // a team lead (of vision) sees its own team only
     let (_, q) = api.call(Method::GET, &format!("/api/v1/reports/quotas/{month}"), Some(&api.lead), None).await;
     let teams: Vec<&str> = q["teams"].as_array().unwrap().iter().map(|t| t["team"].as_str().unwrap()).collect();
     assert_eq!(teams, ["vision"], "{q}");

@@ -500,8 +500,8 @@ const QUEUE_COLUMNS: [Column; 7] = [
     column("pending_card_hours", "term.pending_card_hours"),
     column("pods_started", "term.pods_started"),
     column("pods_waited", "term.pods_waited"),
-    column("median_wait_seconds", "term.median_wait"),
-    column("p90_wait_seconds", "term.p90_wait"),
+    column("median_wait_seconds", "term.median_wait_seconds"),
+    column("p90_wait_seconds", "term.p90_wait_seconds"),
     column("never_ran", "term.never_ran"),
 ];
 
