@@ -161,6 +161,27 @@ if [[ "$cluster" == sim ]]; then
         esac
     done
 fi
+# reserved-quota billing's terms (SPEC §10): each simulated guarantee priced as the cluster's most used GPU model at
+# 0.8 of its rate, so a draft previewed under `reserved` is priced (the quota metrics never say which model)
+if [[ "$cluster" == sim ]]; then
+    top_model="$("$BIN" usage --from "$from" --to "$to" --group-by model --format csv --cluster "$cluster" | tail -n +2 |
+        grep -v '^unknown,' | sort -t, -k2 -g -r | head -1 | cut -d, -f1 || true)"
+    scopes="$(for m in "$(date -u -d "$from" +%Y-%m)" "$(date -u -d "$to" +%Y-%m)"; do
+        curl -fsS -H "Authorization: Bearer $token" "$base/api/v1/reports/quotas/$m"
+    done | grep -oE '"scope_kind":"[a-z_]+","scope":"[^"]+"' | sed -E 's/"scope_kind":"([a-z_]+)","scope":"([^"]+)"/\1 \2/' |
+        sort -u || true)"
+    while read -r scope_kind scope; do
+        [[ -n "$scope" && -n "$top_model" ]] || continue
+        code="$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" \
+            -H 'content-type: application/json' -d "{\"scope_kind\":\"$scope_kind\",\"scope\":\"$scope\",\"gpu_model\":\"$top_model\",\"factor\":\"0.8\",\"valid_from\":\"$month_start\"}" \
+            "$base/api/v1/reservation-terms")"
+        case "$code" in
+        201) log "reservation terms of $scope_kind $scope: $top_model × 0.8 from $month_start" ;;
+        409) ;; # stated by an earlier run
+        *) warn "could not state the reservation terms of $scope_kind $scope (HTTP $code)" ;;
+        esac
+    done <<<"$scopes"
+fi
 "$BIN" token list --format json | tr -d ' \n' | grep -oE '\{"id":[0-9]+,"name":"quickstart"' | grep -oE '[0-9]+' |
     while IFS= read -r id; do "$BIN" token revoke "$id" >/dev/null 2>&1 || true; done
 

@@ -13,6 +13,7 @@ pub mod duration;
 mod field;
 pub mod form;
 pub mod mapping_file;
+pub mod queue_mapping_file;
 
 pub use field::{FieldError, Problem};
 
@@ -78,7 +79,7 @@ pub use decimal::{DECIMAL_PATTERN, DecimalRange};
 pub const BUDGET_AMOUNT: DecimalRange = DecimalRange::above(0, 10_000_000_000).with_decimals(2);
 pub const BUDGET_THRESHOLD: DecimalRange = DecimalRange::above(0, 10).with_decimals(4);
 /// The bill modes, unallocated policies and idle rules the API reads.
-pub const BILL_MODES: [&str; 2] = ["showback", "chargeback"];
+pub const BILL_MODES: [&str; 3] = ["showback", "chargeback", "reserved"];
 pub const UNALLOCATED_POLICIES: [&str; 2] = ["kept_by_platform", "spread_proportionally"];
 /// The replica billing policies as the API names them (the command line also takes `whole-card`).
 pub const REPLICA_BILLINGS: [&str; 2] = ["fraction", "whole_card"];
@@ -484,12 +485,10 @@ pub fn range(from: DateTime<Utc>, to: DateTime<Utc>, max_days: i64) -> Result<()
     Ok(())
 }
 
-/// A bill mode as the API names it: `showback` or `chargeback`.
+/// A bill mode as the API names it: `showback`, `chargeback` or `reserved`.
 pub fn bill_mode(field: &str, s: &str) -> Result<BillMode, Invalid> {
-    [BillMode::Showback, BillMode::Chargeback]
-        .into_iter()
-        .find(|m| m.as_str() == s)
-        .ok_or_else(|| Invalid::new(field, format!("`{}`: use showback or chargeback", s.escape_debug())))
+    BillMode::parse(s)
+        .ok_or_else(|| Invalid::new(field, format!("`{}`: use showback, chargeback or reserved", s.escape_debug())))
 }
 
 /// An unallocated-capacity policy as the API names it: `kept_by_platform` or `spread_proportionally`.

@@ -304,6 +304,25 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
                 "valid_from": "2026-12-01"})),
             [201, 409, 403, 403],
         ),
+        (
+            "POST /queue-mappings/import",
+            Method::POST,
+            "/api/v1/queue-mappings/import".into(),
+            Body::Csv("queue_kind,queue,team,valid_from\ncluster_queue,cq-imported,vision,2026-12-02\n"),
+            // the same file again is unchanged: 200, nothing written
+            [201, 200, 403, 403],
+        ),
+        // reservation terms are finance's: global readers only
+        ("GET /reservation-terms", g.clone(), "/api/v1/reservation-terms".into(), Body::None, global),
+        (
+            "POST /reservation-terms",
+            Method::POST,
+            "/api/v1/reservation-terms".into(),
+            // the same terms twice: the second writer is refused as a conflict
+            Body::Json(json!({"scope_kind": "cluster_queue", "scope": "cq-x", "gpu_model": "A100-80GB",
+                "factor": "0.8", "valid_from": "2026-12-01"})),
+            [201, 409, 403, 403],
+        ),
         ("GET /reports/teams/{month}", g.clone(), format!("/api/v1/reports/teams/{m}"), Body::None, global),
         (
             "GET /reports/unit-cost",

@@ -28,6 +28,8 @@ pub struct PolicyView {
 pub enum BillModeView {
     Showback,
     Chargeback,
+    /// Reserved-quota billing (SPEC §10): each team's quota guarantees billed whether used or not.
+    Reserved,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -48,6 +50,7 @@ impl From<BillPolicy> for PolicyView {
             mode: match p.mode {
                 BillMode::Showback => BillModeView::Showback,
                 BillMode::Chargeback => BillModeView::Chargeback,
+                BillMode::Reserved => BillModeView::Reserved,
             },
             unallocated: match p.unallocated {
                 UnallocatedPolicy::KeptByPlatform => UnallocatedView::KeptByPlatform,
@@ -137,6 +140,12 @@ pub struct MonthView {
     /// capacity_shortfall. Absent when there is none, and for a team lead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity_shortfall: Option<Money>,
+    /// Reserved-quota billing: what the reservations billed above the offered capacity's cost beyond any
+    /// shortfall (guarantees promised over the cards there are): its own figure, never spread; Σ totals +
+    /// platform_kept = capacity_cost + over_recovery + capacity_shortfall + over_commitment. Absent when there is
+    /// none, and for a team lead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over_commitment: Option<Money>,
     /// A month closed although it was not complete: the reason, who closed it, and (global readers only) what
     /// stood in the way.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -218,6 +227,7 @@ pub(super) fn month_view(st: &Statement, scope: &Scope) -> MonthView {
         not_offered: layout2(st, b.not_offered.filter(|_| global)),
         over_recovery: b.over_recovery.filter(|_| global),
         capacity_shortfall: b.capacity_shortfall.filter(|_| global),
+        over_commitment: b.over_commitment.filter(|_| global),
         close_override: st.close_override.as_ref().map(|o| override_view(o, global)),
     }
 }
@@ -226,7 +236,9 @@ pub(super) fn month_view(st: &Statement, scope: &Scope) -> MonthView {
 pub struct LineView {
     pub namespace: String,
     pub gpu_model: String,
-    /// whole, mig, timeslice or hami.
+    /// whole, mig, timeslice, mps or hami; under reserved-quota billing also `reservation` (a quota scope's
+    /// guarantee; `namespace` is the scope: a namespace, or `cluster_queue/<name>`, `volcano_queue/<name>`) and
+    /// `reservation_use` (the card-hours used within it, credited back at the model's rate).
     pub kind: String,
     #[schema(value_type = String)]
     pub card_hours: Decimal,
@@ -247,6 +259,15 @@ pub struct LineView {
     /// the node advertised them until its configuration settles it. Absent when false.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub unverified_node: bool,
+    /// A reservation line: the guaranteed card-hours it bills (`reservation`), or minus the card-hours used within
+    /// the guarantee it credits (`reservation_use`); its GPU-hour fields are 0. Absent on usage lines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub reserved_card_hours: Option<Decimal>,
+    /// A `reservation` line's factor on the model's rate (`rate` = the model's rate × this, to 4 decimals).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub reservation_factor: Option<Decimal>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -369,6 +390,8 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
                         unpriced: l.unpriced,
                         whole_card_hours: l.whole_card_hours,
                         unverified_node: l.unverified_node,
+                        reserved_card_hours: l.reserved_card_hours,
+                        reservation_factor: l.reservation_factor,
                     })
                     .collect()
             })

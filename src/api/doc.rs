@@ -234,7 +234,10 @@ fn property_rule(schema: &str, property: &str) -> Option<&'static str> {
         ("MappingInput", "namespace") | ("QueueMappingInput", "queue") => "namespace",
         ("QueueMappingInput", "team_id") => "team",
         ("QueueMappingInput", "cluster") => "cluster",
-        ("QueueMappingInput", "valid_from") => "date",
+        ("QueueMappingInput", "valid_from") | ("ReservationTermInput", "valid_from") => "date",
+        ("ReservationTermInput", "cluster") => "cluster",
+        ("ReservationTermInput", "scope") => "namespace",
+        ("ReservationTermInput", "gpu_model") => "model",
         ("MappingInput", "team_id") => "team",
         ("MappingInput", "cluster") => "cluster",
         ("MappingInput", "valid_from") | ("RateInput", "effective_from") => "date",
@@ -264,6 +267,7 @@ fn decimal_rule(schema: &str, property: &str) -> Option<validate::DecimalRange> 
         ("RateInput", "rate") => crate::pricing::RATE,
         ("BudgetInput", "amount") => validate::BUDGET_AMOUNT,
         ("BudgetInput", "thresholds") => validate::BUDGET_THRESHOLD,
+        ("ReservationTermInput", "factor") => crate::usecase::reservation_terms::FACTOR,
         _ => return None,
     })
 }

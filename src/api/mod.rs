@@ -20,6 +20,7 @@ mod quotas;
 mod rates;
 mod report_exports;
 mod reports;
+mod reservations;
 mod teams;
 mod unit_cost;
 mod usage;
@@ -82,6 +83,7 @@ pub fn api() -> (Router<AppState>, OpenApiSpec) {
         .merge(reports::router())
         .merge(unit_cost::router())
         .merge(quotas::router())
+        .merge(reservations::router())
         .merge(budgets::router())
         .merge(ingest::router())
         .merge(report_exports::router())

@@ -1,5 +1,6 @@
 //! `/reports/quotas/{month}`, `/reports/queue/{month}` and `/queue-mappings`: what each team was promised, what
-//! it used of it, what its GPU pods waited, and which team a queue belongs to (SPEC §10).
+//! it used of it, what its GPU pods waited, and which team a queue belongs to (SPEC §10), with a CSV import of
+//! queue mappings (all rows or none) like the namespace mappings' CMDB import.
 
 use axum::Json;
 use axum::extract::State;
@@ -12,11 +13,13 @@ use utoipa_axum::routes;
 use super::doc::{ReaderErrors, WriterErrors};
 use super::error::ApiError;
 use super::extract::ApiJson;
+use super::teams::ImportQuery;
 use super::{ApiPath, ApiQuery, AppState};
 use crate::api::bearer::{Finance, ScopedReader};
 use crate::billing::Month;
 use crate::db;
 use crate::usecase::capacity_plan::{self, CapacityPlan};
+use crate::usecase::queue_mapping_import::{self, QueueRowOutcome};
 use crate::usecase::queue_mappings::{self, QueueMappingInput};
 use crate::usecase::quotas::{self, QueueReport, QuotaReport};
 
@@ -26,6 +29,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_queue))
         .routes(routes!(get_capacity_plan))
         .routes(routes!(list_queue_mappings, create_queue_mapping))
+        .routes(routes!(import_queue_mappings))
 }
 
 /// Per team and quota scope in the month: guaranteed card-hours (a Kueue ClusterQueue's nominal quota, a Volcano
@@ -137,4 +141,57 @@ async fn create_queue_mapping(
     ApiJson(input): ApiJson<QueueMappingInput>,
 ) -> Result<(StatusCode, Json<QueueMapping>), ApiError> {
     Ok((StatusCode::CREATED, Json(queue_mappings::create_queue_mapping(&s.cases, &writer, &input).await?.into())))
+}
+
+/// What a queue mapping import did (or, dry, would do).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct QueueImportReport {
+    /// Nothing was written.
+    pub dry_run: bool,
+    pub inserted: usize,
+    pub updated: usize,
+    pub unchanged: usize,
+    /// One per row, in file order.
+    pub rows: Vec<QueueRowOutcome>,
+    /// The mappings written (inserted or updated), as stored; empty on a dry run.
+    pub mappings: Vec<QueueMapping>,
+}
+
+impl From<queue_mapping_import::QueueImportReport> for QueueImportReport {
+    fn from(r: queue_mapping_import::QueueImportReport) -> Self {
+        Self {
+            dry_run: r.dry_run,
+            inserted: r.inserted,
+            updated: r.updated,
+            unchanged: r.unchanged,
+            rows: r.rows,
+            mappings: r.mappings.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// Imports queue → team mappings as CSV (finance, admin) — header `queue_kind,queue,team,valid_from` and an
+/// optional `cluster` column (blank: every cluster); `queue_kind` is `cluster_queue` (Kueue) or `volcano_queue` —
+/// in UTF-8 (with or without BOM) or GBK/GB18030 (as Chinese Excel saves it), dates as `2026-11-01`,
+/// `2026/11/01`, `2026/11/1` or `20261101`. Every team (and cluster) must exist: the import creates none.
+/// Idempotent: a row equal to the stored mapping is `unchanged` (nothing written, nothing audited), one naming
+/// another team for a stored cluster, queue and day is an `update`. All rows or none: any bad row is a 422
+/// listing every problem as `row N: field` (N the line in the file; a missing column is `row 1: <column>`).
+/// `?dry_run=true` reports the same and writes nothing. 201 when something was written, else 200. Audited as
+/// `queue_mapping.create` and `queue_mapping.update`.
+#[utoipa::path(post, path = "/queue-mappings/import", tag = "teams", security(("bearer" = [])), params(ImportQuery),
+    request_body(content = String, content_type = "text/csv"),
+    responses((status = 201, description = "Imported; what each row did", body = QueueImportReport),
+        (status = 200, description = "Nothing written (every row unchanged, or a dry run); what each row does",
+            body = QueueImportReport),
+        ReaderErrors, WriterErrors))]
+async fn import_queue_mappings(
+    State(s): State<AppState>,
+    Finance(writer): Finance,
+    ApiQuery(q): ApiQuery<ImportQuery>,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<QueueImportReport>), ApiError> {
+    let report = queue_mappings::import(&s.cases, &writer, &body, q.dry_run).await?;
+    let status = if report.changed() { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(report.into())))
 }

@@ -12,7 +12,11 @@
 //! + over_recovery + capacity_shortfall.
 //!
 //! Showback (cost shown) and chargeback (cost billed) compute the *same* numbers: the mode only says what
-//! finance does with them, so it is carried to the output and nothing else.
+//! finance does with them, so it is carried to the output and nothing else. Reserved-quota billing (SPEC §10) adds
+//! each quota scope's reservation lines to its team ([`super::reserved`]); what the reservations bill above the
+//! offered capacity's cost is the **over-commitment**, a figure of its own like the shortfall, so unallocated stays
+//! never negative and, to the fen: Σ team totals + platform_kept = capacity_cost + over_recovery +
+//! capacity_shortfall + over_commitment.
 
 use std::collections::BTreeMap;
 
@@ -21,16 +25,19 @@ use serde::{Deserialize, Serialize};
 
 use super::lines::{BillLine, CapacityBillLine, CapacityLine, UsageLine, bill_lines, capacity_lines};
 use super::replicas::{ReplicaBilling, ReplicaPolicyVersion};
+use super::reserved::{ReservationLine, reservation_bill_lines};
 use super::spread::largest_remainder;
 use crate::money::Money;
 
-/// Showback shows cost to teams; chargeback bills it to them. The numbers are identical.
+/// Showback shows cost to teams; chargeback bills it to them (the numbers are identical); reserved-quota billing
+/// bills each team its quota guarantees whether used or not, and its use above them (SPEC §10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BillMode {
     #[default]
     Showback,
     Chargeback,
+    Reserved,
 }
 
 /// Who carries the cost of capacity no team used.
@@ -52,12 +59,21 @@ pub struct BillPolicy {
 }
 
 impl BillMode {
-    /// The API's name (`showback`, `chargeback`).
+    /// Every mode, in the order forms list them.
+    pub const ALL: [BillMode; 3] = [BillMode::Showback, BillMode::Chargeback, BillMode::Reserved];
+
+    /// The API's name (`showback`, `chargeback`, `reserved`).
     pub fn as_str(self) -> &'static str {
         match self {
             BillMode::Showback => "showback",
             BillMode::Chargeback => "chargeback",
+            BillMode::Reserved => "reserved",
         }
+    }
+
+    /// The mode named so by the API.
+    pub fn parse(name: &str) -> Option<BillMode> {
+        BillMode::ALL.into_iter().find(|m| m.as_str() == name)
     }
 }
 
@@ -199,6 +215,11 @@ pub struct MonthBills {
     /// may be negative as they were closed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_shortfall: Option<Money>,
+    /// What reserved-quota billing billed above the offered capacity's cost beyond any shortfall (guarantees
+    /// promised over the cards there are): its own figure, never a negative `unallocated`, never spread. `None`
+    /// when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_commitment: Option<Money>,
     /// The replica billing settings in effect during the month, shown on the statement; `None` when the month has
     /// no time-sliced usage and no setting (and in months closed before the policy existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -221,10 +242,15 @@ impl MonthBills {
         self.capacity_shortfall.unwrap_or_default()
     }
 
-    /// `unallocated − capacity_shortfall`: the offered capacity's cost minus the physical allocation, signed (what
-    /// months closed before the shortfall existed stored as `unallocated`).
+    /// The over-commitment, 0 unless reservations billed above the offered capacity.
+    pub fn over_commitment_amount(&self) -> Money {
+        self.over_commitment.unwrap_or_default()
+    }
+
+    /// `unallocated − capacity_shortfall − over_commitment`: the offered capacity's cost minus the allocation,
+    /// signed (what months closed before the shortfall existed stored as `unallocated`).
     pub fn unallocated_signed(&self) -> Money {
-        self.unallocated - self.shortfall_amount()
+        self.unallocated - self.shortfall_amount() - self.over_commitment_amount()
     }
 
     /// The same bills under another policy: the same lines, capacity and unallocated cost, the unallocated cost
@@ -232,7 +258,8 @@ impl MonthBills {
     /// another needs: like with like). A month closed with a negative unallocated (before the shortfall existed)
     /// is read as its shortfall, never spread.
     pub fn under(&self, policy: BillPolicy) -> MonthBills {
-        let signed = self.unallocated_signed();
+        // the over-commitment is the reservations' (the lines, not the unallocated policy): kept as it is
+        let signed = self.unallocated_signed() + self.over_commitment_amount();
         let (unallocated, shortfall) =
             if signed < Money::ZERO { (Money::round_fen(Decimal::ZERO), -signed) } else { (signed, Money::ZERO) };
         let plain: Vec<TeamBill> = self.teams.iter().map(|t| t.clone().with_share(Money::ZERO)).collect();
@@ -261,12 +288,34 @@ impl MonthBills {
 /// Builds the month's bills. Usage lines are grouped by team, merged per (namespace, model, kind, rate) and
 /// priced at line level; capacity lines likewise per (model, rate). Input order does not matter.
 pub fn compute_month(usage: &[UsageLine], capacity: &[CapacityLine], policy: BillPolicy) -> MonthBills {
-    let mut by_team: BTreeMap<&str, Vec<&UsageLine>> = BTreeMap::new();
+    compute_month_reserved(usage, &[], capacity, policy)
+}
+
+/// [`compute_month`] with the quota scopes' guarantees: under [`BillMode::Reserved`] each team's reservation lines
+/// follow its usage lines ([`super::reserved`]); under the other modes `reservations` are not billed.
+pub fn compute_month_reserved(
+    usage: &[UsageLine],
+    reservations: &[ReservationLine],
+    capacity: &[CapacityLine],
+    policy: BillPolicy,
+) -> MonthBills {
+    let mut by_team: BTreeMap<&str, (Vec<&UsageLine>, Vec<&ReservationLine>)> = BTreeMap::new();
     for u in usage {
-        by_team.entry(u.team.as_str()).or_default().push(u);
+        by_team.entry(u.team.as_str()).or_default().0.push(u);
     }
-    let teams: Vec<TeamBill> =
-        by_team.into_iter().map(|(team, lines)| TeamBill::from_lines(team.to_owned(), bill_lines(lines))).collect();
+    if policy.mode == BillMode::Reserved {
+        for r in reservations {
+            by_team.entry(r.team.as_str()).or_default().1.push(r);
+        }
+    }
+    let teams: Vec<TeamBill> = by_team
+        .into_iter()
+        .map(|(team, (usage, reserved))| {
+            let mut lines = bill_lines(usage);
+            lines.extend(reservation_bill_lines(reserved));
+            TeamBill::from_lines(team.to_owned(), lines)
+        })
+        .collect();
 
     let capacity = capacity_lines(capacity);
     let capacity_cost: Money = capacity.iter().map(|c| c.amount).sum();
@@ -277,9 +326,16 @@ pub fn compute_month(usage: &[UsageLine], capacity: &[CapacityLine], policy: Bil
     let over_recovery: Money = lines().map(BillLine::over_recovery).sum();
     let whole_card_billed = lines().any(|l| l.whole_card_hours.is_some());
     let signed = capacity_cost - not_offered - (allocated - over_recovery);
-    // never negative (SPEC §6): what usage cost above the offered capacity is the shortfall, never spread
-    let (unallocated, shortfall) =
-        if signed < Money::ZERO { (Money::round_fen(Decimal::ZERO), -signed) } else { (signed, Money::ZERO) };
+    // never negative (SPEC §6): what usage cost above the offered capacity is the shortfall, what reservations
+    // billed above it besides is the over-commitment; neither is spread
+    let reserved: Money = lines().filter(|l| l.is_reservation()).map(|l| l.amount).sum();
+    let usage_signed = signed + reserved;
+    let (unallocated, shortfall, over_commitment) = if signed >= Money::ZERO {
+        (signed, Money::ZERO, Money::ZERO)
+    } else {
+        let shortfall = if usage_signed < Money::ZERO { (-usage_signed).min(-signed) } else { Money::ZERO };
+        (Money::round_fen(Decimal::ZERO), shortfall, -signed - shortfall)
+    };
 
     // Teams are sorted by name, so largest_remainder's positional tie-break is the name order.
     let shares = match policy.unallocated {
@@ -304,6 +360,7 @@ pub fn compute_month(usage: &[UsageLine], capacity: &[CapacityLine], policy: Bil
         not_offered: Some(not_offered),
         over_recovery: whole_card_billed.then_some(over_recovery),
         capacity_shortfall: (!shortfall.is_zero()).then_some(shortfall),
+        over_commitment: (!over_commitment.is_zero()).then_some(over_commitment),
         replica_policies: None,
     }
 }
@@ -501,6 +558,98 @@ mod tests {
         assert_eq!((w.allocated.to_string(), w.unallocated.to_string()), ("1000.00".into(), "0.00".into()));
         assert_eq!(w.over_recovery_amount().to_string(), "750.00");
         assert!(w.teams.iter().all(|t| t.unallocated_share.is_zero()));
+    }
+
+    #[test]
+    fn reserved_quota_billing_by_hand_with_its_over_commitment() {
+        // SPEC §10, H100 at 10.0000, factor 0.8 (reservation rate 8.0000); capacity 100 card-hours = 1000.00.
+        // a: 30 card-hours used, all within cq-a's guarantee of 80 → 300.00 + 80 × 8 = 640.00 − 300.00 = 640.00.
+        // b: 50 used, namespace b's guarantee 40 (40 within, 10 borrowed) → 500.00 + 320.00 − 400.00 = 420.00
+        //    (= 40 × 8 + 10 × 10). c: 10 used, no quota → 100.00.
+        // Allocated 1160.00 > 1000.00: usage alone (900.00) fits, so the 160.00 above is the over-commitment, not a
+        // shortfall; unallocated 0.00. 1160.00 + 0.00 kept = 1000.00 + 160.00.
+        let r = rate(dec!(10));
+        let used = [
+            usage("a", "a", "H100", dec!(30), r),
+            usage("b", "b", "H100", dec!(50), r),
+            usage("c", "c", "H100", dec!(10), r),
+        ];
+        let res = |team: &str, scope: &str, g: Decimal, w: Decimal| ReservationLine {
+            team: team.into(),
+            scope: scope.into(),
+            gpu_model: Some("H100".into()),
+            guaranteed_card_hours: g,
+            used_within_card_hours: w,
+            rate: r,
+            factor: Some(dec!(0.8)),
+        };
+        let reservations =
+            [res("a", "cluster_queue/cq-a", dec!(80), dec!(30)), res("b", "namespace/b", dec!(40), dec!(40))];
+        let capacity = [cap("H100", dec!(100), r)];
+        let reserved = BillPolicy { mode: BillMode::Reserved, unallocated: UnallocatedPolicy::KeptByPlatform };
+        let bills = compute_month_reserved(&used, &reservations, &capacity, reserved);
+        let totals: Vec<String> = bills.teams.iter().map(|t| t.total.to_string()).collect();
+        assert_eq!(totals, ["640.00", "420.00", "100.00"]);
+        let a: Vec<(&str, String)> =
+            bills.teams[0].lines.iter().map(|l| (l.kind.as_str(), l.amount.to_string())).collect();
+        assert_eq!(
+            a,
+            [("whole", "300.00".into()), ("reservation", "640.00".into()), ("reservation_use", "-300.00".into())]
+        );
+        assert_eq!(bills.teams[0].card_hours, dec!(30), "GPU-hours are the usage's only");
+        assert_eq!((bills.allocated.to_string(), bills.unallocated.to_string()), ("1160.00".into(), "0.00".into()));
+        assert_eq!((bills.over_commitment_amount().to_string(), bills.capacity_shortfall), ("160.00".into(), None));
+        let carried: Money = bills.teams.iter().map(|t| t.total).sum();
+        assert_eq!(carried + bills.platform_kept, bills.capacity_cost + bills.over_commitment_amount());
+        assert_eq!(bills.unallocated_signed().to_string(), "-160.00");
+
+        // a's guarantee 60 instead and c 5 card-hours: allocated 480 + 420 + 50 = 950.00, 50.00 unallocated,
+        // spread 480:420:50 by largest remainder; no over-commitment
+        let reservations = [res("a", "cluster_queue/cq-a", dec!(60), dec!(30)), reservations[1].clone()];
+        let used = [used[0].clone(), used[1].clone(), usage("c", "c", "H100", dec!(5), r)];
+        let spread = BillPolicy { mode: BillMode::Reserved, unallocated: UnallocatedPolicy::SpreadProportionally };
+        let bills = compute_month_reserved(&used, &reservations, &capacity, spread);
+        assert_eq!((bills.allocated.to_string(), bills.unallocated.to_string()), ("950.00".into(), "50.00".into()));
+        assert_eq!(bills.over_commitment, None);
+        let shares: Vec<String> = bills.teams.iter().map(|t| t.unallocated_share.to_string()).collect();
+        assert_eq!(shares, ["25.26", "22.11", "2.63"]);
+        assert_eq!(bills.teams.iter().map(|t| t.total).sum::<Money>() + bills.platform_kept, bills.capacity_cost);
+        assert_eq!(bills.under(reserved).under(spread), bills);
+
+        // the other modes bill use only, whatever the guarantees
+        let shown = compute_month_reserved(&used, &reservations, &capacity, KEPT);
+        assert_eq!(shown, compute_month(&used, &capacity, KEPT));
+        assert!(shown.teams.iter().flat_map(|t| &t.lines).all(|l| !l.is_reservation()));
+    }
+
+    #[test]
+    fn reservations_over_capacity_beside_usage_over_it_split_into_shortfall_and_over_commitment() {
+        // capacity 10 card-hours at 10 = 100.00; a uses 12 (120.00: 20.00 short) and holds a guarantee of 5 unused
+        // at 8.0000 (40.00): −60.00 signed = 20.00 shortfall + 40.00 over-commitment
+        let r = rate(dec!(10));
+        let res = ReservationLine {
+            team: "a".into(),
+            scope: "namespace/x".into(),
+            gpu_model: Some("H100".into()),
+            guaranteed_card_hours: dec!(5),
+            used_within_card_hours: dec!(0),
+            rate: r,
+            factor: Some(dec!(0.8)),
+        };
+        let policy = BillPolicy { mode: BillMode::Reserved, unallocated: UnallocatedPolicy::SpreadProportionally };
+        let bills = compute_month_reserved(
+            &[usage("a", "a", "H100", dec!(12), r)],
+            &[res],
+            &[cap("H100", dec!(10), r)],
+            policy,
+        );
+        assert_eq!(bills.shortfall_amount().to_string(), "20.00");
+        assert_eq!(bills.over_commitment_amount().to_string(), "40.00");
+        assert_eq!((bills.unallocated.to_string(), bills.teams[0].total.to_string()), ("0.00".into(), "160.00".into()));
+        assert_eq!(
+            bills.teams[0].total + bills.platform_kept,
+            bills.capacity_cost + bills.shortfall_amount() + bills.over_commitment_amount()
+        );
     }
 
     #[test]

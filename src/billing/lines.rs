@@ -84,6 +84,15 @@ pub struct BillLine {
     /// card): its hours are as the node advertised them until configuration settles it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unverified_node: bool,
+    /// A reservation line of reserved-quota billing ([`super::reserved`]): the guaranteed card-hours it bills, or
+    /// (negative) the card-hours used within the guarantee it credits back; its GPU-hour columns are 0. Absent on
+    /// usage lines, so statements closed before it read as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_card_hours: Option<Decimal>,
+    /// A reservation line's factor on the model's rate (its rate is the model's rate × this factor); absent on
+    /// usage lines and on a credit line (priced at the model's rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_factor: Option<Decimal>,
 }
 
 /// A priced capacity line: what the cluster's cards of one model cost during one rate period.
@@ -131,9 +140,15 @@ impl BillLine {
         price(self.rate, self.card_hours)
     }
 
-    /// What whole-card billing recovers on this line above its cards' cost (0 when billed by fraction).
+    /// What whole-card billing recovers on this line above its cards' cost (0 when billed by fraction, and on a
+    /// reservation line: what a reservation bills above use is the over-commitment, [`super::MonthBills`]).
     pub fn over_recovery(&self) -> Money {
-        self.amount - self.physical_amount()
+        if self.is_reservation() { Money::ZERO } else { self.amount - self.physical_amount() }
+    }
+
+    /// A reservation line (reserved-quota billing), not usage.
+    pub fn is_reservation(&self) -> bool {
+        self.reserved_card_hours.is_some()
     }
 }
 
@@ -181,6 +196,8 @@ pub(crate) fn bill_lines<'a>(usage: impl IntoIterator<Item = &'a UsageLine>) -> 
                 unpriced: rate.is_none(),
                 whole_card_hours,
                 unverified_node: h.unverified,
+                reserved_card_hours: None,
+                reservation_factor: None,
             }
         })
         .collect()

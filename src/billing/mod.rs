@@ -8,18 +8,21 @@
 //! - [`restate`]: restatement lines for a closed month recomputed later.
 //! - [`rebill`]: a month's bills with card-hours moved between lines (a node's settings changed), recomputed.
 //! - [`totals`]: the total row of a month's teams table.
+//! - [`reserved`]: reserved-quota billing's reservation lines and the scopes' dated reservation terms (SPEC §10).
 //! - [`unit_cost`]: ¥ per million tokens and per thousand requests of serving pods (SPEC §9).
 //!
 //! Rates arrive resolved (a `RatePerCardHour` per period, or `None` when unknown): this module knows nothing
 //! of how they are derived. Invariants, each tested by property: every total is the sum of its lines;
 //! Σ team totals + platform_kept = capacity_cost (+ over-recovery + capacity shortfall), to the fen, under either
-//! unallocated policy; unallocated is never negative; showback and chargeback produce identical numbers.
+//! unallocated policy (+ over-commitment under reserved-quota billing); unallocated is never negative; showback and
+//! chargeback produce identical numbers.
 
 pub mod compute;
 pub mod lines;
 pub mod month;
 pub mod rebill;
 pub mod replicas;
+pub mod reserved;
 pub mod restate;
 pub mod spread;
 pub mod totals;
@@ -28,10 +31,13 @@ pub mod unit_cost;
 #[cfg(test)]
 mod proptests;
 
-pub use compute::{BillMode, BillPolicy, MonthBills, PolicyChoice, TeamBill, UnallocatedPolicy, compute_month};
+pub use compute::{
+    BillMode, BillPolicy, MonthBills, PolicyChoice, TeamBill, UnallocatedPolicy, compute_month, compute_month_reserved,
+};
 pub use lines::{BillLine, CapacityBillLine, CapacityLine, LineKey, UsageLine};
 pub use month::{DEFAULT_BILLING_TZ, Month, MonthParseError};
 pub use replicas::{ReplicaBilling, ReplicaPolicyBook, ReplicaPolicyVersion};
+pub use reserved::{ReservationBook, ReservationLine, ReservationTerm};
 pub use restate::{RestatementLine, UNALLOCATED_SHARE_NAMESPACE, restate_month, restatement};
 pub use spread::largest_remainder;
 pub use totals::MonthTotals;

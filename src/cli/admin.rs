@@ -1,12 +1,12 @@
-//! `migrate`, `retention`, `token`, `mappings`: the schema and the service role, dropping old raw rows, API
-//! tokens, CMDB imports of namespace → team mappings.
+//! `migrate`, `retention`, `token`, `mappings`, `queue-mappings`: the schema and the service role, dropping old
+//! raw rows, API tokens, CMDB imports of namespace → team mappings and CSV imports of queue → team mappings.
 
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 
 use super::{
-    MappingsCommand, MigrateArgs, RetentionArgs, SummaryFormat, TokenCommand, cli_actor, operator, resolve_time,
-    services_on,
+    MappingsCommand, MigrateArgs, QueueMappingsCommand, RetentionArgs, SummaryFormat, TokenCommand, cli_actor,
+    operator, resolve_time, services_on,
 };
 use crate::db;
 use crate::usecase;
@@ -140,6 +140,26 @@ pub(super) async fn mappings_cmd(m: MappingsCommand) -> anyhow::Result<()> {
     let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
     let sv = services_on(pool).await?;
     let report = match usecase::mappings::import(&sv, &operator(cli_actor()).writer(), &bytes, dry_run).await {
+        Ok(r) => r,
+        Err(usecase::Error::Invalid(errors)) => return Err(refused(errors)),
+        Err(e) => return Err(e.into()),
+    };
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+pub(super) async fn queue_mappings_cmd(m: QueueMappingsCommand) -> anyhow::Result<()> {
+    let QueueMappingsCommand::Import { db: d, file, dry_run } = m;
+    let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+    // the refused fields in the API's own JSON shape (`{field, message}`), as `mappings import` prints them
+    let refused = |errors: Vec<validate::FieldError>| {
+        eprintln!("{}", serde_json::json!({ "errors": errors }));
+        anyhow::anyhow!("{}: {} problem(s); nothing imported", file.display(), errors.len())
+    };
+    let pool = db::connect(&d.database_url, 2).await.context("cannot connect to the database")?;
+    let sv = services_on(pool).await?;
+    let writer = operator(cli_actor()).writer();
+    let report = match usecase::queue_mappings::import(&sv, &writer, &bytes, dry_run).await {
         Ok(r) => r,
         Err(usecase::Error::Invalid(errors)) => return Err(refused(errors)),
         Err(e) => return Err(e.into()),

@@ -97,6 +97,9 @@ pub enum Command {
     /// Namespace → team mappings: import a CMDB export.
     #[command(subcommand)]
     Mappings(MappingsCommand),
+    /// Queue → team mappings (Kueue ClusterQueues, Volcano queues): import a CSV file.
+    #[command(subcommand)]
+    QueueMappings(QueueMappingsCommand),
     /// Configure nodes whose cards, replicas or model nothing on the node tells.
     #[command(subcommand)]
     Nodes(nodes::NodesCommand),
@@ -251,6 +254,8 @@ pub struct CloseArgs {
 pub enum CliBillMode {
     Showback,
     Chargeback,
+    /// Reserved-quota billing: each team's quota guarantees billed whether used or not (SPEC §10).
+    Reserved,
 }
 
 impl From<CliBillMode> for crate::billing::BillMode {
@@ -258,6 +263,7 @@ impl From<CliBillMode> for crate::billing::BillMode {
         match m {
             CliBillMode::Showback => crate::billing::BillMode::Showback,
             CliBillMode::Chargeback => crate::billing::BillMode::Chargeback,
+            CliBillMode::Reserved => crate::billing::BillMode::Reserved,
         }
     }
 }
@@ -378,6 +384,24 @@ pub enum MappingsCommand {
     /// as `POST /api/v1/mappings/import` does: UTF-8 (with or without BOM) or GBK/GB18030, dates as 2026-11-01,
     /// 2026/11/01, 2026/11/1 or 20261101; idempotent (equal rows are unchanged); all rows or none. Prints what each
     /// row did as JSON; refused rows are printed as JSON on standard error (non-zero exit).
+    Import {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        /// The CSV file.
+        file: PathBuf,
+        /// Report what each row would do (insert, update, unchanged) and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QueueMappingsCommand {
+    /// Import queue → team mappings as CSV (header `queue_kind,queue,team,valid_from`, optional `cluster`;
+    /// `queue_kind` cluster_queue or volcano_queue), as `POST /api/v1/queue-mappings/import` does: UTF-8 (with or
+    /// without BOM) or GBK/GB18030, dates as 2026-11-01, 2026/11/01, 2026/11/1 or 20261101; every team must exist;
+    /// idempotent (equal rows are unchanged); all rows or none. Prints what each row did as JSON; refused rows are
+    /// printed as JSON on standard error (non-zero exit).
     Import {
         #[command(flatten)]
         db: DatabaseArgs,
@@ -599,6 +623,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token(t) => admin::token_cmd(t).await?,
         Command::User(u) => users::user_cmd(u).await?,
         Command::Mappings(m) => admin::mappings_cmd(m).await?,
+        Command::QueueMappings(m) => admin::queue_mappings_cmd(m).await?,
         Command::Nodes(n) => nodes::run(n).await?,
         Command::Oversubscription(a) => oversub::run(a).await?,
         Command::Policy(p) => policy::run(p).await?,

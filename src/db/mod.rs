@@ -18,6 +18,7 @@ pub mod rates;
 pub mod readiness;
 pub mod replica_policy;
 pub mod reports;
+pub mod reservations;
 pub mod retention;
 pub mod roles;
 pub mod serving;

@@ -229,6 +229,56 @@ pub async fn insert_mapping(
     .await
 }
 
+/// The mapping of exactly this cluster (`None`: every cluster), queue and day, locked until the transaction ends
+/// (an import decides insert, update or unchanged on it, and no one may change it meanwhile).
+pub async fn mapping_at(
+    conn: &mut PgConnection,
+    cluster: Option<&str>,
+    queue_kind: &str,
+    queue: &str,
+    valid_from: NaiveDate,
+) -> Result<Option<QueueMapping>, sqlx::Error> {
+    sqlx::query_as!(
+        QueueMapping,
+        "SELECT id, cluster, queue_kind, queue, team_id, valid_from, created_by, created_at FROM queue_mappings
+         WHERE coalesce(cluster, '') = coalesce($1, '') AND queue_kind = $2 AND queue = $3 AND valid_from = $4
+         FOR UPDATE",
+        cluster,
+        queue_kind,
+        queue,
+        valid_from
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Points mapping `id` at another team. Nothing stored follows: a queue's team is resolved when quota rows are
+/// read (`queue_team_of`).
+pub async fn update_mapping_team(
+    conn: &mut PgConnection,
+    id: i64,
+    team_id: &str,
+    actor: &str,
+) -> Result<QueueMapping, sqlx::Error> {
+    sqlx::query_as!(
+        QueueMapping,
+        "UPDATE queue_mappings SET team_id = $2, created_by = $3, created_at = now() WHERE id = $1
+         RETURNING id, cluster, queue_kind, queue, team_id, valid_from, created_by, created_at",
+        id,
+        team_id,
+        actor
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Whether a queue mapping may name `cluster`: one cardhour knows (`queue_mappings.cluster` references it).
+pub async fn mapping_cluster_known(conn: &mut PgConnection, cluster: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT EXISTS (SELECT 1 FROM clusters WHERE name = $1) AS "known!""#, cluster)
+        .fetch_one(conn)
+        .await
+}
+
 /// Deletes the rows (stored and replaced) of the hours before raw retention's horizon, with the raw rows.
 pub async fn delete_before_retention(conn: &mut PgConnection) -> Result<(u64, u64), sqlx::Error> {
     let stored = sqlx::query!(

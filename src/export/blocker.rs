@@ -50,6 +50,18 @@ pub fn words(blocker: &Blocker, lang: Lang, ts: &dyn Fn(&DateTime<Utc>) -> Strin
             ];
             p(if gpu_model == "unknown" { "blocker.unknown_gpu_model" } else { "blocker.unpriced_model" }, &values)
         }
+        Blocker::UnpricedReservation { team, scope, gpu_model, guaranteed_card_hours, .. } => {
+            let values = [
+                ("team", team.clone()),
+                ("scope", scope.clone()),
+                ("model", gpu_model.clone().unwrap_or_default()),
+                ("hours", super::present::card_hours(*guaranteed_card_hours)),
+            ];
+            p(
+                if gpu_model.is_some() { "blocker.unpriced_reservation" } else { "blocker.reservation_without_terms" },
+                &values,
+            )
+        }
         Blocker::UnverifiedNode { cluster, node, anomaly, hours } => p(
             "blocker.unverified_node",
             &[

@@ -164,9 +164,25 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             shape.money(u.idle_cost),
         ]
     };
+    // reserved-quota billing: a reservation line's guaranteed (or credited) card-hours and factor, in columns of
+    // their own so the card-hours column stays GPU-hours; only in a statement that has such lines
+    let res_cols = st.bills.teams.iter().flat_map(|b| &b.lines).any(|l| l.is_reservation());
+    let res = |l: Option<&crate::billing::BillLine>| -> Vec<String> {
+        match (res_cols, l) {
+            (false, _) => Vec::new(),
+            (true, Some(l)) if l.is_reservation() => vec![
+                l.reserved_card_hours.map(|h| shape.hours(h)).unwrap_or_default(),
+                l.reservation_factor.map(|f| format!("{f:.4}")).unwrap_or_default(),
+            ],
+            (true, _) => vec![String::new(), String::new()],
+        }
+    };
     let mut header: Vec<&str> = HEADER.to_vec();
     if replica_cols {
         header.extend(["whole_card_hours", "unverified_node"]);
+    }
+    if res_cols {
+        header.extend(["reserved_card_hours", "reservation_factor"]);
     }
     if unit_cols {
         header.extend(UNIT_COST_HEADER);
@@ -210,15 +226,27 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
         };
         if let Some(bill) = st.bills.teams.iter().find(|b| b.team == team) {
             for l in &bill.lines {
+                // a reservation line holds no GPU-hours: its hours are in `reserved_card_hours`
+                let gpu = |h: Decimal| if l.is_reservation() { String::new() } else { shape.hours(h) };
                 let nums = [
-                    shape.hours(l.card_hours),
-                    shape.hours(l.effective_card_hours),
-                    shape.hours(l.unmetered_card_hours),
+                    gpu(l.card_hours),
+                    gpu(l.effective_card_hours),
+                    gpu(l.unmetered_card_hours),
                     shape.rate(l.rate),
                     shape.money(l.amount),
                 ];
-                let mut r = row("usage", String::new(), &l.namespace, &l.gpu_model, &l.kind, nums, l.unpriced).to_vec();
+                let (line_type, ns) = match l.is_reservation() {
+                    true => (
+                        l.kind.as_str(),
+                        shape
+                            .words
+                            .map_or_else(|| l.namespace.clone(), |w| crate::export::present::scope(&l.namespace, w)),
+                    ),
+                    false => ("usage", l.namespace.clone()),
+                };
+                let mut r = row(line_type, String::new(), &ns, &l.gpu_model, &l.kind, nums, l.unpriced).to_vec();
                 r.extend(flags(l.whole_card_hours, Some(l.unverified_node)));
+                r.extend(res(Some(l)));
                 r.extend(unit(None));
                 w.write_record(r)?;
             }
@@ -227,6 +255,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
                     [String::new(), String::new(), String::new(), String::new(), shape.money(bill.unallocated_share)];
                 let mut r = row("unallocated_share", String::new(), "", "", "", nums, false).to_vec();
                 r.extend(flags(None, None));
+                r.extend(res(None));
                 r.extend(unit(None));
                 w.write_record(r)?;
             }
@@ -245,6 +274,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             let kind = if shape.words.is_some() && r.is_unallocated_share() { "" } else { r.kind.as_str() };
             let mut r = row("restatement", original, ns, &r.gpu_model, kind, nums, false).to_vec();
             r.extend(flags(None, None));
+            r.extend(res(None));
             r.extend(unit(None));
             w.write_record(r)?;
         }
@@ -284,6 +314,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
         let mut write = |r: [String; 17]| {
             let mut r = r.to_vec();
             r.extend(flags(None, None));
+            r.extend(res(None));
             r.extend(unit(None));
             w.write_record(r)
         };
@@ -303,6 +334,10 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
         if let Some(short) = b.capacity_shortfall.filter(|_| shape.v4) {
             // what usage cost above the counted capacity: teams carry it, nothing is spread of it
             write(row("capacity_shortfall", "", String::new(), String::new(), short.to_string(), false))?;
+        }
+        if let Some(over) = b.over_commitment {
+            // what reservations billed above the offered capacity: its own line, nothing spread of it
+            write(row("over_commitment", "", String::new(), String::new(), over.to_string(), false))?;
         }
     }
     if shape.v4 {
@@ -331,6 +366,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             policy.clone(),
         ];
         r.extend(flags(None, None));
+        r.extend(res(None));
         r.extend(unit(None));
         w.write_record(r)?;
     }

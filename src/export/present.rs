@@ -114,9 +114,21 @@ pub fn kind(kind: &str, lang: Lang) -> String {
         "timeslice" => lang.pick("时间片共享", "Time-slicing share"),
         "mps" => lang.pick("MPS 共享", "MPS share"),
         "hami" => lang.pick("HAMi 虚拟卡", "HAMi virtual card"),
+        "reservation" => lang.pick("保底", "Reservation"),
+        "reservation_use" => lang.pick("保底内用量抵扣", "Used within the reservation (credit)"),
         other => other,
     };
     words.to_string()
+}
+
+/// A bill line's namespace cell: a reservation line's quota scope names its queue's kind (a namespace's quota
+/// prints as the namespace).
+pub fn scope(namespace: &str, lang: Lang) -> String {
+    match namespace.split_once('/') {
+        Some(("cluster_queue", q)) => format!("{} {q}", lang.pick("Kueue 队列", "ClusterQueue")),
+        Some(("volcano_queue", q)) => format!("{} {q}", lang.pick("Volcano 队列", "Volcano queue")),
+        _ => namespace.to_string(),
+    }
 }
 
 /// Replica billing settings in one cell: `fraction` when none is set, else `cluster[/pool]:policy@from` joined

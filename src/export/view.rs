@@ -206,6 +206,7 @@ pub fn mode_words(mode: crate::billing::BillMode, lang: Lang) -> &'static str {
     match mode {
         BillMode::Showback => lang.pick("展示成本（showback）", "showback (cost shown)"),
         BillMode::Chargeback => lang.pick("分摊计费（chargeback）", "chargeback (cost billed)"),
+        BillMode::Reserved => lang.pick("保底计费（reserved quota）", "reserved quota (guarantees billed)"),
     }
 }
 
@@ -384,6 +385,9 @@ fn summary(st: &Statement, teams: &[&str], extras: &StatementExtras, style: Styl
         && let Some(short) = b.capacity_shortfall
     {
         rows.push(vec![glossary::term(lang, "term.capacity_shortfall"), yuan(short)]);
+    }
+    if let Some(over) = b.over_commitment {
+        rows.push(vec![glossary::term(lang, "term.over_commitment"), yuan(over)]);
     }
     blocks.push(Block::Table(Table {
         heading: Some(l("集群成本", "Cluster cost").into()),
@@ -623,7 +627,10 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
     let mut rows = Vec::new();
     if let Some(b) = bill {
         for line in &b.lines {
-            rates.entry(line.gpu_model.clone()).or_default().insert(line.rate);
+            // the rates used are the models' rates: a reservation's (rate × factor) is on its own line and note
+            if !line.is_reservation() {
+                rates.entry(line.gpu_model.clone()).or_default().insert(line.rate);
+            }
             let mut kind = present::kind(&line.kind, lang);
             if line.whole_card_hours.is_some() {
                 kind.push_str(l("（整卡）", " (whole card)"));
@@ -631,13 +638,22 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
             if line.unverified_node {
                 kind.push_str(" ⚠");
             }
+            if let Some(f) = line.reservation_factor {
+                kind.push_str(&format!("{}{}{}", l("（系数 ", " (× "), f.normalize(), l("）", ")")));
+            }
+            // a reservation line bills guaranteed card-hours, not GPU-hours: they print in the card-hours column
+            // under their own line type, the effective column empty
+            let (line_type, hours, effective) = match line.reserved_card_hours {
+                Some(h) => (l("保底计费", "Reserved quota"), card_hours(h), String::new()),
+                None => (l("用量", "Usage"), card_hours(line.card_hours), card_hours(line.effective_card_hours)),
+            };
             rows.push(vec![
-                l("用量", "Usage").to_string(),
-                line.namespace.clone(),
+                line_type.to_string(),
+                present::scope(&line.namespace, lang),
                 style.model(&line.gpu_model),
                 kind,
-                card_hours(line.card_hours),
-                card_hours(line.effective_card_hours),
+                hours,
+                effective,
                 rate(line.rate, lang),
                 yuan(line.amount),
             ]);
@@ -709,6 +725,31 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
                 ),
             },
             warning: false,
+        });
+    }
+    if marked(|l| l.is_reservation()) {
+        blocks.push(Block::Note {
+            text: l(
+                "保底计费：保底一行按配额的保底卡时 × 保底单价（型号单价 × 系数）计费，不论是否使用；保底内的用量已在用量行按型号单价计费，\
+                 故以「保底内用量抵扣」一行按同一单价抵回；超出保底的用量按型号单价计费。",
+                "Reserved quota: a reservation line bills the quota's guaranteed card-hours at the reservation rate \
+                 (the model's rate × the factor), used or not; the hours used within the guarantee are in the usage \
+                 lines at the model's rate, so the line \"used within the reservation\" credits them back at that rate; \
+                 use above the guarantee is billed at the model's rate.",
+            )
+            .into(),
+            warning: false,
+        });
+    }
+    if marked(|l| l.is_reservation() && l.unpriced) {
+        blocks.push(Block::Note {
+            text: l(
+                "⚠ 保底未计价：该配额没有保底条款说明其 GPU 型号，或该型号没有单价；请在「保底条款」页补充后再结账。",
+                "⚠ Reservation not priced: no reservation terms name the quota's GPU model, or the model has no rate; \
+                 add them on the reservation terms page before closing.",
+            )
+            .into(),
+            warning: true,
         });
     }
     if marked(|l| l.unverified_node) {

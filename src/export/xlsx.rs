@@ -94,6 +94,11 @@ pub const LINE_HEADER: [(&str, &str); 12] = [
 pub const REPLICA_HEADER: [(&str, &str); 2] =
     [("整卡计费副本卡时", "whole_card_hours"), ("未核实节点", "unverified_node")];
 
+/// The columns a team sheet adds after the others for reserved-quota billing's lines (only when it has some): the
+/// guaranteed (or credited) card-hours, the card-hours column staying GPU-hours, and the factor on the rate.
+pub const RESERVATION_HEADER: [(&str, &str); 2] =
+    [("保底卡时", "reserved_card_hours"), ("保底系数", "reservation_factor")];
+
 /// The unit-cost table a team sheet has below its lines (layout 5 on, for a team that served models), from its
 /// second column.
 pub const UNIT_COST_HEADER: [(&str, &str); 8] = [
@@ -250,6 +255,11 @@ fn replica_columns(st: &Statement) -> bool {
     st.bills.replica_policies.is_some() || st.bills.teams.iter().flat_map(|t| &t.lines).any(|l| l.unverified_node)
 }
 
+/// Whether the team sheets carry [`RESERVATION_HEADER`] (as the CSV's reservation columns).
+fn reservation_columns(st: &Statement) -> bool {
+    st.bills.teams.iter().flat_map(|t| &t.lines).any(|l| l.is_reservation())
+}
+
 fn status_text(st: &Statement, style: Style) -> String {
     match (st.status, style.lang()) {
         (MonthStatus::Open, None) => "草稿 draft (open)".into(),
@@ -393,6 +403,10 @@ fn summary(
         if let (Some(short), Some(_)) = (b.capacity_shortfall, lang) {
             figures.push(("", "capacity_shortfall", short));
         }
+        if let Some(over) = b.over_commitment {
+            // what reservations billed above the offered capacity: its own line, nothing spread of it
+            figures.push(("超额承诺（保底超出可用容量）", "over_commitment", over));
+        }
         for (zh, en, m) in figures {
             match lang {
                 None => {
@@ -423,6 +437,10 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
     if replica_cols {
         cols.extend(REPLICA_HEADER);
     }
+    let res_col = reservation_columns(st).then_some(cols.len() as u16);
+    if res_col.is_some() {
+        cols.extend(RESERVATION_HEADER);
+    }
     header(ws, 0, &cols, f, style)?;
     ws.set_freeze_panes(2, 0)?;
     let mut row = 2;
@@ -438,10 +456,22 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
     };
     if let Some(bill) = bill {
         for l in &bill.lines {
-            texts(ws, row, "usage", &l.namespace, &l.gpu_model, &l.kind)?;
-            hours(ws, row, 6, l.card_hours, f)?;
-            hours(ws, row, 7, l.effective_card_hours, f)?;
-            hours(ws, row, 8, l.unmetered_card_hours, f)?;
+            if let (Some(h), Some(c)) = (l.reserved_card_hours, res_col) {
+                // a reservation line: no GPU-hours, its guaranteed (or credited) hours in their own column
+                let scope = style
+                    .lang()
+                    .map_or_else(|| l.namespace.clone(), |w| crate::export::present::scope(&l.namespace, w));
+                texts(ws, row, &l.kind, &scope, &l.gpu_model, &l.kind)?;
+                hours(ws, row, c, h, f)?;
+                if let Some(factor) = l.reservation_factor {
+                    ws.write(row, c + 1, factor)?;
+                }
+            } else {
+                texts(ws, row, "usage", &l.namespace, &l.gpu_model, &l.kind)?;
+                hours(ws, row, 6, l.card_hours, f)?;
+                hours(ws, row, 7, l.effective_card_hours, f)?;
+                hours(ws, row, 8, l.unmetered_card_hours, f)?;
+            }
             rate(ws, row, 9, l.rate, f)?;
             money(ws, row, 10, l.amount, &f.money)?;
             style.flag(ws, row, 11, l.unpriced)?;

@@ -54,6 +54,17 @@ pub enum Blocker {
         capacity_card_hours: Decimal,
         reason: String,
     },
+    /// Under reserved-quota billing, a quota scope's guaranteed card-hours billed at nothing: no reservation terms
+    /// name the model of its cards, or that model has no rate for some day of the month (SPEC §10).
+    UnpricedReservation {
+        team: String,
+        scope: String,
+        /// The terms' model; absent when no terms cover the hours.
+        gpu_model: Option<String>,
+        #[schema(value_type = String)]
+        guaranteed_card_hours: Decimal,
+        reason: String,
+    },
     /// A node whose cards could not be counted (its units taken at face value or by a configured count).
     UnverifiedNode { cluster: String, node: String, anomaly: String, hours: i64 },
     /// A stored hour a later read held less for, left as it was: the source and the books disagree.
@@ -133,6 +144,10 @@ impl Blocker {
                 f,
                 "GPU model {gpu_model}: {reason} ({usage_card_hours} card-hours used, {capacity_card_hours} \
                  of capacity)"
+            ),
+            Self::UnpricedReservation { team, scope, guaranteed_card_hours, reason, .. } => write!(
+                f,
+                "team {team}, quota {scope}: {reason} ({guaranteed_card_hours} guaranteed card-hours billed at nothing)"
             ),
             Self::UnverifiedNode { cluster, node, anomaly, hours } => {
                 write!(f, "cluster {cluster}, node {node}: cards not counted ({anomaly}) in {hours} hour(s)")
@@ -257,7 +272,8 @@ pub fn unknown_models(bills: &MonthBills) -> Vec<Blocker> {
         unpriced: bool,
     }
     let mut seen: BTreeMap<&str, Seen> = BTreeMap::new();
-    for line in bills.teams.iter().flat_map(|t| &t.lines) {
+    // a reservation line without a rate is a reservation's blocker ([`unpriced_reservations`]), not a model's
+    for line in bills.teams.iter().flat_map(|t| &t.lines).filter(|l| !l.is_reservation()) {
         if line.rate.is_none() || line.gpu_model == "unknown" {
             let s = seen.entry(&line.gpu_model).or_default();
             s.usage += line.card_hours;
@@ -285,6 +301,32 @@ pub fn unknown_models(bills: &MonthBills) -> Vec<Blocker> {
             },
         })
         .collect()
+}
+
+/// The reservations of a month's bills billed at nothing (reserved-quota billing): one blocker per team and scope.
+pub fn unpriced_reservations(bills: &MonthBills) -> Vec<Blocker> {
+    let mut out: Vec<Blocker> = Vec::new();
+    for t in &bills.teams {
+        for l in t.lines.iter().filter(|l| l.kind == crate::billing::reserved::RESERVATION && l.unpriced) {
+            let terms = l.gpu_model != crate::billing::reserved::NO_TERMS_MODEL;
+            let hours = l.reserved_card_hours.unwrap_or_default();
+            match out.iter_mut().find(|b| matches!(b, Blocker::UnpricedReservation { team, scope, .. } if *team == t.team && *scope == l.namespace)) {
+                Some(Blocker::UnpricedReservation { guaranteed_card_hours, .. }) => *guaranteed_card_hours += hours,
+                _ => out.push(Blocker::UnpricedReservation {
+                    team: t.team.clone(),
+                    scope: l.namespace.clone(),
+                    gpu_model: terms.then(|| l.gpu_model.clone()),
+                    guaranteed_card_hours: hours,
+                    reason: if terms {
+                        "no rate covers every day of the month for the model of its reservation terms".to_string()
+                    } else {
+                        "no reservation terms name the GPU model of its guaranteed cards".to_string()
+                    },
+                }),
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

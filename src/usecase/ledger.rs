@@ -11,7 +11,8 @@ use sqlx::PgPool;
 use crate::access::Scope;
 use crate::billing::{
     BillMode, BillPolicy, CapacityLine, Month, MonthBills, PolicyChoice, ReplicaBilling, ReplicaPolicyBook,
-    RestatementLine, UnallocatedPolicy, UsageLine, compute_month, restate_month,
+    ReservationBook, ReservationLine, RestatementLine, UnallocatedPolicy, UsageLine, compute_month_reserved,
+    restate_month,
 };
 use crate::db;
 use crate::ledger::{
@@ -27,7 +28,7 @@ pub async fn default_policy(pool: &PgPool) -> Result<BillPolicy, LedgerError> {
     let mode = db::bills::setting(&mut conn, "bill_mode").await?;
     let unallocated = db::bills::setting(&mut conn, "unallocated_policy").await?;
     Ok(BillPolicy {
-        mode: if mode.as_deref() == Some("chargeback") { BillMode::Chargeback } else { BillMode::Showback },
+        mode: mode.as_deref().and_then(BillMode::parse).unwrap_or_default(),
         unallocated: if unallocated.as_deref() == Some("spread_proportionally") {
             UnallocatedPolicy::SpreadProportionally
         } else {
@@ -125,7 +126,11 @@ pub async fn compute(
             rate,
         })
         .collect();
-    let mut bills = compute_month(&usage, &capacity, policy);
+    let reservations = match policy.mode {
+        BillMode::Reserved => reservation_lines(pool, &mut conn, (from, to), &history, &mut key).await?,
+        _ => Vec::new(),
+    };
+    let mut bills = compute_month_reserved(&usage, &reservations, &capacity, policy);
     // the settings are printed wherever replicas were time-sliced or a setting applies to the month
     let in_effect = match replicas {
         Some(p) => vec![crate::billing::ReplicaPolicyVersion { cluster: "*".into(), pool: None, from, policy: p }],
@@ -135,6 +140,42 @@ pub async fn compute(
         bills.replica_policies = Some(in_effect);
     }
     Ok(bills)
+}
+
+/// The quota scopes' guarantees of days `[from, to)` as reservation lines: each day's terms (model and factor)
+/// and the model's rate that day, the seconds summed per line and turned into card-hours once (like usage).
+async fn reservation_lines(
+    pool: &PgPool,
+    conn: &mut sqlx::PgConnection,
+    (from, to): (chrono::NaiveDate, chrono::NaiveDate),
+    history: &crate::pricing::RateHistory,
+    key: &mut impl FnMut(&str) -> String,
+) -> Result<Vec<ReservationLine>, LedgerError> {
+    let book = ReservationBook::new(db::reservations::list(conn).await?.iter().map(|t| t.term()).collect());
+    type Key = (String, String, Option<String>, Option<crate::money::RatePerCardHour>, Option<rust_decimal::Decimal>);
+    let mut sums: BTreeMap<Key, (f64, f64)> = BTreeMap::new();
+    for d in db::reservations::scope_days(pool, from, to).await? {
+        let term = book.at(&d.cluster, &d.scope_kind, &d.scope, d.day);
+        let model = term.map(|t| key(&t.gpu_model));
+        let rate = model.as_deref().and_then(|m| history.rate_at(m, d.day));
+        // a namespace's quota prints as the namespace; a queue with its kind, so the two never read alike
+        let scope = if d.scope_kind == "namespace" { d.scope } else { format!("{}/{}", d.scope_kind, d.scope) };
+        let e = sums.entry((d.team, scope, model, rate, term.map(|t| t.factor))).or_default();
+        e.0 += d.guaranteed;
+        e.1 += d.used_within;
+    }
+    Ok(sums
+        .into_iter()
+        .map(|((team, scope, gpu_model, rate, factor), (guaranteed, used))| ReservationLine {
+            team,
+            scope,
+            gpu_model,
+            guaranteed_card_hours: card_hours_from_seconds(guaranteed),
+            used_within_card_hours: card_hours_from_seconds(used),
+            rate,
+            factor,
+        })
+        .collect())
 }
 
 /// A bill line's seconds while they are summed.

@@ -11,6 +11,7 @@ use crate::billing::{Month, MonthBills};
 use crate::db;
 use crate::ledger::readiness::{
     Blocker, Readiness, UNVERIFIED_NODE_ANOMALIES, coverage, hour_spans, uncovered_span, unknown_models,
+    unpriced_reservations,
 };
 
 /// What stands in the way of closing `month` (in `tz`) at `now`, given the bills it would close with.
@@ -67,6 +68,7 @@ pub async fn readiness(
         }
     }
     blockers.extend(unknown_models(bills));
+    blockers.extend(unpriced_reservations(bills));
     let kinds: Vec<String> = UNVERIFIED_NODE_ANOMALIES.iter().map(|k| (*k).to_string()).collect();
     for n in db::readiness::node_problems(pool, from, to, &kinds).await? {
         blockers.push(Blocker::UnverifiedNode { cluster: n.cluster, node: n.node, anomaly: n.kind, hours: n.hours });

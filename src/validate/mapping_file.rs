@@ -61,13 +61,12 @@ pub fn parse(body: &str) -> Result<Vec<ImportRow>, Vec<Invalid>> {
 /// The good rows of a file and the problems of the others (what a preview shows side by side); [`parse`] is
 /// this, refusing the file when there is any problem.
 pub fn parse_rows(body: &str) -> (Vec<ImportRow>, Vec<Invalid>) {
-    let body = body.strip_prefix('\u{feff}').unwrap_or(body);
-    let mut reader = csv::ReaderBuilder::new().trim(csv::Trim::All).from_reader(body.as_bytes());
+    let mut reader = csv_reader(body);
     let mut errors = Vec::new();
     let mut rows: Vec<ImportRow> = Vec::new();
     for (i, rec) in reader.deserialize::<CsvRow>().enumerate() {
         if i >= MAX_IMPORT_ROWS {
-            errors.push(Invalid::new("body", format!("at most {MAX_IMPORT_ROWS} rows per import; split the file")));
+            errors.push(too_many_rows());
             break;
         }
         let line = i + 2;
@@ -116,9 +115,28 @@ pub fn parse_rows(body: &str) -> (Vec<ImportRow>, Vec<Invalid>) {
         }
     }
     if rows.is_empty() && errors.is_empty() {
-        errors.push(Invalid::new("body", "no rows (expected a header and at least one row)"));
+        errors.push(no_rows());
     }
     (rows, errors)
+}
+
+// What every CMDB import reads its decoded text with, shared with the queue mappings' file
+// (`super::queue_mapping_file`) so that both take the same files and refuse them in the same words.
+
+/// A reader of decoded CSV text: a BOM the decoding left dropped, every field and header trimmed.
+pub(crate) fn csv_reader(body: &str) -> csv::Reader<&[u8]> {
+    let body = body.strip_prefix('\u{feff}').unwrap_or(body);
+    csv::ReaderBuilder::new().trim(csv::Trim::All).from_reader(body.as_bytes())
+}
+
+/// The refusal of a file longer than [`MAX_IMPORT_ROWS`] rows.
+pub(crate) fn too_many_rows() -> Invalid {
+    Invalid::new("body", format!("at most {MAX_IMPORT_ROWS} rows per import; split the file"))
+}
+
+/// The refusal of a file without a row.
+pub(crate) fn no_rows() -> Invalid {
+    Invalid::new("body", "no rows (expected a header and at least one row)")
 }
 
 /// Whether two rows map the same cluster, namespace and day.

@@ -151,9 +151,9 @@ impl MonthPage {
     }
 
     /// The bill modes to choose from: (value, words).
-    pub fn modes(&self) -> [(&'static str, String); 2] {
+    pub fn modes(&self) -> [(&'static str, String); 3] {
         use crate::billing::BillMode;
-        [BillMode::Showback, BillMode::Chargeback].map(|m| (m.as_str(), crate::glossary::mode(self.c.lang, m)))
+        BillMode::ALL.map(|m| (m.as_str(), crate::glossary::mode(self.c.lang, m)))
     }
 
     /// The unallocated-cost policies to choose from: (value, words).

@@ -68,9 +68,9 @@ impl ClosePage {
     }
 
     /// The bill modes to choose from: (value, words), the glossary's (no English on a zh page).
-    pub fn modes(&self) -> [(&'static str, String); 2] {
+    pub fn modes(&self) -> [(&'static str, String); 3] {
         use crate::billing::BillMode;
-        [BillMode::Showback, BillMode::Chargeback].map(|m| (m.as_str(), glossary::mode(self.c.lang, m)))
+        BillMode::ALL.map(|m| (m.as_str(), glossary::mode(self.c.lang, m)))
     }
 
     /// The unallocated-cost policies to choose from: (value, words).

@@ -1,29 +1,44 @@
 //! `/admin/queue-mappings`: which team a Kueue ClusterQueue or a Volcano queue belongs to from a date (SPEC §10),
-//! the list and a form to add one — the API's `GET`/`POST /queue-mappings`, from the same use case.
+//! the list, a form to add one and a CSV upload — the API's `GET`/`POST /queue-mappings` and
+//! `POST /queue-mappings/import`, from the same use case. The upload is previewed (every row's change, every
+//! problem) before anything is written, as the namespace mappings' CMDB upload is: "apply" sends the previewed file
+//! back with the digest of what the preview decided, both under an HMAC keyed by a secret the session keeps
+//! server-side; the import then runs only if the file is the one previewed and decides exactly the same.
+
+use std::sync::LazyLock;
 
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use tower_sessions::Session;
 
 use super::{FieldErrors, Tab, blank_none, refused, tabs};
 use crate::access::Scope;
 use crate::db::teams::Team;
 use crate::glossary;
+use crate::usecase::mapping_import::RowAction;
 use crate::usecase::queue_mappings::{self, QueueKind, QueueMappingInput};
 use crate::usecase::state::AppState;
-use crate::usecase::teams;
+use crate::usecase::{self, teams};
 use crate::web::capability::{PageGlobalReader, PageWriter};
-use crate::web::extract::{CsrfForm, PageUser};
+use crate::web::extract::{CsrfForm, CsrfUpload, PageUser};
 use crate::web::fmt::when;
 use crate::web::i18n::{Lang, PageLang, t};
 use crate::web::layout::{Chrome, PageError};
 
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/admin/queue-mappings", get(list).post(add))
+    Router::new()
+        .route("/admin/queue-mappings", get(list).post(add))
+        .route("/admin/queue-mappings/preview", post(preview))
+        .route("/admin/queue-mappings/apply", post(apply))
 }
 
 /// The form as sent: every field text.
@@ -64,7 +79,11 @@ pub struct QueueMappingsPage {
     pub may_write: bool,
     pub form: QueueForm,
     pub errors: FieldErrors,
+    /// The upload form's message (field `file`).
+    pub upload_errors: FieldErrors,
     pub notice: Option<String>,
+    /// An uploaded file's preview: then the page is that, and neither the forms nor the list.
+    pub preview: Option<Preview>,
 }
 
 impl QueueMappingsPage {
@@ -83,16 +102,16 @@ async fn page(
     lang: Lang,
     form: QueueForm,
     errors: FieldErrors,
+    upload_errors: FieldErrors,
 ) -> Result<QueueMappingsPage, PageError> {
     let all = Scope::all();
     let teams = teams::teams(&s.cases, &all).await?;
     let name = |id: &str| teams.iter().find(|t| t.id == id).map_or_else(String::new, |t| t.name.clone());
-    let kind_word = |k: &str| glossary::term(lang, &format!("scope_kind.{k}"));
     let rows = queue_mappings::queue_mappings(&s.cases, &all)
         .await?
         .into_iter()
         .map(|m| QueueRow {
-            kind: kind_word(&m.queue_kind),
+            kind: kind_word(lang, &m.queue_kind),
             team_name: name(&m.team_id),
             queue: m.queue,
             cluster: m.cluster,
@@ -102,7 +121,7 @@ async fn page(
             created_at: when(&m.created_at, s.billing_tz),
         })
         .collect();
-    let kinds = [QueueKind::ClusterQueue, QueueKind::VolcanoQueue].map(|k| (k.as_str(), kind_word(k.as_str())));
+    let kinds = [QueueKind::ClusterQueue, QueueKind::VolcanoQueue].map(|k| (k.as_str(), kind_word(lang, k.as_str())));
     Ok(QueueMappingsPage {
         c: Chrome::new(user, lang, "/admin/teams", t(lang, "admin.queue_mappings")),
         tabs: tabs(user, lang, "/admin/queue-mappings"),
@@ -112,13 +131,24 @@ async fn page(
         may_write: crate::web::capability::may_write(user),
         form,
         errors,
+        upload_errors,
         notice: None,
+        preview: None,
     })
 }
 
+/// A queue kind's words (`cluster_queue` → Kueue 集群队列).
+fn kind_word(lang: Lang, kind: &str) -> String {
+    glossary::term(lang, &format!("scope_kind.{kind}"))
+}
+
+/// The list's query: what a save or an import did.
 #[derive(Debug, Default, Deserialize)]
 struct ListQuery {
     saved: Option<String>,
+    added: Option<String>,
+    changed: Option<String>,
+    unchanged: Option<String>,
 }
 
 async fn list(
@@ -128,8 +158,17 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<QueueMappingsPage, PageError> {
     let form = QueueForm { queue_kind: QueueKind::ClusterQueue.as_str().into(), ..QueueForm::default() };
-    let mut p = page(&s, &user, lang, form, FieldErrors::default()).await?;
-    if let Some(queue) = q.saved.filter(|q| p.rows.iter().any(|r| &r.queue == q)) {
+    let mut p = page(&s, &user, lang, form, FieldErrors::default(), FieldErrors::default()).await?;
+    let count = |v: &Option<String>| v.as_deref().and_then(|n| n.parse::<usize>().ok());
+    if let (Some(a), Some(c), Some(u)) = (count(&q.added), count(&q.changed), count(&q.unchanged)) {
+        p.notice = Some(format!(
+            "{} {a} {} · {c} {} · {u} {}",
+            t(lang, "admin.imported"),
+            t(lang, "admin.added"),
+            t(lang, "admin.changed"),
+            t(lang, "admin.unchanged")
+        ));
+    } else if let Some(queue) = q.saved.filter(|q| p.rows.iter().any(|r| &r.queue == q)) {
         p.notice = Some(format!("{} {queue}", t(lang, "admin.saved")));
     }
     Ok(p)
@@ -182,5 +221,315 @@ async fn add(
         },
         Err(errors) => errors,
     };
-    Ok(refused(page(&s, &user, lang, form, errors).await?))
+    Ok(refused(page(&s, &user, lang, form, errors, FieldErrors::default()).await?))
+}
+
+/// One row of a preview.
+pub struct PreviewRow {
+    pub line: usize,
+    /// `added`, `changed`, `unchanged` or `error` (the badge's class).
+    pub class: &'static str,
+    pub action: &'static str,
+    /// The queue kind's words.
+    pub kind: String,
+    pub queue: String,
+    pub cluster: Option<String>,
+    pub team: String,
+    pub previous: Option<String>,
+    pub valid_from: String,
+    /// A refused row's problem: its field and message.
+    pub problem: Option<(String, String)>,
+}
+
+/// What the apply form carries: the file, what the preview decided, and the MAC over both.
+pub struct Carried {
+    pub file: String,
+    pub plan: String,
+    pub sig: String,
+}
+
+/// An uploaded file as the import would take it.
+pub struct Preview {
+    pub file_name: String,
+    pub rows: Vec<PreviewRow>,
+    /// Each problem of the file that is no row's: (where, message).
+    pub errors: Vec<(String, String)>,
+    /// How many problems the file has (rows' included).
+    pub problems: usize,
+    pub added: usize,
+    pub changed: usize,
+    pub unchanged: usize,
+    /// The apply form's fields: only for a file without problems that changes something.
+    pub apply: Option<Carried>,
+    /// Why an apply was refused (then this is the file's preview as things are now).
+    pub message: Option<String>,
+}
+
+/// The line and field of a problem as the parser names it (`row 3: team`, `row 3`); `None` for the file's.
+fn row_of(at: &str) -> Option<(usize, String)> {
+    let rest = at.strip_prefix("row ")?;
+    let (line, field) = rest.split_once(": ").unwrap_or((rest, ""));
+    Some((line.parse().ok()?, field.to_string()))
+}
+
+fn action(lang: Lang, a: RowAction) -> (&'static str, &'static str) {
+    match a {
+        RowAction::Insert => ("added", t(lang, "admin.added")),
+        RowAction::Update => ("changed", t(lang, "admin.changed")),
+        RowAction::Unchanged => ("unchanged", t(lang, "admin.unchanged")),
+    }
+}
+
+/// A problem's message in the page's language: this import's own rules here, the rules it shares with the
+/// namespace import (dates, names, teams, the file) in `super::localize`.
+fn localize(lang: Lang, message: &str) -> String {
+    static ZH: LazyLock<Vec<(regex::Regex, &'static str)>> = LazyLock::new(|| {
+        [
+            (
+                r"^`(.*)` is not a queue kind",
+                "`$1` 不是队列类型：请用 cluster_queue（Kueue 集群队列）或 volcano_queue（Volcano 队列）",
+            ),
+            (r"^unknown cluster `([^`]*)`", "集群 `$1` 不存在（留空为所有集群）"),
+            (r"^missing column `([^`]*)`", "缺少列 `$1`（表头为 queue_kind,queue,team,valid_from，可选 cluster）"),
+            (r"^queue (\S+) was mapped from (\S+) concurrently", "队列 $1 自 $2 起的归属刚被同时写入；请重新导入"),
+            (r"^CSV ", "此行无法按 CSV 读取（列数与表头不同，或引号不成对）"),
+        ]
+        .into_iter()
+        .filter_map(|(re, zh)| regex::Regex::new(re).ok().map(|r| (r, zh)))
+        .collect()
+    });
+    if lang == Lang::En {
+        return message.to_string();
+    }
+    ZH.iter()
+        .find_map(|(re, zh)| {
+            re.captures(message).map(|c| {
+                let mut out = String::new();
+                c.expand(zh, &mut out);
+                out
+            })
+        })
+        .unwrap_or_else(|| super::localize(lang, message))
+}
+
+/// The MAC of a previewed file and its plan under a secret of the session (never in a page): only this session's
+/// preview of this file can be applied, and a file or plan altered on its way back is refused. Its own domain
+/// and key, so that a namespace mapping preview's signature is no queue mapping preview's.
+fn sign(key: &str, file: &[u8], plan: &str) -> String {
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key.as_bytes()) else { return String::new() };
+    mac.update(b"cardhour queue mappings preview\0");
+    mac.update(&Sha256::digest(file));
+    mac.update(plan.as_bytes());
+    crate::digest::hex(&mac.finalize().into_bytes())
+}
+
+/// The session's key of queue mapping previews.
+async fn preview_key(session: &Session) -> Result<String, PageError> {
+    crate::auth::session::secret(session, "queue-mappings-preview")
+        .await
+        .map_err(|e| PageError::Internal(e.to_string()))
+}
+
+fn signed_by(key: &str, file: &[u8], plan: &str, sig: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    let expected = sign(key, file, plan);
+    !expected.is_empty() && bool::from(expected.as_bytes().ct_eq(sig.as_bytes()))
+}
+
+/// The page of a file's preview: the import's dry run of its good rows and every problem, each at its line.
+async fn preview_page(
+    s: &AppState,
+    user: &PageUser,
+    key: &str,
+    lang: Lang,
+    file_name: String,
+    bytes: &[u8],
+    message: Option<String>,
+) -> Result<QueueMappingsPage, PageError> {
+    let pv = queue_mappings::preview(&s.cases, bytes).await?;
+    let (added, changed, unchanged) = pv.report.as_ref().map_or((0, 0, 0), |r| (r.inserted, r.updated, r.unchanged));
+    let applicable = pv.errors.is_empty() && added + changed > 0;
+    let mut rows: Vec<PreviewRow> = pv
+        .report
+        .iter()
+        .flat_map(|r| &r.rows)
+        .map(|r| {
+            let (class, action) = action(lang, r.action);
+            PreviewRow {
+                line: r.line,
+                class,
+                action,
+                kind: kind_word(lang, &r.queue_kind),
+                queue: r.queue.clone(),
+                cluster: r.cluster.clone(),
+                team: r.team.clone(),
+                previous: r.previous_team.clone(),
+                valid_from: r.valid_from.to_string(),
+                problem: None,
+            }
+        })
+        .collect();
+    // each refused row in its place among the others, the file's own problems above them
+    let mut errors = Vec::new();
+    for e in &pv.errors {
+        let message = localize(lang, &e.message);
+        match row_of(&e.field) {
+            Some((line, field)) => rows.push(PreviewRow {
+                line,
+                class: "error",
+                action: t(lang, "admin.error"),
+                kind: String::new(),
+                queue: String::new(),
+                cluster: None,
+                team: String::new(),
+                previous: None,
+                valid_from: String::new(),
+                problem: Some((field, message)),
+            }),
+            None => errors.push((e.field.clone(), message)),
+        }
+    }
+    rows.sort_by_key(|r| r.line);
+    let preview = Preview {
+        file_name,
+        rows,
+        errors,
+        problems: pv.errors.len(),
+        added,
+        changed,
+        unchanged,
+        apply: applicable.then(|| Carried {
+            file: URL_SAFE_NO_PAD.encode(bytes),
+            sig: sign(key, bytes, &pv.plan),
+            plan: pv.plan.clone(),
+        }),
+        message,
+    };
+    Ok(QueueMappingsPage {
+        c: Chrome::new(user, lang, "/admin/teams", t(lang, "admin.preview_title")),
+        tabs: tabs(user, lang, "/admin/queue-mappings"),
+        rows: Vec::new(),
+        teams: Vec::new(),
+        kinds: Vec::new(),
+        may_write: crate::web::capability::may_write(user),
+        form: QueueForm::default(),
+        errors: FieldErrors::default(),
+        upload_errors: FieldErrors::default(),
+        notice: None,
+        preview: Some(preview),
+    })
+}
+
+/// The list page with the upload form's message: no file, or one altered on its way back.
+async fn upload_refused(s: &AppState, user: &PageUser, lang: Lang, message: &str) -> Result<Response, PageError> {
+    let mut errors = FieldErrors::default();
+    errors.push(lang, "file", message);
+    let form = QueueForm { queue_kind: QueueKind::ClusterQueue.as_str().into(), ..QueueForm::default() };
+    Ok(refused(page(s, user, lang, form, FieldErrors::default(), errors).await?))
+}
+
+async fn preview(
+    State(s): State<AppState>,
+    PageWriter { user, .. }: PageWriter,
+    PageLang(lang): PageLang,
+    session: Session,
+    upload: CsrfUpload,
+) -> Result<Response, PageError> {
+    let Some(file) = upload.part("file").filter(|f| !f.bytes.is_empty()) else {
+        return upload_refused(&s, &user, lang, "choose a file (CSV) to upload").await;
+    };
+    let name = file.file_name.clone().unwrap_or_default();
+    let key = preview_key(&session).await?;
+    let p = preview_page(&s, &user, &key, lang, name, &file.bytes, None).await?;
+    let clean = p.preview.as_ref().is_some_and(|pv| pv.problems == 0);
+    Ok(if clean { p.into_response() } else { refused(p) })
+}
+
+/// The apply form as sent.
+#[derive(Debug, Default, Deserialize)]
+pub struct ApplyForm {
+    #[serde(default)]
+    pub file: String,
+    #[serde(default)]
+    pub plan: String,
+    #[serde(default)]
+    pub sig: String,
+    #[serde(default)]
+    pub file_name: String,
+}
+
+async fn apply(
+    State(s): State<AppState>,
+    PageWriter { user, writer }: PageWriter,
+    PageLang(lang): PageLang,
+    session: Session,
+    CsrfForm(form): CsrfForm<ApplyForm>,
+) -> Result<Response, PageError> {
+    let key = preview_key(&session).await?;
+    let bytes = URL_SAFE_NO_PAD.decode(form.file.as_bytes()).ok().filter(|b| signed_by(&key, b, &form.plan, &form.sig));
+    let Some(bytes) = bytes else {
+        return upload_refused(
+            &s,
+            &user,
+            lang,
+            "the previewed file was altered: nothing was imported; upload it again",
+        )
+        .await;
+    };
+    match queue_mappings::apply_previewed(&s.cases, &writer, &bytes, &form.plan).await {
+        Ok(r) => {
+            let q = url::form_urlencoded::Serializer::new(String::new())
+                .append_pair("added", &r.inserted.to_string())
+                .append_pair("changed", &r.updated.to_string())
+                .append_pair("unchanged", &r.unchanged.to_string())
+                .finish();
+            Ok(Redirect::to(&format!("/admin/queue-mappings?{q}")).into_response())
+        }
+        // stale (or refused rows): the file's preview as things are now, with why, and nothing written
+        Err(e @ (usecase::Error::Conflict { .. } | usecase::Error::Invalid(_))) => {
+            let message = match &e {
+                usecase::Error::Conflict { message, .. } => localize(lang, message),
+                _ => t(lang, "admin.cannot_apply").to_string(),
+            };
+            let p = preview_page(&s, &user, &key, lang, form.file_name, &bytes, Some(message)).await?;
+            Ok(refused(p))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_previewed_file_and_plan_pass() {
+        let sig = sign("key", b"queue_kind,queue\n", "plan-1");
+        assert_eq!(sig.len(), 64);
+        assert!(signed_by("key", b"queue_kind,queue\n", "plan-1", &sig));
+        assert!(!signed_by("key", b"queue_kind,queue2\n", "plan-1", &sig), "another file");
+        assert!(!signed_by("key", b"queue_kind,queue\n", "plan-2", &sig), "another plan");
+        assert!(!signed_by("other-session", b"queue_kind,queue\n", "plan-1", &sig), "another session");
+        assert!(!signed_by("key", b"queue_kind,queue\n", "plan-1", ""), "no signature");
+    }
+
+    #[test]
+    fn problems_are_placed_and_said_in_chinese() {
+        assert_eq!(row_of("row 3: queue_kind"), Some((3, "queue_kind".to_string())));
+        assert_eq!(row_of("body"), None);
+        for message in [
+            "`kueue` is not a queue kind: use cluster_queue or volcano_queue",
+            "unknown cluster `c9` (leave it blank for every cluster)",
+            "missing column `team` (the header is queue_kind,queue,team,valid_from and optional cluster)",
+            "unknown team `nope`",
+            "`2026-13-01` is not a date (2026-11-01, 2026/11/01, 2026/11/1 or 20261101)",
+            "maps cq-a from 2026-11-01 to nlp, row 2 to vision",
+            "the mappings changed since the preview: nothing was imported; upload the file again",
+            "CSV deserialize error: record 2 (line: 3, byte: 40): found record with 3 fields",
+        ] {
+            let zh = localize(Lang::Zh, message);
+            assert_ne!(zh, message, "{message}");
+            assert_eq!(localize(Lang::En, message), message);
+        }
+    }
 }

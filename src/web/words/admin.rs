@@ -124,4 +124,11 @@ pub const WORDS: &[Word] = &[
     ("role.finance", "财务", "finance"),
     ("role.viewer", "只读", "viewer"),
     ("role.team_lead", "团队负责人", "team lead"),
+    // the queue mappings' CSV upload (its preview shares the namespace mappings' words above)
+    ("admin.queue_upload", "上传队列归属 CSV", "Upload a queue mapping CSV"),
+    (
+        "admin.queue_upload_hint",
+        "表头 queue_kind,queue,team,valid_from，可选 cluster（留空为所有集群）；queue_kind 为 cluster_queue（Kueue 集群队列）或 volcano_queue（Volcano 队列）；团队须已存在；UTF-8 或 GBK；日期如 2026-11-01 或 2026/11/01。先预览，确认后才写入。",
+        "Header queue_kind,queue,team,valid_from, optional cluster (blank: every cluster); queue_kind is cluster_queue (Kueue ClusterQueue) or volcano_queue (Volcano queue); the teams must exist; UTF-8 or GBK; dates as 2026-11-01 or 2026/11/01. Previewed first; nothing is written until you apply.",
+    ),
 ];
