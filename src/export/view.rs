@@ -744,9 +744,9 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
     if marked(|l| l.is_reservation() && l.unpriced) {
         blocks.push(Block::Note {
             text: l(
-                "⚠ 保底未计价：该配额没有保底条款说明其 GPU 型号，或该型号没有单价；请在「保底条款」页补充后再结账。",
+                "⚠ 保底未计价：该配额没有保底条款说明其 GPU 型号，或该型号没有单价；请财务补充保底条款或单价后再结账。",
                 "⚠ Reservation not priced: no reservation terms name the quota's GPU model, or the model has no rate; \
-                 add them on the reservation terms page before closing.",
+                 finance states the terms (or the rate) before closing.",
             )
             .into(),
             warning: true,
