@@ -291,16 +291,16 @@ async fn a_reserved_quota_month_by_hand_on_every_face_frozen_at_close() {
     let col = |name: &str| english.iter().position(|c| c == name).unwrap_or_else(|| panic!("{name}: {english:?}"));
     let (line, hours, factor, amount) =
         (col("line_type"), col("reserved_card_hours"), col("reservation_factor"), col("amount"));
-    let reservation = rows.iter().find(|r| r[line] == "保底").unwrap_or_else(|| panic!("{rows:?}"));
+    let reservation = rows.iter().find(|r| r[line] == "预留").unwrap_or_else(|| panic!("{rows:?}"));
     assert_eq!(
         (reservation[hours].as_str(), reservation[factor].as_str(), reservation[amount].as_str()),
         ("40", "0.8", "320")
     );
-    assert!(rows.iter().any(|r| r[line] == "保底内用量抵扣" && r[amount] == "-80"), "{rows:?}");
+    assert!(rows.iter().any(|r| r[line] == "保障内使用抵扣" && r[amount] == "-80"), "{rows:?}");
 
     // the PDF in both languages: the policy, the lines, the over-commitment
     let zh = pdftotext(&get(&api, "/api/v1/exports/2026-10/statements.pdf?mode=reserved&lang=zh").await);
-    for want in ["保底计费", "Kueue 队列 cq-nlp", "保底内用量抵扣", "超额承诺", "¥320.00", "−¥80.00", "¥30.00"]
+    for want in ["预留配额计费", "Kueue 队列 cq-nlp", "保障内使用抵扣", "超额承诺", "¥320.00", "−¥80.00", "¥30.00"]
     {
         assert!(zh.contains(want), "{want}: {zh}");
     }
@@ -356,4 +356,90 @@ async fn a_reserved_quota_month_by_hand_on_every_face_frozen_at_close() {
         (409, Some("mode")),
         "a closed month exists under its policy only: {body}"
     );
+}
+
+/// The text a reader sees of a page's content (tags and the header's navigation left out).
+fn visible(page: &str) -> String {
+    let main = page.split("<h1>").nth(1).unwrap_or(page);
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in main.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => {
+                in_tag = false;
+                out.push(' ');
+            }
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The terms page as finance uses it: the list in Chinese, a bad factor refused on its field with nothing written,
+/// terms stated on the page stored as the API stores them (the pricing key, audited).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finance_states_reservation_terms_on_the_admin_page() {
+    use common::portal::{PASSWORD, TestPortal, hidden, visitor};
+    let db = TestDb::migrated().unwrap();
+    let pool = PgPool::connect(&db.url).await.unwrap();
+    let portal = TestPortal::start(pool.clone()).await;
+    let c = visitor();
+    assert_eq!(portal.login(&c, "finance", PASSWORD).await.status, 303);
+    let page = |path: &'static str| {
+        let (c, url) = (c.clone(), portal.url(path));
+        async move {
+            let r = c.get(url).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let (status, empty) = page("/admin/reservation-terms?lang=zh").await;
+    assert_eq!(status, 200, "{empty}");
+    assert!(empty.contains("预留条款") && empty.contains("尚无预留条款"), "{empty}");
+    let shown = visible(&empty);
+    let english = cardhour::glossary::english_words(&shown, &["Kueue", "Volcano", "H100", "2026-11-01"]);
+    assert!(english.is_empty(), "English on a zh page: {english:?}");
+
+    let csrf = hidden(&page("/").await.1, "csrf").expect("the home page's logout form");
+    let form = |factor: &'static str| {
+        vec![
+            ("csrf", csrf.clone()),
+            ("scope_kind", "cluster_queue".to_string()),
+            ("scope", "cq-nlp".to_string()),
+            ("cluster", String::new()),
+            ("gpu_model", "NVIDIA A100-SXM4-80GB".to_string()),
+            ("factor", factor.to_string()),
+            ("valid_from", "2026/10/1".to_string()),
+        ]
+    };
+    let stored = || async {
+        sqlx::query_as::<_, (String, String, Decimal, chrono::NaiveDate)>(
+            "SELECT scope, gpu_model, factor, valid_from FROM reservation_terms",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+    };
+    for bad in ["abc", "0", "11"] {
+        let r = c.post(portal.url("/admin/reservation-terms?lang=zh")).form(&form(bad)).send().await.unwrap();
+        let (status, body) = (r.status().as_u16(), r.text().await.unwrap());
+        assert_eq!(status, 422, "{bad}: {body}");
+        assert!(body.contains(r#"class="field-error""#) && body.contains(&format!(r#"value="{bad}""#)), "{body}");
+        assert!(stored().await.is_empty(), "a refused form writes nothing");
+    }
+    let r = c.post(portal.url("/admin/reservation-terms")).form(&form("0.75")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    assert_eq!(r.headers()["location"], "/admin/reservation-terms?saved=cq-nlp");
+    // the DCGM name is stored as its pricing key, as the API stores it
+    assert_eq!(stored().await, [("cq-nlp".into(), "A100-80GB".into(), dec!(0.75), "2026-10-01".parse().unwrap())]);
+    let (_, listed) = page("/admin/reservation-terms?lang=zh&saved=cq-nlp").await;
+    assert!(listed.contains("<code>cq-nlp</code>") && listed.contains("0.75") && listed.contains("Kueue 集群队列"));
+    let audited: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM audit_log WHERE action = 'reservation_terms.create' AND actor LIKE '%finance%'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(audited, 1);
 }

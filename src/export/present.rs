@@ -114,8 +114,8 @@ pub fn kind(kind: &str, lang: Lang) -> String {
         "timeslice" => lang.pick("时间片共享", "Time-slicing share"),
         "mps" => lang.pick("MPS 共享", "MPS share"),
         "hami" => lang.pick("HAMi 虚拟卡", "HAMi virtual card"),
-        "reservation" => lang.pick("保底", "Reservation"),
-        "reservation_use" => lang.pick("保底内用量抵扣", "Used within the reservation (credit)"),
+        "reservation" => lang.pick("预留", "Reservation"),
+        "reservation_use" => lang.pick("保障内使用抵扣", "Used within the reservation (credit)"),
         other => other,
     };
     words.to_string()

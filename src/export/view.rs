@@ -206,7 +206,7 @@ pub fn mode_words(mode: crate::billing::BillMode, lang: Lang) -> &'static str {
     match mode {
         BillMode::Showback => lang.pick("展示成本（showback）", "showback (cost shown)"),
         BillMode::Chargeback => lang.pick("分摊计费（chargeback）", "chargeback (cost billed)"),
-        BillMode::Reserved => lang.pick("保底计费（reserved quota）", "reserved quota (guarantees billed)"),
+        BillMode::Reserved => lang.pick("预留配额计费（reserved quota）", "reserved quota (guarantees billed)"),
     }
 }
 
@@ -644,7 +644,7 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
             // a reservation line bills guaranteed card-hours, not GPU-hours: they print in the card-hours column
             // under their own line type, the effective column empty
             let (line_type, hours, effective) = match line.reserved_card_hours {
-                Some(h) => (l("保底计费", "Reserved quota"), card_hours(h), String::new()),
+                Some(h) => (l("预留配额计费", "Reserved quota"), card_hours(h), String::new()),
                 None => (l("用量", "Usage"), card_hours(line.card_hours), card_hours(line.effective_card_hours)),
             };
             rows.push(vec![
@@ -730,8 +730,8 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
     if marked(|l| l.is_reservation()) {
         blocks.push(Block::Note {
             text: l(
-                "保底计费：保底一行按配额的保底卡时 × 保底单价（型号单价 × 系数）计费，不论是否使用；保底内的用量已在用量行按型号单价计费，\
-                 故以「保底内用量抵扣」一行按同一单价抵回；超出保底的用量按型号单价计费。",
+                "预留配额计费：预留一行按配额的保障卡时 × 预留单价（型号单价 × 系数）计费，不论是否使用；保障内的用量已在用量行按型号单价计费，\
+                 故以「保障内使用抵扣」一行按同一单价抵回；超出保障的用量按型号单价计费。",
                 "Reserved quota: a reservation line bills the quota's guaranteed card-hours at the reservation rate \
                  (the model's rate × the factor), used or not; the hours used within the guarantee are in the usage \
                  lines at the model's rate, so the line \"used within the reservation\" credits them back at that rate; \
@@ -744,7 +744,7 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
     if marked(|l| l.is_reservation() && l.unpriced) {
         blocks.push(Block::Note {
             text: l(
-                "⚠ 保底未计价：该配额没有保底条款说明其 GPU 型号，或该型号没有单价；请财务补充保底条款或单价后再结账。",
+                "⚠ 预留未计价：该配额没有预留条款说明其 GPU 型号，或该型号没有单价；请财务补充预留条款或单价后再结账。",
                 "⚠ Reservation not priced: no reservation terms name the quota's GPU model, or the model has no rate; \
                  finance states the terms (or the rate) before closing.",
             )

@@ -97,7 +97,7 @@ pub const REPLICA_HEADER: [(&str, &str); 2] =
 /// The columns a team sheet adds after the others for reserved-quota billing's lines (only when it has some): the
 /// guaranteed (or credited) card-hours, the card-hours column staying GPU-hours, and the factor on the rate.
 pub const RESERVATION_HEADER: [(&str, &str); 2] =
-    [("保底卡时", "reserved_card_hours"), ("保底系数", "reservation_factor")];
+    [("预留计费卡时（负数为抵扣）", "reserved_card_hours"), ("预留系数", "reservation_factor")];
 
 /// The unit-cost table a team sheet has below its lines (layout 5 on, for a team that served models), from its
 /// second column.
@@ -405,7 +405,7 @@ fn summary(
         }
         if let Some(over) = b.over_commitment {
             // what reservations billed above the offered capacity: its own line, nothing spread of it
-            figures.push(("超额承诺（保底超出可用容量）", "over_commitment", over));
+            figures.push(("超额承诺（保障超出可用容量）", "over_commitment", over));
         }
         for (zh, en, m) in figures {
             match lang {

@@ -7,6 +7,7 @@
 mod audit;
 mod mappings;
 mod queue_mappings;
+mod reservation_terms;
 mod teams;
 mod tokens;
 mod users;
@@ -29,6 +30,7 @@ pub fn routes() -> Router<AppState> {
         .merge(teams::routes())
         .merge(mappings::routes())
         .merge(queue_mappings::routes())
+        .merge(reservation_terms::routes())
         .merge(users::routes())
         .merge(tokens::routes())
         .merge(audit::routes())
@@ -70,6 +72,7 @@ pub fn tabs(user: &PageUser, lang: Lang, active: &str) -> Vec<Tab> {
         ("/admin/teams", "admin.teams", Need::Reader),
         ("/admin/mappings", "admin.mappings", Need::Reader),
         ("/admin/queue-mappings", "admin.queue_mappings", Need::Reader),
+        ("/admin/reservation-terms", "admin.reservation_terms", Need::Reader),
         ("/admin/users", "admin.users", Need::Admin),
         ("/admin/tokens", "admin.tokens", Need::Admin),
         ("/admin/audit", "admin.audit", Need::Reader),
@@ -175,12 +178,16 @@ mod tests {
                 "/admin/teams",
                 "/admin/mappings",
                 "/admin/queue-mappings",
+                "/admin/reservation-terms",
                 "/admin/users",
                 "/admin/tokens",
                 "/admin/audit"
             ]
         );
-        assert_eq!(hrefs(Role::Finance), ["/admin/teams", "/admin/mappings", "/admin/queue-mappings", "/admin/audit"]);
+        assert_eq!(
+            hrefs(Role::Finance),
+            ["/admin/teams", "/admin/mappings", "/admin/queue-mappings", "/admin/reservation-terms", "/admin/audit"]
+        );
         assert_eq!(hrefs(Role::Viewer), hrefs(Role::Finance));
         assert!(hrefs(Role::TeamLead).is_empty());
         assert_eq!(team_list(" vision,nlp ，x  "), ["vision", "nlp", "x"]);
