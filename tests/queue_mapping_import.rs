@@ -7,6 +7,7 @@
 mod common;
 
 use common::api::TestApi;
+use common::files::visible;
 use common::portal::{Answer, PASSWORD, TestPortal, hidden, visitor};
 use common::{TestDb, run_cardhour};
 use reqwest::Method;
@@ -323,25 +324,6 @@ fn preview_rows(page: &str) -> Vec<(usize, String)> {
             (line, class)
         })
         .collect()
-}
-
-/// The text a reader sees of a page's content (tags, the header's navigation and attribute values left out).
-fn visible(page: &str) -> String {
-    let main = page.split("<h1>").nth(1).unwrap_or(page);
-    let mut out = String::new();
-    let mut in_tag = false;
-    for c in main.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' => {
-                in_tag = false;
-                out.push(' ');
-            }
-            c if !in_tag => out.push(c),
-            _ => {}
-        }
-    }
-    out
 }
 
 #[sqlx::test]

@@ -21,13 +21,13 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
-use std::process::Command;
 
 use calamine::{Data, Reader, Xlsx};
 use cardhour::metering::{CapacityRow, HourOutput, OfferedSource, QuotaRow, QuotaScope, QuotaUse, ScopeKind};
 use chrono::{DateTime, Duration, Utc};
 use common::TestDb;
 use common::api::{TestApi, whole_cards};
+use common::files::{csv_rows, pdftotext, visible};
 use reqwest::Method;
 use rust_decimal::Decimal;
 use rust_decimal_macros::dec;
@@ -118,20 +118,6 @@ fn key(kind: &str, ns: &str) -> (String, String) {
 
 fn money(v: &Value) -> Decimal {
     v.as_str().unwrap_or_else(|| panic!("{v}")).parse().unwrap()
-}
-
-fn pdftotext(pdf: &[u8]) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.pdf");
-    std::fs::write(&path, pdf).unwrap();
-    let out = Command::new("pdftotext").arg("-layout").arg(&path).arg("-").output().expect("pdftotext (poppler-utils)");
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn csv_rows(bytes: &[u8]) -> Vec<BTreeMap<String, String>> {
-    let body = bytes.strip_prefix("\u{feff}".as_bytes()).expect("UTF-8 with BOM");
-    csv::Reader::from_reader(body).deserialize().map(Result::unwrap).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,25 +342,6 @@ async fn a_reserved_quota_month_by_hand_on_every_face_frozen_at_close() {
         (409, Some("mode")),
         "a closed month exists under its policy only: {body}"
     );
-}
-
-/// The text a reader sees of a page's content (tags and the header's navigation left out).
-fn visible(page: &str) -> String {
-    let main = page.split("<h1>").nth(1).unwrap_or(page);
-    let mut out = String::new();
-    let mut in_tag = false;
-    for c in main.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' => {
-                in_tag = false;
-                out.push(' ');
-            }
-            c if !in_tag => out.push(c),
-            _ => {}
-        }
-    }
-    out
 }
 
 /// The terms page as finance uses it: the list in Chinese, a bad factor refused on its field with nothing written,

@@ -256,13 +256,34 @@ impl MonthBills {
     /// The same bills under another policy: the same lines, capacity and unallocated cost, the unallocated cost
     /// kept or spread as `policy` says (what a comparison of a month frozen under one policy with a view under
     /// another needs: like with like). A month closed with a negative unallocated (before the shortfall existed)
-    /// is read as its shortfall, never spread.
+    /// is read as its shortfall, never spread. Read under a mode other than reserved-quota billing, a reserved
+    /// month loses its reservation lines and its over-commitment — what is left is exactly that mode's bill, the
+    /// usage lines never changing with the mode; the other way round a snapshot holds no guarantee to bill, so its
+    /// lines stay as they are.
     pub fn under(&self, policy: BillPolicy) -> MonthBills {
-        // the over-commitment is the reservations' (the lines, not the unallocated policy): kept as it is
-        let signed = self.unallocated_signed() + self.over_commitment_amount();
+        let drop = policy.mode != BillMode::Reserved;
+        let plain: Vec<TeamBill> = self
+            .teams
+            .iter()
+            .filter_map(|t| {
+                if !drop {
+                    return Some(t.clone().with_share(Money::ZERO));
+                }
+                let lines: Vec<BillLine> = t.lines.iter().filter(|l| !l.is_reservation()).cloned().collect();
+                // a team billed nothing but its guarantee has no bill without it
+                (!lines.is_empty() || t.lines.is_empty()).then(|| TeamBill::from_lines(t.team.clone(), lines))
+            })
+            .collect();
+        let allocated: Money = plain.iter().map(|t| t.allocated).sum();
+        // the offered capacity's cost minus the allocation, signed: what dropped reservation lines billed returns to
+        // it; kept, the over-commitment is the reservations' (the lines, not the unallocated policy) and stays
+        let (signed, over_commitment) = if drop {
+            (self.unallocated_signed() + (self.allocated - allocated), None)
+        } else {
+            (self.unallocated_signed() + self.over_commitment_amount(), self.over_commitment)
+        };
         let (unallocated, shortfall) =
             if signed < Money::ZERO { (Money::round_fen(Decimal::ZERO), -signed) } else { (signed, Money::ZERO) };
-        let plain: Vec<TeamBill> = self.teams.iter().map(|t| t.clone().with_share(Money::ZERO)).collect();
         let shares = match policy.unallocated {
             UnallocatedPolicy::KeptByPlatform => None,
             UnallocatedPolicy::SpreadProportionally => {
@@ -276,10 +297,12 @@ impl MonthBills {
         };
         MonthBills {
             teams,
+            allocated,
             unallocated,
             platform_kept,
             policy,
             capacity_shortfall: (!shortfall.is_zero()).then_some(shortfall),
+            over_commitment,
             ..self.clone()
         }
     }
@@ -602,6 +625,10 @@ mod tests {
         let carried: Money = bills.teams.iter().map(|t| t.total).sum();
         assert_eq!(carried + bills.platform_kept, bills.capacity_cost + bills.over_commitment_amount());
         assert_eq!(bills.unallocated_signed().to_string(), "-160.00");
+        // read under showback (a comparison with a month closed under it): the reservation lines and the
+        // over-commitment go, and what is left is the showback bill itself
+        assert_eq!(bills.under(KEPT), compute_month(&used, &capacity, KEPT));
+        assert_eq!(bills.under(KEPT).under(reserved).teams, compute_month(&used, &capacity, KEPT).teams);
 
         // a's guarantee 60 instead and c 5 card-hours: allocated 480 + 420 + 50 = 950.00, 50.00 unallocated,
         // spread 480:420:50 by largest remainder; no over-commitment
@@ -619,6 +646,7 @@ mod tests {
         // the other modes bill use only, whatever the guarantees
         let shown = compute_month_reserved(&used, &reservations, &capacity, KEPT);
         assert_eq!(shown, compute_month(&used, &capacity, KEPT));
+        assert_eq!(bills.under(SPREAD), compute_month(&used, &capacity, SPREAD), "spread: shares of the usage only");
         assert!(shown.teams.iter().flat_map(|t| &t.lines).all(|l| !l.is_reservation()));
     }
 
@@ -649,6 +677,10 @@ mod tests {
         assert_eq!(
             bills.teams[0].total + bills.platform_kept,
             bills.capacity_cost + bills.shortfall_amount() + bills.over_commitment_amount()
+        );
+        assert_eq!(
+            bills.under(SPREAD),
+            compute_month(&[usage("a", "a", "H100", dec!(12), r)], &[cap("H100", dec!(10), r)], SPREAD)
         );
     }
 

@@ -44,11 +44,9 @@ pub struct ReservationLine {
     pub factor: Option<Decimal>,
 }
 
-impl ReservationLine {
-    /// The reservation rate: the model's rate × the factor, to 4 decimals like every rate.
-    pub fn reservation_rate(&self) -> Option<RatePerCardHour> {
-        RatePerCardHour::new(self.rate?.as_decimal() * self.factor?)
-    }
+/// The reservation rate: the model's rate × the factor, to 4 decimals like every rate; none without either.
+pub fn reservation_rate(rate: Option<RatePerCardHour>, factor: Option<Decimal>) -> Option<RatePerCardHour> {
+    RatePerCardHour::new(rate?.as_decimal() * factor?)
 }
 
 /// The GPU model printed on a reservation line whose scope has no terms.
@@ -58,19 +56,19 @@ pub const NO_TERMS_MODEL: &str = "—";
 /// daily inputs give the same amounts), sorted like bill lines. A guarantee of zero card-hours gives no line.
 pub(crate) fn reservation_bill_lines<'a>(lines: impl IntoIterator<Item = &'a ReservationLine>) -> Vec<BillLine> {
     type Key = (String, String, Option<RatePerCardHour>, Option<Decimal>);
-    let mut merged: BTreeMap<Key, (Decimal, Decimal, Option<RatePerCardHour>)> = BTreeMap::new();
+    let mut merged: BTreeMap<Key, (Decimal, Decimal)> = BTreeMap::new();
     for l in lines {
         let model = l.gpu_model.clone().unwrap_or_else(|| NO_TERMS_MODEL.to_string());
         let e = merged.entry((l.scope.clone(), model, l.rate, l.factor.map(|f| f.normalize()))).or_default();
         e.0 += l.guaranteed_card_hours;
         e.1 += l.used_within_card_hours;
-        e.2 = l.reservation_rate();
     }
     let mut out = Vec::new();
-    for ((scope, gpu_model, rate, factor), (guaranteed, used, reserved_rate)) in merged {
+    for ((scope, gpu_model, rate, factor), (guaranteed, used)) in merged {
         if guaranteed.is_zero() {
             continue;
         }
+        let reserved_rate = reservation_rate(rate, factor);
         let line = |kind: &str, rate: Option<RatePerCardHour>, hours: Decimal, amount: Money| BillLine {
             namespace: scope.clone(),
             gpu_model: gpu_model.clone(),

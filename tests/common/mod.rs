@@ -8,7 +8,7 @@
 //! - [`TestDb`]: a fresh, uniquely named PostgreSQL database next to `DATABASE_URL`, dropped on drop.
 //! - [`cardhour_bin`], [`run_cardhour`], [`run_cardhour_ok`]: run the binary under test.
 //! - [`simulate`], [`simulate_run`]: `cardhour simulate` with an end at least 4 h in the past, on the hour.
-//! - [`om::Om`]: OpenMetrics text for hand-made clusters.
+//! - [`om::Om`]: OpenMetrics text for hand-made clusters; [`files`]: a PDF's text, a CSV's rows, a page's visible text.
 //! - [`api::TestApi`] (an in-process API server with a token per role) and [`webhook::receiver`] are async.
 //!
 //! Everything else here is blocking std code (no async runtime needed). Not every test file uses every helper.
@@ -18,6 +18,7 @@ pub mod api;
 pub mod browser;
 pub mod contract;
 pub mod exactness;
+pub mod files;
 pub mod months;
 pub mod om;
 pub mod pg;

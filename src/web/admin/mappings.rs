@@ -12,11 +12,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{Hmac, Mac};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use tower_sessions::Session;
 
+use super::upload_seal::{Carried, UploadSeal, row_of};
 use super::{FieldErrors, Tab, blank_none, refused, tabs};
 use crate::access::Scope;
 use crate::db::teams::Team;
@@ -35,6 +34,9 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/mappings/preview", post(preview))
         .route("/admin/mappings/apply", post(apply))
 }
+
+/// This page's previews: its own session secret and MAC domain.
+const SEAL: UploadSeal = UploadSeal { secret: "mappings-preview", domain: b"cardhour mappings preview\0" };
 
 /// The mapping form as sent (and the list's "change" links, as a query): every field text.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -226,20 +228,6 @@ pub struct PreviewRow {
     pub problem: Option<(String, String)>,
 }
 
-/// The line and field of a problem as the parser names it (`row 3: valid_from`, `row 3`); `None` for the file's.
-fn row_of(at: &str) -> Option<(usize, String)> {
-    let rest = at.strip_prefix("row ")?;
-    let (line, field) = rest.split_once(": ").unwrap_or((rest, ""));
-    Some((line.parse().ok()?, field.to_string()))
-}
-
-/// What the apply form carries: the file, what the preview decided, and the MAC over both.
-pub struct Carried {
-    pub file: String,
-    pub plan: String,
-    pub sig: String,
-}
-
 #[derive(Template, WebTemplate)]
 #[template(path = "admin/mappings_preview.html")]
 pub struct PreviewPage {
@@ -278,27 +266,6 @@ fn action(lang: Lang, a: RowAction) -> (&'static str, &'static str) {
             },
         ),
     )
-}
-
-/// The MAC of a previewed file and its plan under a secret of the session (never in a page): only this session's
-/// preview of this file can be applied, and a file or plan altered on its way back is refused.
-fn sign(key: &str, file: &[u8], plan: &str) -> String {
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key.as_bytes()) else { return String::new() };
-    mac.update(b"cardhour mappings preview\0");
-    mac.update(&Sha256::digest(file));
-    mac.update(plan.as_bytes());
-    crate::digest::hex(&mac.finalize().into_bytes())
-}
-
-/// The session's key of previews.
-async fn preview_key(session: &Session) -> Result<String, PageError> {
-    crate::auth::session::secret(session, "mappings-preview").await.map_err(|e| PageError::Internal(e.to_string()))
-}
-
-fn signed_by(key: &str, file: &[u8], plan: &str, sig: &str) -> bool {
-    use subtle::ConstantTimeEq;
-    let expected = sign(key, file, plan);
-    !expected.is_empty() && bool::from(expected.as_bytes().ct_eq(sig.as_bytes()))
 }
 
 async fn preview_page(
@@ -374,7 +341,7 @@ async fn preview_page(
         teams_created: report.teams_created,
         apply: applicable.then(|| Carried {
             file: URL_SAFE_NO_PAD.encode(bytes),
-            sig: sign(key, bytes, &pv.plan),
+            sig: SEAL.sign(key, bytes, &pv.plan),
             plan: pv.plan.clone(),
         }),
         message,
@@ -394,7 +361,7 @@ async fn preview(
         return Ok(refused(page(&s, &user, lang, MappingForm::default(), FieldErrors::default(), errors).await?));
     };
     let name = file.file_name.clone().unwrap_or_default();
-    let key = preview_key(&session).await?;
+    let key = SEAL.key(&session).await?;
     let p = preview_page(&s, &user, &key, lang, name, &file.bytes, None).await?;
     Ok(if p.problems == 0 { p.into_response() } else { refused(p) })
 }
@@ -419,8 +386,9 @@ async fn apply(
     session: Session,
     CsrfForm(form): CsrfForm<ApplyForm>,
 ) -> Result<Response, PageError> {
-    let key = preview_key(&session).await?;
-    let bytes = URL_SAFE_NO_PAD.decode(form.file.as_bytes()).ok().filter(|b| signed_by(&key, b, &form.plan, &form.sig));
+    let key = SEAL.key(&session).await?;
+    let bytes =
+        URL_SAFE_NO_PAD.decode(form.file.as_bytes()).ok().filter(|b| SEAL.signed_by(&key, b, &form.plan, &form.sig));
     let Some(bytes) = bytes else {
         let mut errors = FieldErrors::default();
         errors.push(lang, "file", "the previewed file was altered: nothing was imported; upload it again");
@@ -442,29 +410,5 @@ async fn apply(
             Ok(refused(p))
         }
         Err(e) => Err(e.into()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_previewed_file_and_plan_pass() {
-        let sig = sign("key", b"namespace,team\n", "plan-1");
-        assert_eq!(sig.len(), 64);
-        assert!(signed_by("key", b"namespace,team\n", "plan-1", &sig));
-        assert!(!signed_by("key", b"namespace,team2\n", "plan-1", &sig), "another file");
-        assert!(!signed_by("key", b"namespace,team\n", "plan-2", &sig), "another plan");
-        assert!(!signed_by("other-session", b"namespace,team\n", "plan-1", &sig), "another session");
-        assert!(!signed_by("key", b"namespace,team\n", "plan-1", ""), "no signature");
-    }
-
-    #[test]
-    fn a_problem_is_placed_at_its_row() {
-        assert_eq!(row_of("row 3: valid_from"), Some((3, "valid_from".to_string())));
-        assert_eq!(row_of("row 12"), Some((12, String::new())));
-        assert_eq!(row_of("body"), None);
-        assert_eq!(row_of("row x: team"), None);
     }
 }

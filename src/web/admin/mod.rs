@@ -10,6 +10,7 @@ mod queue_mappings;
 mod reservation_terms;
 mod teams;
 mod tokens;
+mod upload_seal;
 mod users;
 
 use axum::Router;

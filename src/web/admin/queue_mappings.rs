@@ -15,11 +15,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{Hmac, Mac};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use tower_sessions::Session;
 
+use super::upload_seal::{Carried, UploadSeal, row_of};
 use super::{FieldErrors, Tab, blank_none, refused, tabs};
 use crate::access::Scope;
 use crate::db::teams::Team;
@@ -40,6 +39,9 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/queue-mappings/preview", post(preview))
         .route("/admin/queue-mappings/apply", post(apply))
 }
+
+/// This page's previews: its own session secret and MAC domain.
+const SEAL: UploadSeal = UploadSeal { secret: "queue-mappings-preview", domain: b"cardhour queue mappings preview\0" };
 
 /// The form as sent: every field text.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -241,13 +243,6 @@ pub struct PreviewRow {
     pub problem: Option<(String, String)>,
 }
 
-/// What the apply form carries: the file, what the preview decided, and the MAC over both.
-pub struct Carried {
-    pub file: String,
-    pub plan: String,
-    pub sig: String,
-}
-
 /// An uploaded file as the import would take it.
 pub struct Preview {
     pub file_name: String,
@@ -263,13 +258,6 @@ pub struct Preview {
     pub apply: Option<Carried>,
     /// Why an apply was refused (then this is the file's preview as things are now).
     pub message: Option<String>,
-}
-
-/// The line and field of a problem as the parser names it (`row 3: team`, `row 3`); `None` for the file's.
-fn row_of(at: &str) -> Option<(usize, String)> {
-    let rest = at.strip_prefix("row ")?;
-    let (line, field) = rest.split_once(": ").unwrap_or((rest, ""));
-    Some((line.parse().ok()?, field.to_string()))
 }
 
 fn action(lang: Lang, a: RowAction) -> (&'static str, &'static str) {
@@ -310,30 +298,6 @@ fn localize(lang: Lang, message: &str) -> String {
             })
         })
         .unwrap_or_else(|| super::localize(lang, message))
-}
-
-/// The MAC of a previewed file and its plan under a secret of the session (never in a page): only this session's
-/// preview of this file can be applied, and a file or plan altered on its way back is refused. Its own domain
-/// and key, so that a namespace mapping preview's signature is no queue mapping preview's.
-fn sign(key: &str, file: &[u8], plan: &str) -> String {
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key.as_bytes()) else { return String::new() };
-    mac.update(b"cardhour queue mappings preview\0");
-    mac.update(&Sha256::digest(file));
-    mac.update(plan.as_bytes());
-    crate::digest::hex(&mac.finalize().into_bytes())
-}
-
-/// The session's key of queue mapping previews.
-async fn preview_key(session: &Session) -> Result<String, PageError> {
-    crate::auth::session::secret(session, "queue-mappings-preview")
-        .await
-        .map_err(|e| PageError::Internal(e.to_string()))
-}
-
-fn signed_by(key: &str, file: &[u8], plan: &str, sig: &str) -> bool {
-    use subtle::ConstantTimeEq;
-    let expected = sign(key, file, plan);
-    !expected.is_empty() && bool::from(expected.as_bytes().ct_eq(sig.as_bytes()))
 }
 
 /// The page of a file's preview: the import's dry run of its good rows and every problem, each at its line.
@@ -400,7 +364,7 @@ async fn preview_page(
         unchanged,
         apply: applicable.then(|| Carried {
             file: URL_SAFE_NO_PAD.encode(bytes),
-            sig: sign(key, bytes, &pv.plan),
+            sig: SEAL.sign(key, bytes, &pv.plan),
             plan: pv.plan.clone(),
         }),
         message,
@@ -439,7 +403,7 @@ async fn preview(
         return upload_refused(&s, &user, lang, "choose a file (CSV) to upload").await;
     };
     let name = file.file_name.clone().unwrap_or_default();
-    let key = preview_key(&session).await?;
+    let key = SEAL.key(&session).await?;
     let p = preview_page(&s, &user, &key, lang, name, &file.bytes, None).await?;
     let clean = p.preview.as_ref().is_some_and(|pv| pv.problems == 0);
     Ok(if clean { p.into_response() } else { refused(p) })
@@ -465,8 +429,9 @@ async fn apply(
     session: Session,
     CsrfForm(form): CsrfForm<ApplyForm>,
 ) -> Result<Response, PageError> {
-    let key = preview_key(&session).await?;
-    let bytes = URL_SAFE_NO_PAD.decode(form.file.as_bytes()).ok().filter(|b| signed_by(&key, b, &form.plan, &form.sig));
+    let key = SEAL.key(&session).await?;
+    let bytes =
+        URL_SAFE_NO_PAD.decode(form.file.as_bytes()).ok().filter(|b| SEAL.signed_by(&key, b, &form.plan, &form.sig));
     let Some(bytes) = bytes else {
         return upload_refused(
             &s,
@@ -501,17 +466,6 @@ async fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_the_previewed_file_and_plan_pass() {
-        let sig = sign("key", b"queue_kind,queue\n", "plan-1");
-        assert_eq!(sig.len(), 64);
-        assert!(signed_by("key", b"queue_kind,queue\n", "plan-1", &sig));
-        assert!(!signed_by("key", b"queue_kind,queue2\n", "plan-1", &sig), "another file");
-        assert!(!signed_by("key", b"queue_kind,queue\n", "plan-2", &sig), "another plan");
-        assert!(!signed_by("other-session", b"queue_kind,queue\n", "plan-1", &sig), "another session");
-        assert!(!signed_by("key", b"queue_kind,queue\n", "plan-1", ""), "no signature");
-    }
 
     #[test]
     fn problems_are_placed_and_said_in_chinese() {
