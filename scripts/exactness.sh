@@ -16,5 +16,5 @@ ensure_apt_packages victoria-metrics
 export SQLX_OFFLINE=true
 for ((i = 1; i <= runs; i++)); do
     log "exactness run $i of $runs"
-    cargo test --test exactness -- --ignored --nocapture random_seeds_longer_span
+    cargo test --test suite exactness::random_seeds_longer_span -- --ignored --nocapture
 done

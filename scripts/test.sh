@@ -72,8 +72,8 @@ fi
 # schemathesis with every check against a test server with data (tests/api_fuzz.rs, schemathesis.toml): the
 # contract's own gate, after the other tests (it runs only when they passed).
 if [[ $status -eq 0 ]]; then
-    step "schemathesis (cargo test --test api_fuzz -- --ignored)"
-    if cargo test --test api_fuzz -- --ignored --nocapture 2>&1 | tee -a "$log_file"; then status=0; else status=1; fi
+    step "schemathesis (cargo test --test suite api_fuzz:: -- --ignored)"
+    if cargo test --test suite api_fuzz:: -- --ignored --nocapture 2>&1 | tee -a "$log_file"; then status=0; else status=1; fi
 fi
 
 # One closing line for the whole suite: cargo prints one `test result` per test binary, the last of which may

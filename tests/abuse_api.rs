@@ -4,7 +4,7 @@
 //! malformed request line, the API's paths in another case); `PUT /teams/{id}` and `POST /mappings` refuse unknown
 //! fields as every body does; a budget amount has at most 2 decimals, the document says so and a third is refused naming `amount`.
 
-mod common;
+use crate::common;
 
 use common::api::TestApi;
 use reqwest::Method;

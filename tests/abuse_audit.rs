@@ -5,7 +5,7 @@
 //! nothing changes. Before, each write read its `before` without a lock: three entries claimed the creation, the
 //! chain broke, cloud rates always said `before: null` and every identical team put was an entry.
 
-mod common;
+use crate::common;
 
 use common::api::TestApi;
 use futures_util::future::join_all;

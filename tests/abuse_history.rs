@@ -5,7 +5,7 @@
 //! migrate`, which still migrates and grants; the ingest's partitions are still made. And a closed month cached
 //! before it was altered behind its triggers is not served once the alteration is found.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -4,7 +4,7 @@
 //! that reached the limit does not sign in; anonymous visitors of the login page leave no session row (the form's
 //! CSRF token is a double-submit cookie); a proxy user name with a bidi control is nobody.
 
-mod common;
+use crate::common;
 
 use common::portal::{Answer, PASSWORD, TestPortal, hidden, session_cookie, visitor};
 use futures_util::future::join_all;

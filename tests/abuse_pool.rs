@@ -5,7 +5,7 @@
 //! lock needed more: 16 connections drained, writes took 10–22 s, reads waited as long and checks were skipped.
 //! Served by `cardhour::http::server::serve` with a pool of 16 (as `cardhour serve` has), over a real database.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! a time are answered 408 (JSON under `/api/`, a page elsewhere) once the body timeout passes; and meanwhile the
 //! service answers everyone else at once. Raw TCP on loopback, a real database.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -9,7 +9,7 @@
 //! vision 7 card-hours = 87.50, nlp 21 = 262.50, capacity 112 = 1400.00, allocated 350.00, unallocated and kept by
 //! the platform 1050.00; idle waste per month = cards × 12.5 × 730: vision 9125.00, nlp 27375.00.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -2,7 +2,7 @@
 //! runs `examples/billing_client.py` against a test server over a real database with a month of data, and every
 //! figure it prints equals what the API answers (and the figures worked out by hand in tests/api_access.rs).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

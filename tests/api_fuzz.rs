@@ -4,9 +4,9 @@
 //! `SCHEMATHESIS_SEEDS=1,2,3` runs several seeds one after the other (default: seed 1).
 //!
 //! A step of `scripts/test.sh` after the other tests (it takes half a minute or more):
-//! `cargo test --test api_fuzz -- --ignored --nocapture`.
+//! `cargo test --test suite api_fuzz:: -- --ignored --nocapture`.
 
-mod common;
+use crate::common;
 
 use common::api::{TestApi, seed};
 use common::contract;

@@ -1,7 +1,7 @@
 //! Issue 10, defects 6 and 8: bad input is refused with a JSON error naming the field (422 invalid, 400
 //! unreadable, 413, 405, 404), nothing is written, and no request holds the database past the timeout.
 
-mod common;
+use crate::common;
 
 use common::api::{TestApi, write_counts};
 use reqwest::Method;

@@ -2,7 +2,7 @@
 //! `Link: <…>; rel="next"`) gives exactly the unpaged answer, and rows added between pages — before and after the
 //! cursor in the list's order — make no row come twice and none of the first rows go missing (keyset, not offset).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

@@ -1,7 +1,7 @@
 //! Property tests (issue 10): the Prometheus answer decoder, the CMDB CSV import and every JSON body of the
 //! API. On any input: no panic, no 5xx, and a refused request writes nothing (row counts, audit rows).
 
-mod common;
+use crate::common;
 
 use cardhour::prom::{PromError, parse_response};
 use common::api::{TestApi, write_counts};

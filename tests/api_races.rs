@@ -1,7 +1,7 @@
 //! Issue 10, defect 4: concurrent identical writes give one success and conflicts (never a 500), with one
 //! audit row per effective change; `Idempotency-Key` replays the first answer.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

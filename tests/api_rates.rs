@@ -1,7 +1,7 @@
 //! `/rates`, `/rates/preview`, `/cloud-rates`, `/rent-vs-build`: validation naming the field, nothing written on
 //! bad input, the SPEC's worked example to the fen, and each endpoint's access rule.
 
-mod common;
+use crate::common;
 
 use common::api::TestApi;
 use reqwest::Method;

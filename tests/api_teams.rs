@@ -1,6 +1,6 @@
 //! `/api/v1` access rules (every endpoint × every role) and the teams / mappings behaviour.
 
-mod common;
+use crate::common;
 
 use cardhour::metering::{ContainerKey, HourOutput, UsageRow, UtilSource};
 use common::api::TestApi;

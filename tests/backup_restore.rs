@@ -4,7 +4,7 @@
 //! from the restored copy is byte for byte what the original served. The restored copy is a working database:
 //! `cardhour migrate` finds it up to date, its partitions and retention horizon came with it, and it ingests.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -3,7 +3,7 @@
 //! amounts computed independently from truth.json. Then a month is closed, its hours re-ingested with changed
 //! data: the closed statement stays byte-identical and the difference appears on the next month.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

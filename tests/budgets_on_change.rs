@@ -4,7 +4,7 @@
 //!
 //! Ground truth: 11.8 card-hours of A100 at 10 yuan = 118.00 yuan against a budget of 100.00 = 118 %.
 
-mod common;
+use crate::common;
 
 use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Asia::Shanghai;

@@ -4,7 +4,7 @@
 //! Pending; 9 GPU-hours of 15 capacity card-hours (60 %); replayed on the 3 cards C waits the same hour, on one card
 //! more nobody waits — what `GET /reports/capacity-plan` and `GET /reports/queue/{month}` must say.
 
-mod common;
+use crate::common;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use common::api::TestApi;

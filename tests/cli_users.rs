@@ -1,7 +1,7 @@
 //! `cardhour user create|list|disable|set-password`: passwords from standard input, and every refusal (a taken
 //! name, a bad role, a team lead without a team, an unknown team) a message, a non-zero exit and nothing written.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

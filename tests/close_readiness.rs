@@ -7,7 +7,7 @@
 //! Ground truth, by hand: cluster `c1` stores every hour of October 2026 in Asia/Shanghai (2026-09-30T16:00Z ..
 //! 2026-10-31T16:00Z, 744 hours) but 2026-10-15T03:00Z, and every hour of November; one 8-card A100 node.
 
-mod common;
+use crate::common;
 
 use common::api::TestApi;
 use common::{TestDb, TestPrometheus, free_port, run_cardhour, run_cardhour_ok};

@@ -1,7 +1,7 @@
 //! `--statement-timeout` (`CARDHOUR_STATEMENT_TIMEOUT`): PostgreSQL itself cancels a statement that runs longer,
 //! so no request or report can hold the database for minutes.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

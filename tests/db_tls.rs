@@ -2,7 +2,7 @@
 //! `sslmode=verify-full` and the service's CA, and refuses a server whose certificate its CA did not sign.
 //! (Until sqlx was built with TLS, every such URL failed with "SQLx was built without TLS support".)
 
-mod common;
+use crate::common;
 
 use common::pg::TestPostgres;
 use common::run_cardhour;

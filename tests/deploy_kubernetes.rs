@@ -10,9 +10,9 @@
 //!
 //! The tools come from scripts/kube-tools.sh (a venv and `npm ci`, from the registries only). After editing
 //! deploy/prometheus-alerts.yml or deploy/grafana-dashboard.json, `UPDATE_KUBERNETES=1 cargo test --test
-//! deploy_kubernetes` writes their copies in deploy/kubernetes/components/monitoring again.
+//! suite deploy_kubernetes::` writes their copies in deploy/kubernetes/components/monitoring again.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -150,7 +150,8 @@ fn prometheus_rule_from_alerts() -> String {
     let groups = alerts.find("\ngroups:").expect("a `groups:` line") + 1;
     let mut out = String::from(
         "# Generated from deploy/prometheus-alerts.yml by tests/deploy_kubernetes.rs: edit that file, then\n\
-         # `UPDATE_KUBERNETES=1 cargo test --test deploy_kubernetes` writes this one again (the test fails while they differ).\n\
+         # `UPDATE_KUBERNETES=1 cargo test --test suite deploy_kubernetes::` writes this one again (the test fails\n\
+         # while they differ).\n\
          apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata:\n  name: cardhour\nspec:\n",
     );
     for line in alerts[groups..].split('\n') {
@@ -180,7 +181,7 @@ fn the_monitoring_component_carries_the_alert_rules_and_the_dashboard_of_deploy(
         let have = std::fs::read_to_string(&path).unwrap();
         assert!(
             have == want,
-            "{} differs from its source: run `UPDATE_KUBERNETES=1 cargo test --test deploy_kubernetes`",
+            "{} differs from its source: run `UPDATE_KUBERNETES=1 cargo test --test suite deploy_kubernetes::`",
             path.display()
         );
     }

@@ -6,7 +6,7 @@
 //! capacity A100 24 card-hours = 300.00 + H100 24 = 480.00 = 780.00; unallocated 667.50. Spread 1 : 2 over the
 //! teams' allocated amounts: vision 222.50, nlp 445.00 (totals 260.00 and 520.00).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Cursor;

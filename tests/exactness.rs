@@ -6,7 +6,7 @@
 //! stored rows equal the truth per pod-hour (GPU-hours and effective, 1e-12 relative), and are the same rows
 //! whichever path read them. `scripts/exactness.sh` runs the longer one on random seeds.
 
-mod common;
+use crate::common;
 
 use chrono::TimeDelta;
 use common::exactness::{ExactRun, check, month_crossing_end, simulate};

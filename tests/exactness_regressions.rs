@@ -3,7 +3,7 @@
 //! GFD still counting it), across batches; a whole card on a node running MIG's mixed strategy; utilization
 //! scraped on another phase than kube-state-metrics (the intersection rule); MPS; a node nothing counts.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

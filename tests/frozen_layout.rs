@@ -15,7 +15,7 @@
 //! - Idle in October's last stored week (10-05 03:00 – 10-12 03:00 UTC): nlp-idle-pod 3 cards × 4 h × 0.99 × 12.5
 //!   = 148.50, vision-idle-pod 49.50.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -308,7 +308,7 @@ async fn a_layout2_month_renders_as_its_release_did() {
 }
 
 /// Writes `tests/fixtures/layout2/` from the code of the last release of layout 2 (run once, by hand, on that
-/// code: `cargo test --test frozen_layout write_layout2_fixture -- --ignored`). Never rerun on a later layout:
+/// code: `cargo test --test suite frozen_layout::write_layout2_fixture -- --ignored`). Never rerun on a later layout:
 /// the files are what layout 2 served.
 #[sqlx::test]
 #[ignore = "writes the layout-2 golden fixture; run by hand on the code of layout 2 only"]
@@ -686,7 +686,7 @@ fn representations3(api: &TestApi) -> Vec<(&'static str, String, &'static str, b
 }
 
 /// Writes `tests/fixtures/layout3/` from the code of the last release of layout 3 (run once, by hand, on that
-/// code: `cargo test --test frozen_layout write_layout3_fixture -- --ignored`). Never rerun on a later layout:
+/// code: `cargo test --test suite frozen_layout::write_layout3_fixture -- --ignored`). Never rerun on a later layout:
 /// the files are what layout 3 served.
 #[sqlx::test]
 #[ignore = "writes the layout-3 golden fixture; run by hand on the code of layout 3 only"]
@@ -724,7 +724,7 @@ fn representations4(api: &TestApi) -> Vec<(&'static str, String, &'static str, b
 }
 
 /// Writes `tests/fixtures/layout4/` from the code of the last release of layout 4 (run once, by hand, on that
-/// code: `cargo test --test frozen_layout write_layout4_fixture -- --ignored`). Never rerun on a later layout:
+/// code: `cargo test --test suite frozen_layout::write_layout4_fixture -- --ignored`). Never rerun on a later layout:
 /// the files are what layout 4 served.
 #[sqlx::test]
 #[ignore = "writes the layout-4 golden fixture; run by hand on the code of layout 4 only"]

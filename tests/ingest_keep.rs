@@ -2,7 +2,7 @@
 //! says so; the worker never shrinks an hour; a forced replacement is audited and `ingest undo` puts the rows
 //! back exactly (usage, capacity, anomalies, rollups and the serving engines' counters).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! Postgres through the `cardhour` binary, and compared with the simulator's independent ground truth — read by
 //! remote read and by the query API, which must store identical rows.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

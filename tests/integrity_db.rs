@@ -3,7 +3,7 @@
 //! the owner; a tampered closed statement is refused; the service's least-privilege role can do its work and
 //! nothing more.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::str::FromStr;

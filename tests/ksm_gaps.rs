@@ -4,7 +4,7 @@
 //! pod and namespace, the capacity, the gaps recorded per hour and shown in health — and with `--ksm-gap-bridge 0`,
 //! the missing time equal to the truth's gap time.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -2,7 +2,7 @@
 //! files, dates in the common formats, idempotent re-imports (`unchanged`, no 409, no audit entry), updates, a dry
 //! run that writes nothing, and refused rows reported by line and field.
 
-mod common;
+use crate::common;
 
 use common::api::{TestApi, write_counts};
 use common::{TestDb, run_cardhour};

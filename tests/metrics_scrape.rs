@@ -5,7 +5,7 @@
 //! stored watermark, hours and rows written are those stored, the down source's errors are counted by kind, the
 //! request counts per route and status are those sent. Every dashboard expression is evaluated there too.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};

@@ -17,7 +17,7 @@
 //! and one hour of an unassigned pod (1 card, 11-10 02:00Z): vision 50.00, nlp 75.00, unassigned 12.50, capacity
 //! 5 h × 16 = 80 card-hours = 1,000.00.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Cursor;

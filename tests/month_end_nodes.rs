@@ -12,7 +12,7 @@
 //! Ground truth: the simulator's truth.json (seed 3, 56 GPUs, 2026-11-03 02:00–06:00 UTC, 60 s scrapes), rates
 //! A100 12.5 and H100 20 per card-hour.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! kube-state-metrics without allocatable, read from a real Prometheus into a real PostgreSQL. Every figure below is
 //! computed by hand from the samples written here.
 
-mod common;
+use crate::common;
 
 use std::fmt::Write as _;
 

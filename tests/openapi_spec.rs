@@ -3,7 +3,7 @@
 //! scripts/contract-requirements.txt) accepts it, and — spelled out here so a failure says exactly what — no
 //! `$ref` dangles, every response has a description, every path parameter is in its path.
 
-mod common;
+use crate::common;
 
 use common::contract;
 use serde_json::{Value, json};

@@ -16,7 +16,7 @@
 //! And against the simulator's truth on the standard profile (MIG's mixed strategy with four profiles, renamed
 //! time-slicing, HAMi with gpumem, a node without DCGM): `tests/shared_truth.rs` checks the shared profile.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Cursor;

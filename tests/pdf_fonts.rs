@@ -3,7 +3,7 @@
 //! CJK to the path `CARDHOUR_PDF_FONT` names (set before anything loads a font: this file's only test). The quick
 //! start installs what the PDF needs, as `scripts/test.sh` does.
 
-mod common;
+use crate::common;
 
 use common::api::TestApi;
 use reqwest::Method;

@@ -4,7 +4,7 @@
 //! pages, the pages of writers — the very page a path that exists nowhere gets, byte for byte. Nobody signed in is
 //! sent to the login.
 
-mod common;
+use crate::common;
 
 use common::api::{SEED_MONTH, TestApi, seed};
 use common::portal::{PASSWORD, TestPortal, visitor};

@@ -4,7 +4,7 @@
 //! setting a password ends the user's other sessions, bad input gets the form back (422) with the field's message
 //! in the page's language and nothing written, and whoever may not open a page gets the not-found page.
 
-mod common;
+use crate::common;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

@@ -4,7 +4,7 @@
 //! month through its confirmation page, and the month then reads closed (the API agrees). Screenshots of each step
 //! land in `target/screenshots/`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 //! Signing in and out of the portal through its real form in headless Chromium; a wrong password's message.
 
-mod common;
+use crate::common;
 
 use common::browser::Browser;
 use common::portal::{PASSWORD, TestPortal};

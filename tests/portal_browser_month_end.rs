@@ -11,7 +11,7 @@
 //! month page in zh and en land in `target/screenshots/` (and in `docs/screenshots/` with
 //! `CARDHOUR_DOCS_SCREENSHOTS=1`).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! page creates exactly what the API then lists, a team lead sees its own teams only and reaches no form, and every
 //! bad input gives the form back (422) with the field's message in the page's language and nothing written.
 
-mod common;
+use crate::common;
 
 use common::api::{SEED_FROM, SEED_MONTH, SEED_TO, TestApi, seed, write_counts};
 use common::portal::{PASSWORD, TestPortal, hidden, visitor};

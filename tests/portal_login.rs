@@ -2,7 +2,7 @@
 //! the login and logout forms, logout and disabling ending sessions, the `next` redirect, and the extractors the
 //! pages are built on (PageUser, CsrfForm) — against an in-process server on a real database.
 
-mod common;
+use crate::common;
 
 use cardhour::auth::PortalConfig;
 use cardhour::auth::session::SessionConfig;

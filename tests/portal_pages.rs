@@ -2,7 +2,7 @@
 //! statement's total, the team's lines), a download is the API's export byte for byte, and a team lead reaches
 //! nothing of another team's nor the cluster-wide pages — the same "not found" page as a team that does not exist.
 
-mod common;
+use crate::common;
 
 use common::api::{SEED_MONTH, TestApi, seed};
 use common::portal::{PASSWORD, TestPortal, hidden, visitor};

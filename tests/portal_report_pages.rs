@@ -3,7 +3,7 @@
 //! and the not-found page for the cluster-wide reports (as the API refuses them); bad form input comes back with
 //! its message (422); the heatmap has its legend; the language switch keeps the page's query.
 
-mod common;
+use crate::common;
 
 use common::api::{SEED_FROM, SEED_MODEL, SEED_TO, TestApi, row, seed};
 use common::portal::{PASSWORD, TestPortal, visitor};

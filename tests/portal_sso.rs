@@ -4,7 +4,7 @@
 //! groups grant nothing gets a 403 page, not a login loop; forms still need the session's CSRF token, which belongs
 //! to the proxy's user.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

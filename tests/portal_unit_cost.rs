@@ -7,7 +7,7 @@
 //! screenshot to `target/screenshots/unit-cost-{zh,en}.png` (and to `docs/screenshots/` with
 //! `CARDHOUR_DOCS_SCREENSHOTS=1`).
 
-mod common;
+use crate::common;
 
 use chrono::{DateTime, Duration, Utc};
 use common::api::{SEED_MODEL, TestApi, full_node, row};

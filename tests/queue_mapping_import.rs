@@ -4,7 +4,7 @@
 //! preview that write nothing, refused files reported by `row N: field` with nothing written, and the mapping
 //! taking effect in the month's quota report.
 
-mod common;
+use crate::common;
 
 use common::api::TestApi;
 use common::files::visible;

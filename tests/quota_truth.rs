@@ -6,15 +6,16 @@
 //! truth hour by hour and pod by pod; then the month's reports of the API per team, a ClusterQueue mapped to a
 //! team, and a team lead's view.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::{DateTime, Datelike, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use common::api::TestApi;
 use common::truth::{self, digest};
 use common::{Simulation, TestDb, TestPrometheus, simulate_run};
 use reqwest::Method;
+use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 const GPUS: u32 = 56;
@@ -48,6 +49,25 @@ fn stored_quota(db: &TestDb) -> BTreeMap<(i64, String, String), [f64; 4]> {
             let c: Vec<&str> = l.split('|').collect();
             let n = |i: usize| c[i].parse::<f64>().unwrap();
             ((c[0].parse().unwrap(), c[1].to_string(), c[2].to_string()), [n(3), n(4), n(5), n(6)])
+        })
+        .collect()
+}
+
+/// Stored use of the scopes by GPU model: (hour, kind, scope, model) → (used, within).
+fn stored_quota_models(db: &TestDb) -> BTreeMap<(i64, String, String, String), [f64; 2]> {
+    let out = db
+        .psql(
+            "SELECT (extract(epoch FROM hour) * 1000)::int8, scope_kind, scope, gpu_model, used_card_seconds,
+                 used_within_card_seconds
+             FROM quota_model_hourly ORDER BY 1, 2, 3, 4",
+        )
+        .unwrap();
+    out.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let c: Vec<&str> = l.split('|').collect();
+            let n = |i: usize| c[i].parse::<f64>().unwrap();
+            ((c[0].parse().unwrap(), c[1].to_string(), c[2].to_string(), c[3].to_string()), [n(4), n(5)])
         })
         .collect()
 }
@@ -151,6 +171,35 @@ async fn quotas_and_waits_match_the_truth() {
     assert!(dev.contains(&4) && dev.contains(&8), "{dev:?}");
     // both sides of the split happen somewhere: borrowing and idle reservations
     assert!(expected.values().any(|v| v[2] > 0.0) && expected.values().any(|v| v[3] > 0.0));
+
+    // what each GPU model used of each scope, and its share of the used-within (pro rata over the models)
+    let stored_models = stored_quota_models(&db);
+    let mut expected_models: BTreeMap<(i64, String, String, String), [f64; 2]> = BTreeMap::new();
+    for r in rows {
+        for m in r["models"].as_array().expect("truth.quota[].models") {
+            let key = (
+                ms(r["hour"].as_str().unwrap()),
+                r["scope_kind"].as_str().unwrap().to_string(),
+                r["scope"].as_str().unwrap().to_string(),
+                m["gpu_model"].as_str().unwrap().to_string(),
+            );
+            expected_models.insert(key, [f(m, "used_card_seconds"), f(m, "used_within_card_seconds")]);
+        }
+    }
+    assert_eq!(
+        stored_models.keys().collect::<Vec<_>>(),
+        expected_models.keys().collect::<Vec<_>>(),
+        "the scopes' models"
+    );
+    for (k, want) in &expected_models {
+        close(&format!("{k:?} used"), stored_models[k][0], want[0]);
+        close(&format!("{k:?} used within"), stored_models[k][1], want[1]);
+    }
+    // the case the split is for: a scope over its guarantee on several models at once
+    assert!(
+        rows.iter().any(|r| r["models"].as_array().unwrap().len() >= 2 && f(r, "borrowed_card_seconds") > 0.0),
+        "a scope borrowing on two models"
+    );
 
     // each GPU pod's wait
     let waits = stored_waits(&db);
@@ -290,6 +339,8 @@ async fn quotas_and_waits_match_the_truth() {
         }
     }
 
+    reserved_credits_by_model(&api, rows, &months, first_day).await;
+
     // the files say what the API says: the CSV (codes) a row per team and scope, the workbook's queue sheet
     let month = months.iter().next().unwrap();
     let services = cardhour::usecase::Services::new(api.pool.clone(), chrono_tz::Asia::Shanghai);
@@ -358,4 +409,65 @@ async fn quotas_and_waits_match_the_truth() {
     assert!(w["teams"].as_array().unwrap().iter().all(|t| t["team"] == "vision"), "{w}");
     let (status, e) = api.call(Method::GET, "/api/v1/reports/quotas/2026-13", Some(&api.finance), None).await;
     assert_eq!(status, 422, "{e}");
+}
+
+/// Reserved-quota billing credits what cq-nlp's pods ran within its guarantee at the rate of the model that ran
+/// it (the rate its usage lines charged), not at the model its terms name: per month and model, −(Σ of the truth's
+/// used-within card-hours) × that model's rate, to the fen.
+async fn reserved_credits_by_model(api: &TestApi, rows: &[Value], months: &BTreeSet<String>, first_day: NaiveDate) {
+    let fin = Some(api.finance.as_str());
+    let month_of = |hour: &str| {
+        hour.parse::<DateTime<Utc>>().unwrap().with_timezone(&chrono_tz::Asia::Shanghai).format("%Y-%m").to_string()
+    };
+    let key = |model: &str| cardhour::pricing::catalog::builtin_key(model).unwrap_or(model).to_string();
+    // (month, pricing key) → card-hours within cq-nlp's guarantee
+    let mut within: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r["scope"] == "cq-nlp") {
+        for m in r["models"].as_array().unwrap() {
+            let e = within.entry((month_of(r["hour"].as_str().unwrap()), key(m["gpu_model"].as_str().unwrap())));
+            *e.or_default() += f(m, "used_within_card_seconds") / 3600.0;
+        }
+    }
+    let models: BTreeSet<&str> = within.keys().map(|(_, m)| m.as_str()).collect();
+    assert!(models.len() >= 2, "cq-nlp runs on several models: {models:?}");
+    // a rate per model (10, 11, … yuan), terms naming the first
+    let rates: BTreeMap<&str, Decimal> =
+        models.iter().enumerate().map(|(i, m)| (*m, Decimal::from(10 + i as i64))).collect();
+    for (model, rate) in &rates {
+        let body = json!({"gpu_model": model, "effective_from": first_day, "rate": rate.to_string()});
+        let (status, r) = api.call(Method::POST, "/api/v1/rates", fin, Some(body)).await;
+        assert_eq!(status, 201, "{r}");
+    }
+    let terms = json!({"scope_kind": "cluster_queue", "scope": "cq-nlp", "gpu_model": models.first().unwrap(),
+                       "factor": "0.8", "valid_from": first_day});
+    assert_eq!(api.call(Method::POST, "/api/v1/reservation-terms", fin, Some(terms)).await.0, 201);
+    let mut credited = 0;
+    for month in months {
+        let (status, st) =
+            api.call(Method::GET, &format!("/api/v1/bills/{month}/teams/nlp?mode=reserved"), fin, None).await;
+        assert_eq!(status, 200, "{st}");
+        let credits: BTreeMap<String, (Decimal, Decimal)> = st["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["kind"] == "reservation_use")
+            .map(|l| {
+                assert_eq!(l["namespace"], "cluster_queue/cq-nlp", "{l}");
+                let d = |k: &str| l[k].as_str().unwrap().parse::<Decimal>().unwrap();
+                (l["gpu_model"].as_str().unwrap().to_string(), (d("reserved_card_hours"), d("amount")))
+            })
+            .collect();
+        let want: BTreeMap<&str, f64> =
+            within.iter().filter(|((m, _), h)| m == month && **h > 0.0).map(|((_, k), h)| (k.as_str(), *h)).collect();
+        assert_eq!(credits.keys().map(String::as_str).collect::<Vec<_>>(), want.keys().copied().collect::<Vec<_>>());
+        for (model, hours) in want {
+            let (got_hours, got_amount) = credits[model];
+            let exact = Decimal::from_f64_retain(hours).unwrap() * rates[model];
+            let amount = -exact.round_dp_with_strategy(2, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
+            assert!((got_hours + Decimal::from_f64_retain(hours).unwrap()).abs() < Decimal::new(1, 5), "{model}");
+            assert!((got_amount - amount).abs() <= Decimal::new(1, 2), "{model}: {got_amount} ≠ {amount}");
+            credited += 1;
+        }
+    }
+    assert!(credited >= 2, "{credited} credits checked");
 }

@@ -4,9 +4,9 @@
 //! boundaries; damaged copies of them are errors, never panics.
 //!
 //! Refresh the recordings (needs promtool and prometheus, as `scripts/test.sh` installs them):
-//! `cargo test --test remote_read_fixtures -- --ignored record`.
+//! `cargo test --test suite remote_read_fixtures::record -- --ignored`.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::{Read, Write};

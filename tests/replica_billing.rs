@@ -12,7 +12,7 @@
 //!   (4 × 25.00); MPS and whole lines unchanged → allocated 212.50; over-recovery 212.50 − 100.00 = 112.50;
 //!   unallocated still 100.00 (capacity is allocated physically, never negative).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::Command;

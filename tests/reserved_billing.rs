@@ -17,13 +17,13 @@
 //! - Terms of cq-nlp restated to × 0.9 from 2026-10-03 after the close: 40 × 9.0000 = 360.00, so November carries
 //!   +40.00 for nlp (−320.00 at the old rate, +360.00 at the new).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
 
 use calamine::{Data, Reader, Xlsx};
-use cardhour::metering::{CapacityRow, HourOutput, OfferedSource, QuotaRow, QuotaScope, QuotaUse, ScopeKind};
+use cardhour::metering::{CapacityRow, HourOutput, ModelUse, OfferedSource, QuotaRow, QuotaScope, QuotaUse, ScopeKind};
 use chrono::{DateTime, Duration, Utc};
 use common::TestDb;
 use common::api::{TestApi, whole_cards};
@@ -45,6 +45,12 @@ fn quota(kind: ScopeKind, name: &str, guaranteed: f64, used_within: f64, borrowe
             borrowed: borrowed * 3600.0,
             reserved_idle: (guaranteed - used_within) * 3600.0,
         },
+        // every pod of the month runs on the A100 node
+        by_model: vec![ModelUse {
+            gpu_model: A100.into(),
+            used: (used_within + borrowed) * 3600.0,
+            used_within: used_within * 3600.0,
+        }],
         label_team: (kind == ScopeKind::Namespace).then(|| "vision".to_string()),
     }
 }

@@ -6,7 +6,7 @@
 //! an unknown drifted name — read in 1-hour and 6-hour batches to the same rows; then the unit cost of the API, its
 //! CSV and workbook and the command line equal to each other and to a computation from the truth, to 4 decimals.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Cursor;

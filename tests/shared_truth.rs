@@ -4,7 +4,7 @@
 //! GPUs, HAMi with whole-card requests, MIG's single strategy known by DCGM and by GFD labels alone, and a node
 //! nothing counts — taken at face value and unverified until configured.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

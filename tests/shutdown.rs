@@ -1,7 +1,7 @@
 //! SIGTERM is a graceful stop: `serve` answers the request in flight and exits 0; `worker` finishes the hour it
 //! is storing and exits 0, every stored hour whole; `ingest` stops after its hour and says how far it got.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

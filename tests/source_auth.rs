@@ -6,7 +6,7 @@
 //! the cluster and the refusal (HTTP 401, or the TLS handshake) and writes nothing. A worker reading a clusters file
 //! with one cluster of each kind stores the same rows for each.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

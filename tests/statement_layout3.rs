@@ -13,7 +13,7 @@
 //! - nlp's budget 1000.00: 109.6 % used, −95.50 left; against September: vision +186.50 (+497.3 %), nlp +1,020.50
 //!   (+1,360.7 %).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::Command;

@@ -17,7 +17,7 @@
 //!   ¥2.0000 per thousand requests, no ¥ per million tokens.
 //! - infra trains on 4 cards (hours 0–2) and serves nothing: no unit cost anywhere.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Cursor;

@@ -10,7 +10,7 @@
 //! first hour is 2026-10-31T16:00Z, so UTC October's partition (which holds November's first 8 hours) is kept
 //! and only UTC September's is dropped: its 3 hours × 2 containers = 6 rows.
 
-mod common;
+use crate::common;
 
 use std::borrow::Cow;
 

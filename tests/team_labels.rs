@@ -5,7 +5,7 @@
 //! Ground truth, by hand: two namespaces, `a` labelled `NLP` and `b` labelled `nlp`, one pod each holding one
 //! card, Running for the whole 2 hours ingested (samples every 60 s): 2 × 2 = 4 GPU-hours, all of team `nlp`.
 
-mod common;
+use crate::common;
 
 use std::fmt::Write;
 

@@ -6,7 +6,7 @@
 //! 1 at 2026-11-15T00:00Z (November) and 4 at 2026-11-30T18:00Z (Dec 1 02:00 in Shanghai: December). November's
 //! bill holds the first two, 3 card-hours; read as UTC days the month would hold the last two, 5.
 
-mod common;
+use crate::common;
 
 use chrono::{DateTime, Utc};
 use common::api::TestApi;

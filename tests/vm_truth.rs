@@ -4,7 +4,7 @@
 //! selectors include; `auto` chooses the export, and remote read, which VictoriaMetrics does not serve, is a clear
 //! error that writes nothing.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

@@ -1,7 +1,7 @@
 //! The worker checks budgets after each cycle: a simulated cluster ingested by `cardhour worker --once`, a budget
 //! the spend crosses, and a webhook receiver that is down on the first cycle and up on the next.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;

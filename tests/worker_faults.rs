@@ -3,9 +3,9 @@
 //! run, no hour is stored twice, and the health report shows the failures and the recovery.
 //!
 //! The kill schedule is drawn from a seed, printed at the start: `CARDHOUR_FAULT_SEED=<seed> cargo test --test
-//! worker_faults` replays it; `CARDHOUR_FAULT_KILLS` sets the number of kills per round (50 by default).
+//! suite worker_faults::` replays it; `CARDHOUR_FAULT_KILLS` sets the number of kills per round (50 by default).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -175,7 +175,9 @@ fn killed_run(
 fn workers_killed_at_random_points_store_what_one_clean_worker_stores() {
     let seed = seed();
     let kills = kills_per_round();
-    eprintln!("fault seed: {seed} (replay: CARDHOUR_FAULT_SEED={seed} cargo test --test worker_faults), {kills} kills");
+    eprintln!(
+        "fault seed: {seed} (replay: CARDHOUR_FAULT_SEED={seed} cargo test --test suite worker_faults::), {kills} kills"
+    );
     let dir = tempfile::tempdir().unwrap();
     let sim = simulate_run(&dir.path().join("sim"), GPUS, HOURS, INTERVAL, 5);
     let prom = TestPrometheus::from_openmetrics(&sim.metrics).unwrap();

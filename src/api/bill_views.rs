@@ -238,7 +238,8 @@ pub struct LineView {
     pub gpu_model: String,
     /// whole, mig, timeslice, mps or hami; under reserved-quota billing also `reservation` (a quota scope's
     /// guarantee; `namespace` is the scope: a namespace, or `cluster_queue/<name>`, `volcano_queue/<name>`) and
-    /// `reservation_use` (the card-hours used within it, credited back at the model's rate).
+    /// `reservation_use` (the card-hours used within it, credited back at the rate of the model that ran them —
+    /// `gpu_model` is that model; a scope over its guarantee on several models shares the within pro rata).
     pub kind: String,
     #[schema(value_type = String)]
     pub card_hours: Decimal,

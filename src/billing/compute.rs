@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use super::lines::{BillLine, CapacityBillLine, CapacityLine, UsageLine, bill_lines, capacity_lines};
 use super::replicas::{ReplicaBilling, ReplicaPolicyVersion};
-use super::reserved::{ReservationLine, reservation_bill_lines};
+use super::reserved::{Reservations, reservation_bill_lines};
 use super::spread::largest_remainder;
 use crate::money::Money;
 
@@ -311,31 +311,35 @@ impl MonthBills {
 /// Builds the month's bills. Usage lines are grouped by team, merged per (namespace, model, kind, rate) and
 /// priced at line level; capacity lines likewise per (model, rate). Input order does not matter.
 pub fn compute_month(usage: &[UsageLine], capacity: &[CapacityLine], policy: BillPolicy) -> MonthBills {
-    compute_month_reserved(usage, &[], capacity, policy)
+    compute_month_reserved(usage, &Reservations::default(), capacity, policy)
 }
 
 /// [`compute_month`] with the quota scopes' guarantees: under [`BillMode::Reserved`] each team's reservation lines
 /// follow its usage lines ([`super::reserved`]); under the other modes `reservations` are not billed.
 pub fn compute_month_reserved(
     usage: &[UsageLine],
-    reservations: &[ReservationLine],
+    reservations: &Reservations,
     capacity: &[CapacityLine],
     policy: BillPolicy,
 ) -> MonthBills {
-    let mut by_team: BTreeMap<&str, (Vec<&UsageLine>, Vec<&ReservationLine>)> = BTreeMap::new();
+    let reserved = policy.mode == BillMode::Reserved;
+    let mut by_team: BTreeMap<&str, Vec<&UsageLine>> = BTreeMap::new();
     for u in usage {
-        by_team.entry(u.team.as_str()).or_default().0.push(u);
+        by_team.entry(u.team.as_str()).or_default().push(u);
     }
-    if policy.mode == BillMode::Reserved {
-        for r in reservations {
-            by_team.entry(r.team.as_str()).or_default().1.push(r);
+    if reserved {
+        for team in reservations.teams() {
+            by_team.entry(team).or_default();
         }
     }
     let teams: Vec<TeamBill> = by_team
         .into_iter()
-        .map(|(team, (usage, reserved))| {
+        .map(|(team, usage)| {
             let mut lines = bill_lines(usage);
-            lines.extend(reservation_bill_lines(reserved));
+            if reserved {
+                let (guarantees, credits) = reservations.of_team(team);
+                lines.extend(reservation_bill_lines(guarantees, credits));
+            }
             TeamBill::from_lines(team.to_owned(), lines)
         })
         .collect();
@@ -390,6 +394,7 @@ pub fn compute_month_reserved(
 
 #[cfg(test)]
 mod tests {
+    use super::super::reserved::{ReservationCredit, ReservationLine};
     use super::*;
     use crate::money::RatePerCardHour;
     use rust_decimal_macros::dec;
@@ -597,17 +602,30 @@ mod tests {
             usage("b", "b", "H100", dec!(50), r),
             usage("c", "c", "H100", dec!(10), r),
         ];
-        let res = |team: &str, scope: &str, g: Decimal, w: Decimal| ReservationLine {
-            team: team.into(),
-            scope: scope.into(),
-            gpu_model: Some("H100".into()),
-            guaranteed_card_hours: g,
-            used_within_card_hours: w,
-            rate: r,
-            factor: Some(dec!(0.8)),
+        let res = |team: &str, scope: &str, g: Decimal, w: Decimal| {
+            let guarantee = ReservationLine {
+                team: team.into(),
+                scope: scope.into(),
+                gpu_model: Some("H100".into()),
+                guaranteed_card_hours: g,
+                rate: r,
+                factor: Some(dec!(0.8)),
+            };
+            let credit = ReservationCredit {
+                team: team.into(),
+                scope: scope.into(),
+                gpu_model: "H100".into(),
+                used_within_card_hours: w,
+                rate: r,
+            };
+            Reservations { guarantees: vec![guarantee], credits: vec![credit] }
+        };
+        let both = |a: Reservations, b: Reservations| Reservations {
+            guarantees: [a.guarantees, b.guarantees].concat(),
+            credits: [a.credits, b.credits].concat(),
         };
         let reservations =
-            [res("a", "cluster_queue/cq-a", dec!(80), dec!(30)), res("b", "namespace/b", dec!(40), dec!(40))];
+            both(res("a", "cluster_queue/cq-a", dec!(80), dec!(30)), res("b", "namespace/b", dec!(40), dec!(40)));
         let capacity = [cap("H100", dec!(100), r)];
         let reserved = BillPolicy { mode: BillMode::Reserved, unallocated: UnallocatedPolicy::KeptByPlatform };
         let bills = compute_month_reserved(&used, &reservations, &capacity, reserved);
@@ -632,7 +650,8 @@ mod tests {
 
         // a's guarantee 60 instead and c 5 card-hours: allocated 480 + 420 + 50 = 950.00, 50.00 unallocated,
         // spread 480:420:50 by largest remainder; no over-commitment
-        let reservations = [res("a", "cluster_queue/cq-a", dec!(60), dec!(30)), reservations[1].clone()];
+        let reservations =
+            both(res("a", "cluster_queue/cq-a", dec!(60), dec!(30)), res("b", "namespace/b", dec!(40), dec!(40)));
         let used = [used[0].clone(), used[1].clone(), usage("c", "c", "H100", dec!(5), r)];
         let spread = BillPolicy { mode: BillMode::Reserved, unallocated: UnallocatedPolicy::SpreadProportionally };
         let bills = compute_month_reserved(&used, &reservations, &capacity, spread);
@@ -655,22 +674,20 @@ mod tests {
         // capacity 10 card-hours at 10 = 100.00; a uses 12 (120.00: 20.00 short) and holds a guarantee of 5 unused
         // at 8.0000 (40.00): −60.00 signed = 20.00 shortfall + 40.00 over-commitment
         let r = rate(dec!(10));
-        let res = ReservationLine {
-            team: "a".into(),
-            scope: "namespace/x".into(),
-            gpu_model: Some("H100".into()),
-            guaranteed_card_hours: dec!(5),
-            used_within_card_hours: dec!(0),
-            rate: r,
-            factor: Some(dec!(0.8)),
+        let res = Reservations {
+            guarantees: vec![ReservationLine {
+                team: "a".into(),
+                scope: "namespace/x".into(),
+                gpu_model: Some("H100".into()),
+                guaranteed_card_hours: dec!(5),
+                rate: r,
+                factor: Some(dec!(0.8)),
+            }],
+            credits: Vec::new(),
         };
         let policy = BillPolicy { mode: BillMode::Reserved, unallocated: UnallocatedPolicy::SpreadProportionally };
-        let bills = compute_month_reserved(
-            &[usage("a", "a", "H100", dec!(12), r)],
-            &[res],
-            &[cap("H100", dec!(10), r)],
-            policy,
-        );
+        let bills =
+            compute_month_reserved(&[usage("a", "a", "H100", dec!(12), r)], &res, &[cap("H100", dec!(10), r)], policy);
         assert_eq!(bills.shortfall_amount().to_string(), "20.00");
         assert_eq!(bills.over_commitment_amount().to_string(), "40.00");
         assert_eq!((bills.unallocated.to_string(), bills.teams[0].total.to_string()), ("0.00".into(), "160.00".into()));

@@ -37,7 +37,7 @@ pub use compute::{
 pub use lines::{BillLine, CapacityBillLine, CapacityLine, LineKey, UsageLine};
 pub use month::{DEFAULT_BILLING_TZ, Month, MonthParseError};
 pub use replicas::{ReplicaBilling, ReplicaPolicyBook, ReplicaPolicyVersion};
-pub use reserved::{ReservationBook, ReservationLine, ReservationTerm};
+pub use reserved::{ReservationBook, ReservationCredit, ReservationLine, ReservationTerm, Reservations};
 pub use restate::{RestatementLine, UNALLOCATED_SHARE_NAMESPACE, restate_month, restatement};
 pub use spread::largest_remainder;
 pub use totals::MonthTotals;

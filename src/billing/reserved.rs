@@ -37,11 +37,48 @@ pub struct ReservationLine {
     /// The terms' GPU model (the rate catalog's key); `None` when no terms cover the hours.
     pub gpu_model: Option<String>,
     pub guaranteed_card_hours: Decimal,
-    pub used_within_card_hours: Decimal,
     /// The model's on-demand rate; `None` when unknown (or no terms).
     pub rate: Option<RatePerCardHour>,
     /// The terms' factor on the rate (e.g. 0.8); `None` when no terms cover the hours.
     pub factor: Option<Decimal>,
+}
+
+/// The card-hours one GPU model ran within a scope's guarantee during one rate period of the month: credited at
+/// that model's rate, the rate its usage lines charged them at (a scope's pods may run on several models, the
+/// guarantee names one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReservationCredit {
+    pub team: String,
+    /// The scope, printed as on its [`ReservationLine`].
+    pub scope: String,
+    /// The model that ran the hours (the rate catalog's key).
+    pub gpu_model: String,
+    pub used_within_card_hours: Decimal,
+    /// The model's rate; `None` when it has none, or when the scope has no terms those days (its guarantee is
+    /// billed at nothing, and so is the credit: the usage lines stand as they are).
+    pub rate: Option<RatePerCardHour>,
+}
+
+/// What reserved-quota billing adds to the usage: the scopes' guarantees and the credits of their use within.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reservations {
+    pub guarantees: Vec<ReservationLine>,
+    pub credits: Vec<ReservationCredit>,
+}
+
+impl Reservations {
+    /// The reservations of one team.
+    pub(crate) fn of_team(&self, team: &str) -> (Vec<&ReservationLine>, Vec<&ReservationCredit>) {
+        (
+            self.guarantees.iter().filter(|g| g.team == team).collect(),
+            self.credits.iter().filter(|c| c.team == team).collect(),
+        )
+    }
+
+    /// The teams with a reservation.
+    pub(crate) fn teams(&self) -> impl Iterator<Item = &str> {
+        self.guarantees.iter().map(|g| g.team.as_str()).chain(self.credits.iter().map(|c| c.team.as_str()))
+    }
 }
 
 /// The reservation rate: the model's rate × the factor, to 4 decimals like every rate; none without either.
@@ -52,45 +89,63 @@ pub fn reservation_rate(rate: Option<RatePerCardHour>, factor: Option<Decimal>) 
 /// The GPU model printed on a reservation line whose scope has no terms.
 pub const NO_TERMS_MODEL: &str = "—";
 
-/// The two bill lines of each (team's) scope, model and rate, merged across the caller's lines first (so hourly or
-/// daily inputs give the same amounts), sorted like bill lines. A guarantee of zero card-hours gives no line.
-pub(crate) fn reservation_bill_lines<'a>(lines: impl IntoIterator<Item = &'a ReservationLine>) -> Vec<BillLine> {
-    type Key = (String, String, Option<RatePerCardHour>, Option<Decimal>);
-    let mut merged: BTreeMap<Key, (Decimal, Decimal)> = BTreeMap::new();
-    for l in lines {
-        let model = l.gpu_model.clone().unwrap_or_else(|| NO_TERMS_MODEL.to_string());
-        let e = merged.entry((l.scope.clone(), model, l.rate, l.factor.map(|f| f.normalize()))).or_default();
-        e.0 += l.guaranteed_card_hours;
-        e.1 += l.used_within_card_hours;
+/// The bill lines of each (team's) scope — its reservation per terms' model, rate and factor, then its credits per
+/// model that ran and rate — merged across the caller's lines first (so hourly or daily inputs give the same
+/// amounts), by scope. A guarantee of zero card-hours gives no line, a credit of zero none either.
+pub(crate) fn reservation_bill_lines<'a>(
+    guarantees: impl IntoIterator<Item = &'a ReservationLine>,
+    credits: impl IntoIterator<Item = &'a ReservationCredit>,
+) -> Vec<BillLine> {
+    type Priced = (String, Option<RatePerCardHour>, Option<Decimal>);
+    #[derive(Default)]
+    struct Scope {
+        reserved: BTreeMap<Priced, Decimal>,
+        credited: BTreeMap<(String, Option<RatePerCardHour>), Decimal>,
+    }
+    let mut scopes: BTreeMap<String, Scope> = BTreeMap::new();
+    for g in guarantees {
+        let model = g.gpu_model.clone().unwrap_or_else(|| NO_TERMS_MODEL.to_string());
+        let s = scopes.entry(g.scope.clone()).or_default();
+        *s.reserved.entry((model, g.rate, g.factor.map(|f| f.normalize()))).or_default() += g.guaranteed_card_hours;
+    }
+    for c in credits {
+        let s = scopes.entry(c.scope.clone()).or_default();
+        *s.credited.entry((c.gpu_model.clone(), c.rate)).or_default() += c.used_within_card_hours;
     }
     let mut out = Vec::new();
-    for ((scope, gpu_model, rate, factor), (guaranteed, used)) in merged {
-        if guaranteed.is_zero() {
-            continue;
+    for (scope, s) in scopes {
+        let line =
+            |kind: &str, gpu_model: String, rate: Option<RatePerCardHour>, hours: Decimal, amount: Money| BillLine {
+                namespace: scope.clone(),
+                gpu_model,
+                kind: kind.to_string(),
+                card_hours: Decimal::ZERO,
+                effective_card_hours: Decimal::ZERO,
+                unmetered_card_hours: Decimal::ZERO,
+                rate,
+                amount,
+                unpriced: rate.is_none(),
+                whole_card_hours: None,
+                unverified_node: false,
+                reserved_card_hours: Some(hours),
+                reservation_factor: None,
+            };
+        for ((gpu_model, rate, factor), guaranteed) in s.reserved {
+            if guaranteed.is_zero() {
+                continue;
+            }
+            let reserved_rate = reservation_rate(rate, factor);
+            out.push(BillLine {
+                reservation_factor: factor,
+                ..line(RESERVATION, gpu_model, reserved_rate, guaranteed, price(reserved_rate, guaranteed))
+            });
         }
-        let reserved_rate = reservation_rate(rate, factor);
-        let line = |kind: &str, rate: Option<RatePerCardHour>, hours: Decimal, amount: Money| BillLine {
-            namespace: scope.clone(),
-            gpu_model: gpu_model.clone(),
-            kind: kind.to_string(),
-            card_hours: Decimal::ZERO,
-            effective_card_hours: Decimal::ZERO,
-            unmetered_card_hours: Decimal::ZERO,
-            rate,
-            amount,
-            unpriced: rate.is_none(),
-            whole_card_hours: None,
-            unverified_node: false,
-            reserved_card_hours: Some(hours),
-            reservation_factor: None,
-        };
-        out.push(BillLine {
-            reservation_factor: factor,
-            ..line(RESERVATION, reserved_rate, guaranteed, price(reserved_rate, guaranteed))
-        });
-        if !used.is_zero() {
+        for ((gpu_model, rate), used) in s.credited {
+            if used.is_zero() {
+                continue;
+            }
             // the credit is priced like the usage it takes back: the same rate, rounded the same way, negated
-            out.push(line(RESERVATION_USE, rate, -used, -price(rate, used)));
+            out.push(line(RESERVATION_USE, gpu_model, rate, -used, -price(rate, used)));
         }
     }
     out
@@ -138,15 +193,24 @@ mod tests {
         RatePerCardHour::new(d)
     }
 
-    fn scope(team: &str, guaranteed: Decimal, used: Decimal) -> ReservationLine {
+    fn scope(team: &str, guaranteed: Decimal) -> ReservationLine {
         ReservationLine {
             team: team.into(),
             scope: "cluster_queue/cq-nlp".into(),
             gpu_model: Some("H100".into()),
             guaranteed_card_hours: guaranteed,
-            used_within_card_hours: used,
             rate: rate(dec!(12.3457)),
             factor: Some(dec!(0.8)),
+        }
+    }
+
+    fn credit(model: &str, used: Decimal, r: Decimal) -> ReservationCredit {
+        ReservationCredit {
+            team: "nlp".into(),
+            scope: "cluster_queue/cq-nlp".into(),
+            gpu_model: model.into(),
+            used_within_card_hours: used,
+            rate: rate(r),
         }
     }
 
@@ -154,7 +218,10 @@ mod tests {
     fn a_reservation_and_its_use_by_hand() {
         // 720 guaranteed card-hours at 12.3457 × 0.8 = 9.87656 → 9.8766 a card-hour: 7111.152 → 7111.15.
         // 500.5 used within: −500.5 × 12.3457 = −6179.02285 → −6179.02.
-        let lines = reservation_bill_lines(&[scope("nlp", dec!(400), dec!(300)), scope("nlp", dec!(320), dec!(200.5))]);
+        let lines = reservation_bill_lines(
+            &[scope("nlp", dec!(400)), scope("nlp", dec!(320))],
+            &[credit("H100", dec!(300), dec!(12.3457)), credit("H100", dec!(200.5), dec!(12.3457))],
+        );
         assert_eq!(lines.len(), 2);
         let (r, u) = (&lines[0], &lines[1]);
         assert_eq!((r.kind.as_str(), r.rate.unwrap().to_string()), (RESERVATION, "9.8766".into()));
@@ -168,14 +235,39 @@ mod tests {
 
     #[test]
     fn a_guarantee_without_terms_is_unpriced_and_an_unused_one_has_no_credit() {
-        let bare = ReservationLine { gpu_model: None, factor: None, rate: None, ..scope("nlp", dec!(10), dec!(0)) };
-        let lines = reservation_bill_lines(&[bare]);
+        let bare = ReservationLine { gpu_model: None, factor: None, rate: None, ..scope("nlp", dec!(10)) };
+        let lines = reservation_bill_lines(&[bare], &[]);
         assert_eq!(lines.len(), 1, "nothing used within: no credit line");
         assert_eq!(
             (lines[0].gpu_model.as_str(), lines[0].unpriced, lines[0].amount),
             (NO_TERMS_MODEL, true, Money::ZERO)
         );
-        assert!(reservation_bill_lines(&[scope("nlp", dec!(0), dec!(0))]).is_empty());
+        assert!(reservation_bill_lines(&[scope("nlp", dec!(0))], &[credit("H100", dec!(0), dec!(1))]).is_empty());
+    }
+
+    #[test]
+    fn the_use_within_is_credited_at_the_rates_of_the_models_that_ran() {
+        // cq-nlp reserves 100 H100 card-hours at 12.3457 × 0.8; within them ran 60 H100 card-hours (charged at
+        // 12.3457 by the usage lines) and 40 L40S ones (charged at 9.0000): each credit takes back exactly what
+        // its usage line charged, −740.74 and −360.00, not 40 × 12.3457 = 493.83 for the L40S hours
+        let lines = reservation_bill_lines(
+            &[scope("nlp", dec!(100))],
+            &[credit("L40S", dec!(40), dec!(9)), credit("H100", dec!(60), dec!(12.3457))],
+        );
+        let got: Vec<(&str, &str, String, String)> = lines
+            .iter()
+            .map(|l| (l.kind.as_str(), l.gpu_model.as_str(), l.rate.unwrap().to_string(), l.amount.to_string()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (RESERVATION, "H100", "9.8766".into(), "987.66".into()),
+                (RESERVATION_USE, "H100", "12.3457".into(), "-740.74".into()),
+                (RESERVATION_USE, "L40S", "9.0000".into(), "-360.00".into()),
+            ]
+        );
+        assert_eq!(lines[1].reserved_card_hours, Some(dec!(-60)));
+        assert_eq!(lines[2].reserved_card_hours, Some(dec!(-40)));
     }
 
     #[test]

@@ -1,12 +1,14 @@
-//! Quota scopes per hour (`quota_hourly`, SPEC §10): written, replaced, archived and restored with the hour's usage
-//! rows; and the queue → team mappings (`queue_mappings`).
+//! Quota scopes per hour (`quota_hourly`, SPEC §10) and what each GPU model used of them (`quota_model_hourly`):
+//! written, replaced, archived and restored with the hour's usage rows; and the queue → team mappings
+//! (`queue_mappings`).
 
 use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::PgConnection;
 
 use crate::metering::QuotaRow;
 
-/// Removes what is stored for some hours of a cluster (the caller writes their new rows).
+/// Removes what is stored for some hours of a cluster (the caller writes their new rows); the models' rows go
+/// with their scopes' (`ON DELETE CASCADE`).
 pub async fn delete(conn: &mut PgConnection, cluster: &str, hours: &[DateTime<Utc>]) -> Result<(), sqlx::Error> {
     sqlx::query!("DELETE FROM quota_hourly WHERE cluster = $1 AND hour = ANY($2)", cluster, hours)
         .execute(conn)
@@ -39,6 +41,24 @@ pub async fn insert(
         &rows().map(|(_, r)| r.split.reserved_idle).collect::<Vec<_>>(),
         &rows().map(|(_, r)| r.label_team.clone()).collect::<Vec<Option<String>>>() as &[Option<String>],
     )
+    .execute(&mut *conn)
+    .await?;
+    let models = || rows().flat_map(|(h, r)| r.by_model.iter().map(move |m| (h, r, m)));
+    if models().next().is_none() {
+        return Ok(());
+    }
+    sqlx::query!(
+        "INSERT INTO quota_model_hourly (cluster, hour, scope_kind, scope, gpu_model, used_card_seconds,
+             used_within_card_seconds)
+         SELECT $1, * FROM UNNEST($2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::float8[])",
+        cluster,
+        &models().map(|(h, _, _)| h).collect::<Vec<_>>(),
+        &models().map(|(_, r, _)| r.scope.kind.as_str().to_string()).collect::<Vec<_>>(),
+        &models().map(|(_, r, _)| r.scope.name.clone()).collect::<Vec<_>>(),
+        &models().map(|(_, _, m)| m.gpu_model.clone()).collect::<Vec<_>>(),
+        &models().map(|(_, _, m)| m.used).collect::<Vec<_>>(),
+        &models().map(|(_, _, m)| m.used_within).collect::<Vec<_>>(),
+    )
     .execute(conn)
     .await?;
     Ok(())
@@ -57,19 +77,28 @@ pub async fn save_replaced(
         cluster,
         hours
     )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO replaced_quota_model_hourly SELECT $1, q.* FROM quota_model_hourly q
+         WHERE cluster = $2 AND hour = ANY($3)",
+        run_id,
+        cluster,
+        hours
+    )
     .execute(conn)
     .await?;
     Ok(())
 }
 
-/// Whether the rows a run replaced for an hour differ from those stored now.
+/// Whether the rows a run replaced for an hour differ from those stored now (scopes, or their models).
 pub async fn changed(
     conn: &mut PgConnection,
     run_id: i64,
     cluster: &str,
     hour: DateTime<Utc>,
 ) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar!(
+    let scopes = sqlx::query_scalar!(
         r#"SELECT EXISTS (
              (SELECT scope_kind, scope, guaranteed_card_seconds, used_within_card_seconds, borrowed_card_seconds,
                   reserved_idle_card_seconds, label_team
@@ -84,6 +113,27 @@ pub async fn changed(
               EXCEPT SELECT scope_kind, scope, guaranteed_card_seconds, used_within_card_seconds, borrowed_card_seconds,
                   reserved_idle_card_seconds, label_team
               FROM replaced_quota_hourly WHERE run_id = $1 AND cluster = $2 AND hour = $3)
+           ) AS "changed!""#,
+        run_id,
+        cluster,
+        hour
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if scopes {
+        return Ok(true);
+    }
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (
+             (SELECT scope_kind, scope, gpu_model, used_card_seconds, used_within_card_seconds
+              FROM replaced_quota_model_hourly WHERE run_id = $1 AND cluster = $2 AND hour = $3
+              EXCEPT SELECT scope_kind, scope, gpu_model, used_card_seconds, used_within_card_seconds
+              FROM quota_model_hourly WHERE cluster = $2 AND hour = $3)
+             UNION ALL
+             (SELECT scope_kind, scope, gpu_model, used_card_seconds, used_within_card_seconds
+              FROM quota_model_hourly WHERE cluster = $2 AND hour = $3
+              EXCEPT SELECT scope_kind, scope, gpu_model, used_card_seconds, used_within_card_seconds
+              FROM replaced_quota_model_hourly WHERE run_id = $1 AND cluster = $2 AND hour = $3)
            ) AS "changed!""#,
         run_id,
         cluster,
@@ -106,6 +156,14 @@ pub async fn forget_replaced(
         cluster,
         hour
     )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!(
+        "DELETE FROM replaced_quota_model_hourly WHERE run_id = $1 AND cluster = $2 AND hour = $3",
+        run_id,
+        cluster,
+        hour
+    )
     .execute(conn)
     .await?;
     Ok(())
@@ -124,6 +182,17 @@ pub async fn restore(
          SELECT cluster, hour, scope_kind, scope, guaranteed_card_seconds, used_within_card_seconds,
              borrowed_card_seconds, reserved_idle_card_seconds, label_team
          FROM replaced_quota_hourly WHERE run_id = $1 AND cluster = $2 AND hour = $3",
+        run_id,
+        cluster,
+        hour
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO quota_model_hourly (cluster, hour, scope_kind, scope, gpu_model, used_card_seconds,
+             used_within_card_seconds)
+         SELECT cluster, hour, scope_kind, scope, gpu_model, used_card_seconds, used_within_card_seconds
+         FROM replaced_quota_model_hourly WHERE run_id = $1 AND cluster = $2 AND hour = $3",
         run_id,
         cluster,
         hour
@@ -279,8 +348,15 @@ pub async fn mapping_cluster_known(conn: &mut PgConnection, cluster: &str) -> Re
         .await
 }
 
-/// Deletes the rows (stored and replaced) of the hours before raw retention's horizon, with the raw rows.
+/// Deletes the rows (stored and replaced; the models' with their scopes') of the hours before raw retention's
+/// horizon, with the raw rows.
 pub async fn delete_before_retention(conn: &mut PgConnection) -> Result<(u64, u64), sqlx::Error> {
+    sqlx::query!(
+        "DELETE FROM replaced_quota_model_hourly
+         WHERE hour < (SELECT kept_from FROM raw_retention WHERE kept_from IS NOT NULL)"
+    )
+    .execute(&mut *conn)
+    .await?;
     let stored = sqlx::query!(
         "DELETE FROM quota_hourly WHERE hour < (SELECT kept_from FROM raw_retention WHERE kept_from IS NOT NULL)"
     )

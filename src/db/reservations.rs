@@ -14,7 +14,6 @@ pub struct ScopeDay {
     pub scope: String,
     pub day: NaiveDate,
     pub guaranteed: f64,
-    pub used_within: f64,
 }
 
 /// The quota scopes' guarantees per cluster, team, scope and billing day in `[from, to)`, summed in a fixed order
@@ -24,8 +23,7 @@ pub async fn scope_days(pool: &PgPool, from: NaiveDate, to: NaiveDate) -> Result
         ScopeDay,
         r#"SELECT cluster AS "cluster!", team AS "team!", scope_kind AS "scope_kind!", scope AS "scope!",
                day AS "day!",
-               sum(guaranteed_card_seconds ORDER BY hour) AS "guaranteed!",
-               sum(used_within_card_seconds ORDER BY hour) AS "used_within!"
+               sum(guaranteed_card_seconds ORDER BY hour) AS "guaranteed!"
            FROM (SELECT q.*, billing_date(hour) AS day,
                         scope_team_of(cluster, scope_kind, scope, hour, label_team) AS team
                  FROM quota_hourly q
@@ -34,6 +32,58 @@ pub async fn scope_days(pool: &PgPool, from: NaiveDate, to: NaiveDate) -> Result
            WHERE day >= $1 AND day < $2
            GROUP BY cluster, team, scope_kind, scope, day
            ORDER BY cluster, team, scope_kind, scope, day"#,
+        from,
+        to
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// What one GPU model ran within a quota scope's guarantee on one billing day, card-seconds; `gpu_model` `None`
+/// for hours stored before the models were recorded (migration 20261217000100), credited at the terms' model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScopeModelDay {
+    pub cluster: String,
+    pub team: String,
+    pub scope_kind: String,
+    pub scope: String,
+    pub day: NaiveDate,
+    pub gpu_model: Option<String>,
+    pub used_within: f64,
+}
+
+/// The scopes' use within their guarantees per cluster, team, scope, billing day and GPU model in `[from, to)`,
+/// summed in a fixed order (a scope's team resolved hour by hour, as for [`scope_days`]).
+pub async fn scope_model_days(
+    pool: &PgPool,
+    from: NaiveDate,
+    to: NaiveDate,
+) -> Result<Vec<ScopeModelDay>, sqlx::Error> {
+    sqlx::query_as!(
+        ScopeModelDay,
+        r#"SELECT cluster AS "cluster!", team AS "team!", scope_kind AS "scope_kind!", scope AS "scope!",
+               day AS "day!", gpu_model,
+               sum(used_within ORDER BY hour) AS "used_within!"
+           FROM (SELECT u.*, billing_date(hour) AS day,
+                        scope_team_of(cluster, scope_kind, scope, hour, label_team) AS team
+                 FROM (SELECT m.cluster, m.hour, m.scope_kind, m.scope, m.gpu_model,
+                              m.used_within_card_seconds AS used_within, q.label_team
+                       FROM quota_model_hourly m
+                       JOIN quota_hourly q USING (cluster, hour, scope_kind, scope)
+                       WHERE m.hour >= ($1::date - 1)::timestamptz AND m.hour < ($2::date + 2)::timestamptz
+                         AND m.used_within_card_seconds > 0
+                       UNION ALL
+                       SELECT q.cluster, q.hour, q.scope_kind, q.scope, NULL,
+                              q.used_within_card_seconds, q.label_team
+                       FROM quota_hourly q
+                       WHERE q.hour >= ($1::date - 1)::timestamptz AND q.hour < ($2::date + 2)::timestamptz
+                         AND q.used_within_card_seconds > 0
+                         AND NOT EXISTS (SELECT 1 FROM quota_model_hourly m
+                                         WHERE (m.cluster, m.hour, m.scope_kind, m.scope)
+                                             = (q.cluster, q.hour, q.scope_kind, q.scope))) u) t
+           WHERE day >= $1 AND day < $2
+           GROUP BY cluster, team, scope_kind, scope, day, gpu_model
+           ORDER BY cluster, team, scope_kind, scope, day, gpu_model"#,
         from,
         to
     )

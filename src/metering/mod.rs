@@ -33,8 +33,8 @@ pub use node::{
 pub use output::{Anomaly, AnomalyKind, CapacityRow, HourOutput, OfferedSource, UsageRow, UtilSource};
 pub use queue::{PendingRow, PodPhases, Wait, WaitStats, hour_phases, nearest_rank, wait_stats};
 pub use quota::{
-    QueueMember, QuotaInput, QuotaRow, QuotaScope, QuotaSeries, QuotaUse, ScopeKind, gauge_seconds, meter_quota,
-    split_use,
+    ModelUse, QueueMember, QuotaInput, QuotaRow, QuotaScope, QuotaSeries, QuotaUse, ScopeKind, gauge_seconds,
+    meter_quota, split_by_model, split_use,
 };
 pub use resource::{
     HamiPolicy, ResourceKind, card_memory_mib, classify_resource, mig_compute_slices, mig_profile_slices,

@@ -1,7 +1,8 @@
 //! Quotas against use (SPEC §10): per hour and quota scope (a namespace's ResourceQuota, a Kueue ClusterQueue, a
 //! Volcano queue), the guarantee's card-seconds split by the scope's own GPU-seconds — cardhour's metering, not the
 //! quota's `used`, which counts requests of pods that may not be Running — into used within the guarantee,
-//! borrowed above it and reserved idle. Pure.
+//! borrowed above it and reserved idle; and what each GPU model of the scope's pods used of it (the credit of
+//! reserved-quota billing is priced by the model that ran, not by the model the reservation names). Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -109,8 +110,39 @@ impl QuotaInput {
 pub struct QuotaRow {
     pub scope: QuotaScope,
     pub split: QuotaUse,
+    /// The scope's use by the GPU model its pods ran on, by model name (see [`split_by_model`]); empty when the
+    /// scope used nothing in the hour.
+    pub by_model: Vec<ModelUse>,
     /// A namespace scope's team label (the namespace's); `None` for queues, whose team is mapped.
     pub label_team: Option<String>,
+}
+
+/// What the pods of one GPU model used of a scope's hour, card-seconds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ModelUse {
+    /// The model as usage rows name it (`unknown` where no source says).
+    pub gpu_model: String,
+    /// The model's GPU-seconds in the scope.
+    pub used: f64,
+    /// Its part of the scope's use within the guarantee.
+    pub used_within: f64,
+}
+
+/// A scope's use within its guarantee by GPU model: each model's share of the used-within is its share of the
+/// scope's use (pro rata — the guarantee names no model, and no pod came first within an hour), so the models'
+/// within-parts add up to the scope's and a scope that did not borrow has each model's use within whole.
+/// `used` is the models' GPU-seconds, in model order.
+pub fn split_by_model(split: &QuotaUse, used: &BTreeMap<String, f64>) -> Vec<ModelUse> {
+    let total = split.used();
+    used.iter()
+        .filter(|(_, v)| **v > 0.0)
+        .map(|(model, &v)| ModelUse {
+            gpu_model: model.clone(),
+            used: v,
+            // no borrowing: every model's use is within, bit for bit
+            used_within: if split.borrowed == 0.0 || total <= 0.0 { v } else { v * (split.used_within / total) },
+        })
+        .collect()
 }
 
 /// The hour's quota scopes (SPEC §10): each scope's guarantee (∫ by sample, `ksm_interval_ms` a sample for
@@ -169,6 +201,7 @@ pub fn meter_quota(
         *guaranteed.entry(scope).or_default() += least.values().sum::<f64>() * ksm_interval_ms as f64 / 1000.0;
     }
     let mut used: BTreeMap<QuotaScope, f64> = BTreeMap::new();
+    let mut by_model: BTreeMap<QuotaScope, BTreeMap<String, f64>> = BTreeMap::new();
     for r in rows {
         let scope = match member.get(&(r.key.namespace.as_str(), r.key.pod.as_str())) {
             Some(queue) => QuotaScope::clone(queue),
@@ -177,6 +210,7 @@ pub fn meter_quota(
         if scope.kind == ScopeKind::Namespace && !guaranteed.contains_key(&scope) {
             continue; // a namespace without a counted guarantee is no scope
         }
+        *by_model.entry(scope.clone()).or_default().entry(r.gpu_model.clone()).or_default() += r.gpu_seconds;
         *used.entry(scope).or_default() += r.gpu_seconds;
     }
     let scopes: BTreeSet<QuotaScope> = guaranteed.keys().copied().cloned().chain(used.keys().cloned()).collect();
@@ -186,7 +220,8 @@ pub fn meter_quota(
             let split =
                 split_use(guaranteed.get(&scope).copied().unwrap_or(0.0), used.get(&scope).copied().unwrap_or(0.0));
             let label_team = (scope.kind == ScopeKind::Namespace).then(|| namespace_team(&scope.name)).flatten();
-            QuotaRow { scope, split, label_team }
+            let by_model = by_model.get(&scope).map(|m| split_by_model(&split, m)).unwrap_or_default();
+            QuotaRow { scope, split, by_model, label_team }
         })
         .collect()
 }
@@ -379,7 +414,52 @@ mod tests {
         assert_eq!((out[0].split.guaranteed, out[0].split.borrowed), (0.0, 100.0));
     }
 
+    #[test]
+    fn a_queue_over_its_guarantee_shares_the_within_by_model() {
+        // cq guarantees 6 cards; 5 A100 and 3 H100 cards run: 6 of 8 within, each model ¾ of its use
+        let input = QuotaInput {
+            guarantees: vec![series(ScopeKind::ClusterQueue, "cq", "f", "nvidia_com_gpu", 6.0)],
+            members: ["a", "h"]
+                .map(|pod| {
+                    let queue = scope(ScopeKind::ClusterQueue, "cq");
+                    (QueueMember { namespace: "train".into(), pod: pod.into(), queue }, every_minute(1.0))
+                })
+                .to_vec(),
+            ..QuotaInput::default()
+        };
+        let hr = 3600.0;
+        let rows =
+            [usage("train", "a", 5.0 * hr), UsageRow { gpu_model: "H100".into(), ..usage("train", "h", 3.0 * hr) }];
+        let out = meter_quota(&input, &rows, (0, 3_600_000), 60_000, |_| Some(1.0), |_| None);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].split, split_use(6.0 * hr, 8.0 * hr));
+        let m = |model: &str, used: f64, within: f64| ModelUse { gpu_model: model.into(), used, used_within: within };
+        assert_eq!(out[0].by_model, [m("A100", 5.0 * hr, 3.75 * hr), m("H100", 3.0 * hr, 2.25 * hr)]);
+        // within its guarantee a scope's models keep their whole use; an idle scope has none
+        let under =
+            split_by_model(&split_use(10.0, 8.0), &BTreeMap::from([("A100".into(), 5.0), ("H100".into(), 3.0)]));
+        assert_eq!(under, [m("A100", 5.0, 5.0), m("H100", 3.0, 3.0)]);
+        assert!(split_by_model(&split_use(10.0, 0.0), &BTreeMap::new()).is_empty());
+    }
+
     proptest! {
+        #[test]
+        fn the_models_share_the_within_and_nothing_else(
+            guaranteed in 0.0f64..1e6,
+            uses in proptest::collection::vec(0.0f64..1e6, 1..5),
+        ) {
+            let used: BTreeMap<String, f64> = uses.iter().enumerate().map(|(i, v)| (format!("m{i}"), *v)).collect();
+            let split = split_use(guaranteed, uses.iter().sum());
+            let by_model = split_by_model(&split, &used);
+            let within: f64 = by_model.iter().map(|m| m.used_within).sum();
+            prop_assert!((within - split.used_within).abs() <= 1e-6 * split.used_within.max(1.0));
+            prop_assert!((by_model.iter().map(|m| m.used).sum::<f64>() - split.used()).abs() <= 1e-6 * split.used().max(1.0));
+            for m in &by_model {
+                prop_assert!(m.used_within >= 0.0 && m.used_within <= m.used + 1e-9, "{m:?}");
+                prop_assert_eq!(m.used, used[&m.gpu_model]);
+            }
+        }
+
         #[test]
         fn the_split_adds_up(guaranteed in 0.0f64..1e7, used in 0.0f64..1e7) {
             let u = split_use(guaranteed, used);

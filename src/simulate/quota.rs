@@ -39,6 +39,7 @@
 //! The truth counts the guarantees from the same constants and the use from the truth's own GPU-seconds, never
 //! reading the written series.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
@@ -460,6 +461,18 @@ pub struct QuotaHourRow {
     pub borrowed_card_seconds: f64,
     /// guaranteed − used within.
     pub reserved_idle_card_seconds: f64,
+    /// The scope's use by the GPU model of its pods' nodes (`unknown` where cardhour cannot know it), in model
+    /// order: a model's used-within is its share of the scope's use × the scope's used-within (pro rata).
+    #[serde(default)]
+    pub models: Vec<QuotaModelRow>,
+}
+
+/// What one GPU model used of a scope's hour, card-seconds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaModelRow {
+    pub gpu_model: String,
+    pub used_card_seconds: f64,
+    pub used_within_card_seconds: f64,
 }
 
 /// One GPU pod object's wait: from its first Pending sample to its first Running one.
@@ -484,13 +497,14 @@ pub struct PendingPodRow {
 
 /// The GPU-seconds the truth counts for pod object `p` (SPEC §3: each Running scrape holds `q·f` for an interval;
 /// a KSM outage counts only where bridged), added per hour into `out`.
-fn held_by_hour(c: &Cluster, grid: &Grid, p: usize, out: &mut [f64]) {
+fn held_by_hour(c: &Cluster, grid: &Grid, p: usize, out: &mut [ModelSeconds]) {
     let pod = &c.pods[p];
     if pod.kind == Kind::Unknown {
         return;
     }
     let qf = pod.q as f64 * pod.f;
     let step_s = grid.step_ms as f64 / 1000.0;
+    let model = c.nodes[pod.node].ty.known_model().unwrap_or("unknown");
     let (ka, kb) = grid.range(pod.t1, pod.t2, 0);
     for k in ka..kb {
         if let Some(g) = c.ksm_gap_at(k)
@@ -498,13 +512,34 @@ fn held_by_hour(c: &Cluster, grid: &Grid, p: usize, out: &mut [f64]) {
         {
             continue;
         }
-        out[grid.hour_of(k)] += qf * step_s;
+        *out[grid.hour_of(k)].entry(model).or_default() += qf * step_s;
     }
 }
 
-fn split_row(hour: String, kind: &str, scope: &str, team: &str, guaranteed: f64, used: f64) -> QuotaHourRow {
+/// GPU-seconds per GPU model.
+type ModelSeconds = BTreeMap<&'static str, f64>;
+
+fn split_row(
+    hour: String,
+    kind: &str,
+    scope: &str,
+    team: &str,
+    guaranteed: f64,
+    by_model: &ModelSeconds,
+) -> QuotaHourRow {
+    let used: f64 = by_model.values().sum();
     let within = used.min(guaranteed);
+    let models = by_model
+        .iter()
+        .filter(|(_, v)| **v > 0.0)
+        .map(|(m, v)| QuotaModelRow {
+            gpu_model: m.to_string(),
+            used_card_seconds: *v,
+            used_within_card_seconds: if used > 0.0 { v * within / used } else { 0.0 },
+        })
+        .collect();
     QuotaHourRow {
+        models,
         hour,
         scope_kind: kind.to_string(),
         scope: scope.to_string(),
@@ -523,8 +558,8 @@ fn quota_rows(c: &Cluster, grid: &Grid, plan: &Plan) -> Vec<QuotaHourRow> {
     let step_s = grid.step_ms as f64 / 1000.0;
     let hours = ((grid.end_ms - grid.start_ms + HOUR_MS - 1) / HOUR_MS) as usize;
     // GPU-seconds per namespace and hour, and per queue and hour (its queued pods')
-    let mut ns_used = vec![vec![0.0; hours]; NAMESPACES.len()];
-    let mut queue_used = vec![vec![0.0; hours]; QUEUES.len()];
+    let mut ns_used = vec![vec![ModelSeconds::new(); hours]; NAMESPACES.len()];
+    let mut queue_used = vec![vec![ModelSeconds::new(); hours]; QUEUES.len()];
     for (p, pod) in c.pods.iter().enumerate() {
         held_by_hour(c, grid, p, &mut ns_used[pod.ns]);
         if let Some(q) = queue_of_pod(pod) {
@@ -555,11 +590,11 @@ fn quota_rows(c: &Cluster, grid: &Grid, plan: &Plan) -> Vec<QuotaHourRow> {
         let hour = || rfc3339(grid.start_ms + h as i64 * HOUR_MS);
         for &ns in &scopes {
             let g = ns_points[ns][h] * step_s;
-            rows.push(split_row(hour(), "namespace", NAMESPACES[ns].0, team_of(ns), g, ns_used[ns][h]));
+            rows.push(split_row(hour(), "namespace", NAMESPACES[ns].0, team_of(ns), g, &ns_used[ns][h]));
         }
         for (q, cq) in QUEUES.iter().enumerate() {
             let g = queue_points[q][h] * step_s;
-            rows.push(split_row(hour(), "cluster_queue", cq.name, cq.team, g, queue_used[q][h]));
+            rows.push(split_row(hour(), "cluster_queue", cq.name, cq.team, g, &queue_used[q][h]));
         }
     }
     rows

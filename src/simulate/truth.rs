@@ -31,7 +31,9 @@
 //! namespace's objects (the queue's leader nominal quota) times the scrape interval; `used_card_seconds` is the
 //! GPU-seconds the rows above count for the scope's pods in the hour (a queue's: its namespaces' pods except the
 //! inference servers), bridged seconds included; `used_within_card_seconds` = min(used, guaranteed),
-//! `borrowed_card_seconds` = max(0, used − guaranteed), `reserved_idle_card_seconds` = guaranteed − used within.
+//! `borrowed_card_seconds` = max(0, used − guaranteed), `reserved_idle_card_seconds` = guaranteed − used within;
+//! `models` splits the used card-seconds by the GPU model of the pods' nodes (`unknown` where cardhour cannot know
+//! it), each with its share of the used-within (used × within ÷ the scope's used: pro rata).
 //! `pending` has one row per GPU pod object with a KSM sample (the unknown resource's aside, the never-ran pods
 //! among them), by namespace, pod name and creation: its first scrape seen Pending and first seen Running (null when
 //! none), its last scrape, `pending_card_seconds` (its cards `q·f` × the interval over its Pending scrapes; a

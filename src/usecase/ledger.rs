@@ -11,8 +11,8 @@ use sqlx::PgPool;
 use crate::access::Scope;
 use crate::billing::{
     BillMode, BillPolicy, CapacityLine, Month, MonthBills, PolicyChoice, ReplicaBilling, ReplicaPolicyBook,
-    ReservationBook, ReservationLine, RestatementLine, UnallocatedPolicy, UsageLine, compute_month_reserved,
-    restate_month,
+    ReservationBook, ReservationCredit, ReservationLine, Reservations, RestatementLine, UnallocatedPolicy, UsageLine,
+    compute_month_reserved, restate_month,
 };
 use crate::db;
 use crate::ledger::{
@@ -128,7 +128,7 @@ pub async fn compute(
         .collect();
     let reservations = match policy.mode {
         BillMode::Reserved => reservation_lines(pool, &mut conn, (from, to), &history, &mut key).await?,
-        _ => Vec::new(),
+        _ => Reservations::default(),
     };
     let mut bills = compute_month_reserved(&usage, &reservations, &capacity, policy);
     // the settings are printed wherever replicas were time-sliced or a setting applies to the month
@@ -142,40 +142,63 @@ pub async fn compute(
     Ok(bills)
 }
 
-/// The quota scopes' guarantees of days `[from, to)` as reservation lines: each day's terms (model and factor)
-/// and the model's rate that day, the seconds summed per line and turned into card-hours once (like usage).
+/// The quota scopes' guarantees of days `[from, to)` as reservation lines — each day's terms (model and factor)
+/// and the model's rate that day — and their use within as credits at the rate of the model that ran it that day;
+/// the seconds summed per line and turned into card-hours once (like usage).
 async fn reservation_lines(
     pool: &PgPool,
     conn: &mut sqlx::PgConnection,
     (from, to): (chrono::NaiveDate, chrono::NaiveDate),
     history: &crate::pricing::RateHistory,
     key: &mut impl FnMut(&str) -> String,
-) -> Result<Vec<ReservationLine>, LedgerError> {
+) -> Result<Reservations, LedgerError> {
+    use crate::money::RatePerCardHour;
     let book = ReservationBook::new(db::reservations::list(conn).await?.iter().map(|t| t.term()).collect());
-    type Key = (String, String, Option<String>, Option<crate::money::RatePerCardHour>, Option<rust_decimal::Decimal>);
-    let mut sums: BTreeMap<Key, (f64, f64)> = BTreeMap::new();
+    // a namespace's quota prints as the namespace; a queue with its kind, so the two never read alike
+    let printed = |kind: &str, scope: String| if kind == "namespace" { scope } else { format!("{kind}/{scope}") };
+    type Key = (String, String, Option<String>, Option<RatePerCardHour>, Option<rust_decimal::Decimal>);
+    let mut guaranteed: BTreeMap<Key, f64> = BTreeMap::new();
     for d in db::reservations::scope_days(pool, from, to).await? {
         let term = book.at(&d.cluster, &d.scope_kind, &d.scope, d.day);
         let model = term.map(|t| key(&t.gpu_model));
         let rate = model.as_deref().and_then(|m| history.rate_at(m, d.day));
-        // a namespace's quota prints as the namespace; a queue with its kind, so the two never read alike
-        let scope = if d.scope_kind == "namespace" { d.scope } else { format!("{}/{}", d.scope_kind, d.scope) };
-        let e = sums.entry((d.team, scope, model, rate, term.map(|t| t.factor))).or_default();
-        e.0 += d.guaranteed;
-        e.1 += d.used_within;
+        let scope = printed(&d.scope_kind, d.scope);
+        *guaranteed.entry((d.team, scope, model, rate, term.map(|t| t.factor))).or_default() += d.guaranteed;
     }
-    Ok(sums
-        .into_iter()
-        .map(|((team, scope, gpu_model, rate, factor), (guaranteed, used))| ReservationLine {
-            team,
-            scope,
-            gpu_model,
-            guaranteed_card_hours: card_hours_from_seconds(guaranteed),
-            used_within_card_hours: card_hours_from_seconds(used),
-            rate,
-            factor,
-        })
-        .collect())
+    let mut within: BTreeMap<(String, String, String, Option<RatePerCardHour>), f64> = BTreeMap::new();
+    for d in db::reservations::scope_model_days(pool, from, to).await? {
+        let term = book.at(&d.cluster, &d.scope_kind, &d.scope, d.day);
+        // hours stored before the models were recorded: the terms' model, as they were billed then
+        let Some(model) = d.gpu_model.as_deref().or(term.map(|t| t.gpu_model.as_str())).map(&mut *key) else {
+            continue; // no model and no terms: the guarantee is unpriced, and so would its credit be
+        };
+        // without terms the guarantee bills nothing, and its credit takes nothing back
+        let rate = term.and_then(|_| history.rate_at(&model, d.day));
+        *within.entry((d.team, printed(&d.scope_kind, d.scope), model, rate)).or_default() += d.used_within;
+    }
+    Ok(Reservations {
+        guarantees: guaranteed
+            .into_iter()
+            .map(|((team, scope, gpu_model, rate, factor), seconds)| ReservationLine {
+                team,
+                scope,
+                gpu_model,
+                guaranteed_card_hours: card_hours_from_seconds(seconds),
+                rate,
+                factor,
+            })
+            .collect(),
+        credits: within
+            .into_iter()
+            .map(|((team, scope, gpu_model, rate), seconds)| ReservationCredit {
+                team,
+                scope,
+                gpu_model,
+                used_within_card_hours: card_hours_from_seconds(seconds),
+                rate,
+            })
+            .collect(),
+    })
 }
 
 /// A bill line's seconds while they are summed.

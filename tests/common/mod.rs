@@ -1,4 +1,4 @@
-//! Shared harness for the integration tests (`mod common;` in a `tests/*.rs` file).
+//! Shared harness for the integration tests (`use crate::common;` in a module of `tests/suite.rs`).
 //!
 //! - [`TestPrometheus`]: a real Prometheus (2.42 from Debian, as `scripts/test.sh` installs it) serving an
 //!   OpenMetrics file backfilled with `promtool` (or scraping the targets of a config, [`TestPrometheus::scraping`]),

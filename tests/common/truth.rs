@@ -34,13 +34,14 @@ pub fn usage(sim: &Simulation, db: &TestDb, group_by: &str) -> Vec<Value> {
     serde_json::from_str::<Vec<Value>>(&out).expect("usage --format json")
 }
 
-/// A digest of every stored usage, capacity, serving, quota and wait row: equal digests, identical rows.
+/// A digest of every stored usage, capacity, serving, quota (and its models') and wait row: equal digests, identical rows.
 pub fn digest(db: &TestDb) -> String {
     db.psql(
         "SELECT md5(coalesce(string_agg(u::text, '|' ORDER BY u::text), '')) FROM gpu_usage_hourly u
          UNION ALL SELECT md5(coalesce(string_agg(c::text, '|' ORDER BY c::text), '')) FROM node_capacity_hourly c
          UNION ALL SELECT md5(coalesce(string_agg(s::text, '|' ORDER BY s::text), '')) FROM serving_hourly s
          UNION ALL SELECT md5(coalesce(string_agg(q::text, '|' ORDER BY q::text), '')) FROM quota_hourly q
+         UNION ALL SELECT md5(coalesce(string_agg(m::text, '|' ORDER BY m::text), '')) FROM quota_model_hourly m
          UNION ALL SELECT md5(coalesce(string_agg(w::text, '|' ORDER BY w::text), '')) FROM pod_wait_hourly w",
     )
     .unwrap()
@@ -52,7 +53,14 @@ pub fn assert_same_rows(db: &TestDb, want: &TestDb, what: &str) {
     if digest(db) == digest(want) {
         return;
     }
-    for table in ["gpu_usage_hourly", "node_capacity_hourly", "serving_hourly"] {
+    for table in [
+        "gpu_usage_hourly",
+        "node_capacity_hourly",
+        "serving_hourly",
+        "quota_hourly",
+        "quota_model_hourly",
+        "pod_wait_hourly",
+    ] {
         let rows = |d: &TestDb| -> std::collections::BTreeSet<String> {
             d.psql(&format!("SELECT r::text FROM {table} r")).unwrap().lines().map(str::to_string).collect()
         };
