@@ -168,9 +168,11 @@ async fn reservation_lines(
     let mut within: BTreeMap<(String, String, String, Option<RatePerCardHour>), f64> = BTreeMap::new();
     for d in db::reservations::scope_model_days(pool, from, to).await? {
         let term = book.at(&d.cluster, &d.scope_kind, &d.scope, d.day);
-        // hours stored before the models were recorded: the terms' model, as they were billed then
-        let Some(model) = d.gpu_model.as_deref().or(term.map(|t| t.gpu_model.as_str())).map(&mut *key) else {
-            continue; // no model and no terms: the guarantee is unpriced, and so would its credit be
+        let model = match (d.gpu_model.as_deref(), term) {
+            (Some(model), _) => key(model),
+            // hours stored before the models were recorded: the terms' model, as they were billed then
+            (None, Some(t)) => key(&t.gpu_model),
+            (None, None) => crate::billing::reserved::NO_TERMS_MODEL.to_string(),
         };
         // without terms the guarantee bills nothing, and its credit takes nothing back
         let rate = term.and_then(|_| history.rate_at(&model, d.day));
