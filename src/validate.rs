@@ -137,6 +137,24 @@ pub fn text(field: &str, s: &str, max_chars: usize) -> Result<String, Invalid> {
     Ok(t.to_string())
 }
 
+/// The longest URL a webhook or close-event endpoint may have.
+pub const URL_MAX: usize = 2000;
+
+/// A webhook address: an absolute http(s) URL with a host, at most [`URL_MAX`] characters, as sent.
+pub fn http_url(field: &str, s: &str) -> Result<String, Invalid> {
+    let ok = s.chars().count() <= URL_MAX
+        && !s.chars().any(forbidden)
+        && url::Url::parse(s).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(Invalid::new(
+            field,
+            format!("`{}` is not an http(s) URL, e.g. https://hooks.example/cardhour", s.escape_debug()),
+        ))
+    }
+}
+
 /// Optional free text: absent or blank is `None`, anything else must pass [`text`].
 pub fn optional_text(field: &str, s: Option<&str>, max_chars: usize) -> Result<Option<String>, Invalid> {
     match s {

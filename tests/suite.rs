@@ -46,6 +46,8 @@ mod budgets_on_change;
 mod capacity_plan;
 #[path = "cli_users.rs"]
 mod cli_users;
+#[path = "close_event.rs"]
+mod close_event;
 #[path = "close_readiness.rs"]
 mod close_readiness;
 #[path = "compose_file.rs"]

@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::bill_views::{MonthView, month_view, team_statement_view};
 use super::doc::{
     CsvAnswers, MonthAnswers, PdfAnswers, PolicyConflict, ReaderErrors, TeamStatementAnswers, WriterErrors, XLSX,
     XlsxAnswers,
@@ -19,6 +18,7 @@ use super::{ApiPath, ApiQuery, AppState, etag};
 use crate::access::Scope;
 use crate::api::bearer::{Finance, GlobalReader, Reader, ScopedReader};
 use crate::billing::{BillPolicy, Month, PolicyChoice};
+use crate::export::json_view::{MonthView, month_view, team_statement_json};
 use crate::ledger::readiness::Readiness;
 use crate::ledger::{MonthStatus, Statement};
 use crate::usecase::closing;
@@ -64,6 +64,10 @@ impl PolicyInput {
 /// A statement's JSON view as a conditional answer (its ETag, 304, caching by the month's status).
 fn json_answer(request: &HeaderMap, st: &Statement, view: &impl Serialize) -> Result<Response, ApiError> {
     let body = serde_json::to_vec(view).map_err(|e| ApiError::Internal(e.into()))?;
+    json_bytes(request, st, body)
+}
+
+fn json_bytes(request: &HeaderMap, st: &Statement, body: Vec<u8>) -> Result<Response, ApiError> {
     let json = HeaderValue::from_static("application/json");
     Ok(etag::respond(request, st.status == MonthStatus::Closed, json, &[], body))
 }
@@ -107,7 +111,9 @@ async fn get_team_statement(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let sel = statements::select(&s.cases, &scope, month, policy.resolve()?, Some(&team)).await?;
-    json_answer(&headers, &sel.statement, &team_statement_view(&sel.statement, team.as_str()))
+    // the close event's content hash is of these bytes (one function makes them for both)
+    let body = team_statement_json(&sel.statement, team.as_str()).map_err(|e| ApiError::Internal(e.into()))?;
+    json_bytes(&headers, &sel.statement, body)
 }
 
 /// What closing a month takes: the policy it is frozen with, both parts named (no default: finance decides it at
@@ -180,6 +186,8 @@ async fn close_month(
     let policy = close_policy(&input)?;
     let override_reason = input.override_.map(|o| o.reason);
     let st = closing::close(&s.cases, month, policy, override_reason, &writer).await?;
+    // the close event: delivered now in the background, retried by the worker, `serve` or the CLI
+    crate::usecase::close_events::deliver_soon(s.cases.pool.clone());
     let snapshot_hash = st
         .content_hash
         .clone()

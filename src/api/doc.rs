@@ -125,7 +125,7 @@ fn json_ref<T: ToSchema>() -> RefOr<Schema> {
 pub struct MonthAnswers;
 impl IntoResponses for MonthAnswers {
     fn responses() -> Answers {
-        conditional("The month summary", "application/json", json_ref::<super::bill_views::MonthView>(), None)
+        conditional("The month summary", "application/json", json_ref::<crate::export::json_view::MonthView>(), None)
     }
 }
 
@@ -136,7 +136,7 @@ impl IntoResponses for TeamStatementAnswers {
         conditional(
             "The team's statement",
             "application/json",
-            json_ref::<super::bill_views::TeamStatementView>(),
+            json_ref::<crate::export::json_view::TeamStatementView>(),
             None,
         )
     }

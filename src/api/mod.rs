@@ -3,9 +3,9 @@
 
 mod audit;
 pub mod bearer;
-mod bill_views;
 mod bills;
 mod budgets;
+mod close_events;
 pub mod doc;
 pub mod error;
 mod errors;
@@ -45,7 +45,8 @@ use crate::usecase::state::BODY_LIMIT;
         description = "GPU FinOps cost accounting: GPU-hours, rates, bills."),
     modifiers(&BearerAuth),
     // named by the shared declarations of `doc` (which utoipa does not follow) and by `GroupBy` parameters
-    components(schemas(error::ErrorBody, views::GroupBy, bill_views::MonthView, bill_views::TeamStatementView,
+    components(schemas(error::ErrorBody, views::GroupBy, crate::export::json_view::MonthView,
+        crate::export::json_view::TeamStatementView,
         views::AuditEntry, crate::usecase::usage::UsageRow, crate::waste::IdlePod, views::Mapping)),
     tags(
         (name = "usage", description = "Stored GPU-hours"),
@@ -84,6 +85,7 @@ pub fn api() -> (Router<AppState>, OpenApiSpec) {
         .merge(unit_cost::router())
         .merge(quotas::router())
         .merge(reservations::router())
+        .merge(close_events::router())
         .merge(budgets::router())
         .merge(ingest::router())
         .merge(report_exports::router())

@@ -4,12 +4,12 @@ use anyhow::{Context, bail};
 use chrono::Utc;
 
 use super::{
-    BudgetsArgs, CloseArgs, ExportArgs, ExportFormat, ReadinessArgs, cli_actor, operator, policy_choice, resolve_time,
-    services,
+    BudgetsArgs, CloseArgs, CloseEventsCommand, ExportArgs, ExportFormat, ReadinessArgs, cli_actor, operator,
+    policy_choice, resolve_time, services,
 };
 use crate::access::Scope;
 use crate::billing::PolicyChoice;
-use crate::usecase::{self, closing, exports, statements};
+use crate::usecase::{self, close_events, closing, exports, statements};
 
 pub(super) async fn export_cmd(a: ExportArgs) -> anyhow::Result<()> {
     let sv = services(&a.db, 2).await?;
@@ -81,6 +81,10 @@ pub(super) async fn close_cmd(a: CloseArgs) -> anyhow::Result<()> {
                 st.content_hash.as_deref().unwrap_or("?"),
                 if st.close_override.is_some() { ", incomplete, by override" } else { "" }
             );
+            // the close event, once now; what is not acknowledged is retried by the worker, `serve` or
+            // `cardhour close-events deliver`
+            let run = close_events::deliver_due(&sv.pool, Utc::now()).await?;
+            println!("close event: {} delivered, {} not delivered (retried later)", run.delivered, run.failed);
             Ok(())
         }
         Err(usecase::Error::NotReady(r)) => {
@@ -108,4 +112,18 @@ pub(super) async fn budgets_cmd(a: BudgetsArgs) -> anyhow::Result<()> {
         bail!("{} alerts could not be delivered; they are retried on the next run", run.failed);
     }
     Ok(())
+}
+
+pub(super) async fn close_events_cmd(c: CloseEventsCommand) -> anyhow::Result<()> {
+    match c {
+        CloseEventsCommand::Deliver(a) => {
+            let pool = a.db.connect(2).await.context("cannot connect to the database")?;
+            let run = close_events::deliver_due(&pool, Utc::now()).await?;
+            println!("close events: {} delivered, {} not delivered (retried later)", run.delivered, run.failed);
+            if run.failed > 0 {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+    }
 }

@@ -103,12 +103,7 @@ pub struct MonitoringArgs {
 
 /// A webhook address: an absolute http(s) URL with a host.
 pub fn parse_webhook_url(s: &str) -> Result<String, String> {
-    let ok = url::Url::parse(s).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
-    if ok {
-        Ok(s.to_string())
-    } else {
-        Err(format!("`{s}` is not an http(s) URL, e.g. https://hooks.example/cardhour"))
-    }
+    crate::validate::http_url("url", s).map_err(|e| e.message)
 }
 
 #[cfg(test)]

@@ -326,14 +326,21 @@ pub(super) async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
     };
     tracing::info!(worker = %opts.name, clusters = sources.len(), "worker started");
     let webhook = a.webhook.as_deref();
-    let check_budgets = async |from, to| match crate::usecase::alerts::check_after_ingest(&pool, tz, from, to, webhook)
-        .await
+    let check_budgets = async |from: DateTime<Utc>, to: DateTime<Utc>| match crate::usecase::alerts::check_after_ingest(
+        &pool, tz, from, to, webhook,
+    )
+    .await
     {
         Ok(run) if run.raised + run.delivered + run.failed > 0 => {
             tracing::info!(raised = run.raised, delivered = run.delivered, not_delivered = run.failed, "budget alerts")
         }
         Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "budget check failed; it runs again after the next cycle"),
+    };
+    // after each cycle's budget check, the close events due (a month closed meanwhile, a retry whose time came)
+    let check_budgets = async |from: DateTime<Utc>, to: DateTime<Utc>| {
+        check_budgets(from, to).await;
+        crate::usecase::close_events::log_run(crate::usecase::close_events::deliver_due(&pool, Utc::now()).await);
     };
     ingest::run_worker(&pool, &sources, &opts, check_budgets, stop.requested()).await?;
     if stop.is_requested() {

@@ -75,6 +75,10 @@ pub enum Command {
     Idle(IdleArgs),
     /// Check the month's budgets: record thresholds crossed and POST them to the webhook until delivered.
     Budgets(BudgetsArgs),
+    /// The signed close event: POST what is due to the endpoints finance configured (the worker and `serve` do it
+    /// too).
+    #[command(subcommand)]
+    CloseEvents(CloseEventsCommand),
     /// Export a month's bills: the lines as CSV, or the statements as PDF.
     Export(ExportArgs),
     /// What stands in the way of closing a month (exits 1 when something does).
@@ -149,6 +153,19 @@ pub struct IdleArgs {
     pub include_ended: bool,
     #[arg(long, value_enum, default_value = "text")]
     pub format: SummaryFormat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CloseEventsCommand {
+    /// POST every close-event delivery that is due (not acknowledged, its retry time reached) once; exits 1 when
+    /// one was not acknowledged (it is retried later, with backoff).
+    Deliver(CloseEventsDeliverArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CloseEventsDeliverArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -619,6 +636,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Close(a) => bills::close_cmd(a).await?,
         Command::Retention(a) => admin::retention_cmd(a).await?,
         Command::Budgets(a) => bills::budgets_cmd(a).await?,
+        Command::CloseEvents(c) => bills::close_events_cmd(c).await?,
         Command::Serve(a) => serve::serve_cmd(a).await?,
         Command::Token(t) => admin::token_cmd(t).await?,
         Command::User(u) => users::user_cmd(u).await?,

@@ -25,7 +25,9 @@ pub(super) async fn serve_cmd(a: ServeArgs) -> anyhow::Result<()> {
     }
     let app = crate::http::server::app(state);
     // expired sessions are never loaded; this only keeps their table small
-    tokio::spawn(db::sessions::delete_expired_every(pool, std::time::Duration::from_secs(600)));
+    tokio::spawn(db::sessions::delete_expired_every(pool.clone(), std::time::Duration::from_secs(600)));
+    // the close events due (retries whose time came; a close delivers its own at once)
+    tokio::spawn(crate::usecase::close_events::deliver_every(pool, std::time::Duration::from_secs(60)));
     let listener =
         tokio::net::TcpListener::bind(a.listen).await.with_context(|| format!("cannot listen on {}", a.listen))?;
     // PDF statements need the CJK font: say so at start-up rather than on finance's first download

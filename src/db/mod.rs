@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod bills;
 pub mod budgets;
+pub mod close_events;
 pub mod clusters;
 pub mod constraint;
 pub mod health;

@@ -2,9 +2,11 @@
 //! and as an Excel workbook, each written by the layout its statement was frozen with ([`layout`]).
 
 pub mod blocker;
+pub mod close_event;
 mod csv_export;
 mod fonts;
 mod frozen;
+pub mod json_view;
 pub mod layout;
 mod pdf;
 pub mod present;

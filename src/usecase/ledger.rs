@@ -381,12 +381,13 @@ pub(super) async fn close<E: From<LedgerError> + From<sqlx::Error>>(
     if !db::bills::insert_closed(&mut tx, month, actor, &value, action, &summary).await? {
         return Err(LedgerError::AlreadyClosed(month).into());
     }
-    let closed = db::bills::closed(&mut tx, month).await?;
+    let closed = db::bills::closed(&mut tx, month).await?.ok_or(LedgerError::AlreadyClosed(month))?;
+    let st = from_closed(month, &closed)?;
+    // the signed close event and its deliveries, in this transaction (an outbox: no close without its event, no
+    // event of a close rolled back); built from the statement as it reads back, so its hashes are of what is served
+    super::close_events::record(&mut tx, &st).await?;
     tx.commit().await?;
-    match closed {
-        Some(c) => Ok(from_closed(month, &c)?),
-        None => Err(LedgerError::AlreadyClosed(month).into()),
-    }
+    Ok(st)
 }
 
 /// Verifies `month`'s stored snapshot against its content hash in the database (the snapshot is hashed there, not

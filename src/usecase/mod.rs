@@ -10,6 +10,7 @@ pub mod audit;
 pub mod budgets;
 pub mod cache;
 pub mod capacity_plan;
+pub mod close_events;
 pub mod closing;
 pub mod exports;
 pub mod extras;

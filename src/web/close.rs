@@ -260,7 +260,11 @@ async fn close_submit(
     }
     // the audit names the caller as its credential says (`user:…`, or `sso:…` behind the SSO proxy)
     match closing::close(&s.cases, month, policy, reason, &user.writer).await {
-        Ok(_) => Ok(Redirect::to(&format!("/bills/{month}?{}", policy::query(policy))).into_response()),
+        Ok(_) => {
+            // the close event: delivered now in the background, retried by the worker, `serve` or the CLI
+            crate::usecase::close_events::deliver_soon(s.cases.pool.clone());
+            Ok(Redirect::to(&format!("/bills/{month}?{}", policy::query(policy))).into_response())
+        }
         // refused (not ready without a reason, not ended, closed meanwhile): the form back with why
         Err(e) => match close_refusal(&e, lang) {
             Some(error) => again(form, None, vec![error]).await,

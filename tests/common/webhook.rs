@@ -1,4 +1,4 @@
-//! A webhook receiver on a loopback port, for the budget alert tests.
+//! Webhook receivers on a loopback port, for the budget alert and close event tests.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -32,4 +32,38 @@ pub async fn receiver() -> (Arc<AtomicU16>, Posts, SocketAddr) {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (status, posts, addr)
+}
+
+/// One POST as a recorder received it: the status it answered, the headers and the body's raw bytes.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub answered: u16,
+    pub headers: axum::http::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+pub type Recorded = Arc<Mutex<Vec<Received>>>;
+
+/// Starts a receiver of `POST /hook` that records every POST (headers and raw body, whatever it answers) and
+/// answers, after `delay`, with the status in the returned cell (`status` at first).
+pub async fn recorder(status: u16, delay: std::time::Duration) -> (Arc<AtomicU16>, Recorded, SocketAddr) {
+    let cell = Arc::new(AtomicU16::new(status));
+    let got: Recorded = Default::default();
+    let (st, g) = (cell.clone(), got.clone());
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+            let (st, g) = (st.clone(), g.clone());
+            async move {
+                let code = st.load(Ordering::SeqCst);
+                g.lock().unwrap().push(Received { answered: code, headers, body: body.to_vec() });
+                tokio::time::sleep(delay).await;
+                axum::http::StatusCode::from_u16(code).unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (cell, got, addr)
 }

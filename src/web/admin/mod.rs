@@ -5,6 +5,7 @@
 //! the access rule, the section's tabs, the field messages of a refused form in the page's language — is here.
 
 mod audit;
+mod close_events;
 mod mappings;
 mod queue_mappings;
 mod reservation_terms;
@@ -32,6 +33,7 @@ pub fn routes() -> Router<AppState> {
         .merge(mappings::routes())
         .merge(queue_mappings::routes())
         .merge(reservation_terms::routes())
+        .merge(close_events::routes())
         .merge(users::routes())
         .merge(tokens::routes())
         .merge(audit::routes())
@@ -74,6 +76,7 @@ pub fn tabs(user: &PageUser, lang: Lang, active: &str) -> Vec<Tab> {
         ("/admin/mappings", "admin.mappings", Need::Reader),
         ("/admin/queue-mappings", "admin.queue_mappings", Need::Reader),
         ("/admin/reservation-terms", "admin.reservation_terms", Need::Reader),
+        ("/admin/close-events", "admin.close_events", Need::Reader),
         ("/admin/users", "admin.users", Need::Admin),
         ("/admin/tokens", "admin.tokens", Need::Admin),
         ("/admin/audit", "admin.audit", Need::Reader),
@@ -180,6 +183,7 @@ mod tests {
                 "/admin/mappings",
                 "/admin/queue-mappings",
                 "/admin/reservation-terms",
+                "/admin/close-events",
                 "/admin/users",
                 "/admin/tokens",
                 "/admin/audit"
@@ -187,7 +191,14 @@ mod tests {
         );
         assert_eq!(
             hrefs(Role::Finance),
-            ["/admin/teams", "/admin/mappings", "/admin/queue-mappings", "/admin/reservation-terms", "/admin/audit"]
+            [
+                "/admin/teams",
+                "/admin/mappings",
+                "/admin/queue-mappings",
+                "/admin/reservation-terms",
+                "/admin/close-events",
+                "/admin/audit"
+            ]
         );
         assert_eq!(hrefs(Role::Viewer), hrefs(Role::Finance));
         assert!(hrefs(Role::TeamLead).is_empty());

@@ -1,13 +1,14 @@
 //! The JSON views of bills: a month at a glance and a team's statement, as the API answers them (and the OpenAPI
-//! document describes them).
+//! document describes them). Outside the API because the close event hashes a team's statement exactly as the API
+//! serves it ([`team_statement_json`]): one function makes those bytes for both.
 
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::Serialize;
 
+use super::{Layout, since};
 use crate::access::Scope;
 use crate::billing::{BillMode, BillPolicy, UnallocatedPolicy};
-use crate::export::{Layout, since};
 use crate::ledger::readiness::Blocker;
 use crate::ledger::{CloseOverride, MonthStatus, Statement, UnitCostLine};
 use crate::money::{Money, RatePerCardHour};
@@ -39,7 +40,7 @@ pub enum UnallocatedView {
     SpreadProportionally,
 }
 
-pub(super) fn policy_view(b: &crate::billing::MonthBills) -> PolicyView {
+pub fn policy_view(b: &crate::billing::MonthBills) -> PolicyView {
     PolicyView { replicas: b.replica_policies.clone(), ..b.policy.into() }
 }
 
@@ -160,11 +161,11 @@ pub struct OverrideView {
     pub blockers: Option<Vec<Blocker>>,
 }
 
-pub(super) fn override_view(o: &CloseOverride, global: bool) -> OverrideView {
+pub fn override_view(o: &CloseOverride, global: bool) -> OverrideView {
     OverrideView { reason: o.reason.clone(), by: o.by.clone(), blockers: global.then(|| o.blockers.clone()) }
 }
 
-pub(super) fn team_summary(st: &Statement, team: &str) -> TeamSummary {
+pub fn team_summary(st: &Statement, team: &str) -> TeamSummary {
     let bill = st.bills.teams.iter().find(|t| t.team == team);
     let info = st.teams.get(team);
     TeamSummary {
@@ -183,17 +184,17 @@ pub(super) fn team_summary(st: &Statement, team: &str) -> TeamSummary {
 
 /// `layout` of a JSON view: from layout 2 on. A field added to a view in a later layout is filled the same way
 /// ([`since`]), so a month frozen under an earlier layout keeps its bytes.
-pub(super) fn layout_field(st: &Statement) -> Option<u32> {
+pub fn layout_field(st: &Statement) -> Option<u32> {
     since(st.layout, Layout::V2, || st.layout.number())
 }
 
 /// A JSON field of layout 2 on: `None` (absent) for a month frozen under layout 1.
-pub(super) fn layout2<T>(st: &Statement, value: Option<T>) -> Option<T> {
+pub fn layout2<T>(st: &Statement, value: Option<T>) -> Option<T> {
     since(st.layout, Layout::V2, || value).flatten()
 }
 
 /// Every team on a statement: with a bill or with restatements.
-pub(super) fn month_view(st: &Statement, scope: &Scope) -> MonthView {
+pub fn month_view(st: &Statement, scope: &Scope) -> MonthView {
     let global = scope.teams.is_none();
     let b = &st.bills;
     MonthView {
@@ -364,6 +365,11 @@ pub struct TeamStatementView {
     /// Absent for a team without serving pods and for a month closed before layout 5.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unit_cost: Option<Vec<UnitCostView>>,
+}
+
+/// The bytes of a team's statement as `GET /bills/{month}/teams/{team}` answers them (and the close event hashes).
+pub fn team_statement_json(st: &Statement, team: &str) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec(&team_statement_view(st, team))
 }
 
 pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
