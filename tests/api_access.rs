@@ -323,6 +323,23 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
                 "factor": "0.8", "valid_from": "2026-12-01"})),
             [201, 409, 403, 403],
         ),
+        // close-event endpoints and events are finance's: global readers only, writers configure
+        ("GET /close-endpoints", g.clone(), "/api/v1/close-endpoints".into(), Body::None, global),
+        (
+            "POST /close-endpoints",
+            Method::POST,
+            "/api/v1/close-endpoints".into(),
+            Body::Json(json!({"url": "http://127.0.0.1:9/close", "secret": "close-secret-0123456789"})),
+            write(201),
+        ),
+        (
+            "POST /close-endpoints/{id}/deactivate",
+            Method::POST,
+            "/api/v1/close-endpoints/999999/deactivate".into(),
+            Body::None,
+            write(404),
+        ),
+        ("GET /close-events", g.clone(), "/api/v1/close-events".into(), Body::None, global),
         ("GET /reports/teams/{month}", g.clone(), format!("/api/v1/reports/teams/{m}"), Body::None, global),
         (
             "GET /reports/unit-cost",

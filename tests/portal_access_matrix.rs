@@ -76,6 +76,7 @@ const PAGES: &[Page] = &[
     page("/admin/mappings", Audience::Global),
     page("/admin/queue-mappings", Audience::Global),
     page("/admin/reservation-terms", Audience::Global),
+    page("/admin/close-events", Audience::Global),
     page("/admin/audit", Audience::Global),
     page("/admin/users", Audience::Admins),
     page("/admin/users/lead/password", Audience::Admins),
@@ -252,6 +253,12 @@ const FORMS: &[Form] = &[
             ("valid_from", "2026-09-01"),
         ],
     ),
+    form(
+        "/admin/close-events",
+        Audience::Writers,
+        &[("url", "http://127.0.0.1:9/stolen"), ("secret", "stolen-secret-0123456789")],
+    ),
+    form("/admin/close-events/endpoints/1/deactivate", Audience::Writers, &[]),
     form("/admin/users", Audience::Admins, &[("username", "eve"), ("role", "admin"), ("password", "eve-password-1")]),
     form("/admin/users/finance/disable", Audience::Admins, &[]),
     form("/admin/users/finance/password", Audience::Admins, &[("password", "taken-over-42")]),
@@ -273,6 +280,7 @@ async fn state(pool: &PgPool) -> String {
         "rate_versions",
         "cloud_rates",
         "node_settings",
+        "close_endpoints",
     ] {
         // (a login records itself on the user: not a form's doing)
         let row = "(to_jsonb(t) - 'last_login_at')::text";
