@@ -3,7 +3,8 @@
 //! an HMAC computed independently, each statement's hash checked against the bytes the API serves for it — the
 //! endpoint that was down gets it on a later run once it answers, exactly once even with two deliverers at once,
 //! and nothing after. Who may configure endpoints, bad input naming its field with nothing written, the secret
-//! never answered, a close refused leaving no event; the admin page shows the deliveries' states in Chinese.
+//! never answered, a close refused leaving no event; the admin page shows the deliveries' states in Chinese, and
+//! `cardhour close-events deliver` sends a retry once it is due.
 
 use crate::common;
 
@@ -237,7 +238,7 @@ async fn the_close_events_page_shows_the_deliveries_in_chinese(pool: PgPool) {
     let portal = TestPortal::start(pool.clone()).await;
     seed(&api).await;
     let (_, _, good_addr) = recorder(200, Duration::ZERO).await;
-    let (_, _, bad_addr) = recorder(503, Duration::ZERO).await;
+    let (bad_status, bad, bad_addr) = recorder(503, Duration::ZERO).await;
     closed_with_two_endpoints(&api, &format!("http://{good_addr}/hook"), &format!("http://{bad_addr}/hook")).await;
     tried_once(&pool).await;
 
@@ -255,4 +256,33 @@ async fn the_close_events_page_shows_the_deliveries_in_chinese(pool: PgPool) {
     assert!(page.contains("(Asia/Shanghai)"), "{page}");
     let en = c.get(portal.url("/admin/close-events?lang=en")).send().await.unwrap().text().await.unwrap();
     assert!(en.contains("delivered") && en.contains("retrying"), "{en}");
+
+    // `cardhour close-events deliver`: nothing before the retry's time; once it is due (the backoff made to pass
+    // here) the endpoint, up again, gets it
+    let o = pool.connect_options();
+    let url =
+        format!("postgres://{}@{}:{}/{}", o.get_username(), o.get_host(), o.get_port(), o.get_database().unwrap());
+    // awaited, not blocking: the receivers are served by this test's runtime meanwhile
+    let deliver = async || {
+        tokio::process::Command::new(common::cardhour_bin())
+            .args(["close-events", "deliver"])
+            .env("DATABASE_URL", &url)
+            .output()
+            .await
+            .unwrap()
+    };
+    let out = deliver().await;
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0 delivered, 0 not delivered"), "{out:?}");
+    bad_status.store(200, std::sync::atomic::Ordering::SeqCst);
+    sqlx::query("UPDATE close_deliveries SET next_attempt_at = now() WHERE delivered_at IS NULL")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let out = deliver().await;
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 delivered, 0 not delivered"), "{out:?}");
+    assert_eq!(posts(&bad).iter().map(|r| r.answered).collect::<Vec<_>>(), [503, 200]);
+    // (`?lang=` is remembered: back to zh-CN)
+    let page = c.get(portal.url("/admin/close-events?lang=zh-CN")).send().await.unwrap().text().await.unwrap();
+    assert!(!page.contains("重试中") && page.matches("已送达").count() >= 2, "{page}");
 }
