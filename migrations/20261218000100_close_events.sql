@@ -19,7 +19,8 @@ CREATE TABLE close_endpoints (
 CREATE TABLE close_events (
     -- the event's id, as sent (X-Cardhour-Event-Id, Idempotency-Key)
     id          text PRIMARY KEY,
-    month       text NOT NULL REFERENCES closed_months (month),
+    -- the closed month (no foreign key: closed_months refuses TRUNCATE as immutable, and a key would answer first)
+    month       text NOT NULL CHECK (month ~ '^[0-9]{4}-(0[1-9]|1[0-2])$'),
     -- the body exactly as POSTed (every delivery sends these bytes)
     payload     text NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT now()
