@@ -140,17 +140,27 @@ pub fn text(field: &str, s: &str, max_chars: usize) -> Result<String, Invalid> {
 /// The longest URL a webhook or close-event endpoint may have.
 pub const URL_MAX: usize = 2000;
 
-/// A webhook address: an absolute http(s) URL with a host, at most [`URL_MAX`] characters, as sent.
+/// A webhook address: an absolute http(s) URL with a host, at most [`URL_MAX`] characters, as sent. Written as
+/// it reads once parsed (`http://` or `https://` in lower case: the parser would also take `HTTPS:host` or
+/// `http:\\host`, which nobody means), and with no `user:password@` (it would be printed wherever the URL is: a
+/// receiver's credentials belong in its signature secret).
 pub fn http_url(field: &str, s: &str) -> Result<String, Invalid> {
     let ok = s.chars().count() <= URL_MAX
         && !s.chars().any(forbidden)
-        && url::Url::parse(s).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
+        && (s.starts_with("http://") || s.starts_with("https://"))
+        && url::Url::parse(s)
+            .is_ok_and(|u| u.host_str().is_some() && u.username().is_empty() && u.password().is_none());
     if ok {
         Ok(s.to_string())
     } else {
+        let shown: String = s.chars().take(100).collect();
         Err(Invalid::new(
             field,
-            format!("`{}` is not an http(s) URL, e.g. https://hooks.example/cardhour", s.escape_debug()),
+            format!(
+                "`{}{}` is not an http(s) URL without credentials, e.g. https://hooks.example/cardhour",
+                shown.escape_debug(),
+                if shown.len() < s.len() { "…" } else { "" }
+            ),
         ))
     }
 }
@@ -551,6 +561,27 @@ pub fn bounded(field: &str, v: i64, min: i64, max: i64) -> Result<i64, Invalid> 
 mod tests {
     use super::*;
     use crate::billing::Month;
+
+    #[test]
+    fn an_endpoint_url_is_http_s_as_written_without_credentials() {
+        for ok in ["http://127.0.0.1:9/hook", "https://erp.example/cardhour?x=1"] {
+            assert_eq!(http_url("url", ok).unwrap(), ok);
+        }
+        for bad in [
+            "HTTPS://erp.example/hook",
+            "http:erp.example/hook",
+            "http:\\\\erp.example\\hook",
+            "https://user:pw@erp.example/hook",
+            "ftp://erp.example/hook",
+            "/hook",
+            "https://",
+        ] {
+            let e = http_url("url", bad).unwrap_err();
+            assert_eq!(e.field, "url", "{bad}");
+        }
+        let long = format!("https://erp.example/{}", "x".repeat(5000));
+        assert!(http_url("url", &long).unwrap_err().message.chars().count() < 200, "the message quotes a prefix");
+    }
 
     #[test]
     fn replica_billings_are_the_documents_names_only() {

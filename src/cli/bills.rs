@@ -83,8 +83,16 @@ pub(super) async fn close_cmd(a: CloseArgs) -> anyhow::Result<()> {
             );
             // the close event, once now; what is not acknowledged is retried by the worker, `serve` or
             // `cardhour close-events deliver`
-            let run = close_events::deliver_due(&sv.pool, Utc::now()).await?;
-            println!("close event: {} delivered, {} not delivered (retried later)", run.delivered, run.failed);
+            // the month is closed whatever happens here: a failure is reported, never the close's exit status
+            match close_events::deliver_due(&sv.pool, Utc::now()).await {
+                Ok(run) => {
+                    println!("close event: {} delivered, {} not delivered (retried later)", run.delivered, run.failed)
+                }
+                Err(e) => eprintln!(
+                    "close event not delivered now ({e}); the worker, `serve` or `cardhour \
+                     close-events deliver` retries it"
+                ),
+            }
             Ok(())
         }
         Err(usecase::Error::NotReady(r)) => {

@@ -340,7 +340,13 @@ pub(super) async fn worker_cmd(a: WorkerArgs) -> anyhow::Result<()> {
     // after each cycle's budget check, the close events due (a month closed meanwhile, a retry whose time came)
     let check_budgets = async |from: DateTime<Utc>, to: DateTime<Utc>| {
         check_budgets(from, to).await;
-        crate::usecase::close_events::log_run(crate::usecase::close_events::deliver_due(&pool, Utc::now()).await);
+        // bounded, so endpoints that never answer cannot hold up the next cycle (a delivery cut short mid-POST is
+        // due again when its lease ends)
+        let deliver = crate::usecase::close_events::deliver_due(&pool, Utc::now());
+        match tokio::time::timeout(std::time::Duration::from_secs(60), deliver).await {
+            Ok(run) => crate::usecase::close_events::log_run(run),
+            Err(_) => tracing::warn!("close events: the run's minute is up; the rest are delivered on the next cycle"),
+        }
     };
     ingest::run_worker(&pool, &sources, &opts, check_budgets, stop.requested()).await?;
     if stop.is_requested() {

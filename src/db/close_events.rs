@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
 /// A configured endpoint, its secret included (the faces mask it).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Endpoint {
     pub id: i64,
     pub url: String,
@@ -13,6 +13,19 @@ pub struct Endpoint {
     pub active: bool,
     pub created_by: String,
     pub created_at: DateTime<Utc>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    /// Without the secret: a stray `{:?}` must not log it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("id", &self.id)
+            .field("url", &self.url)
+            .field("active", &self.active)
+            .field("created_by", &self.created_by)
+            .field("created_at", &self.created_at)
+            .finish_non_exhaustive()
+    }
 }
 
 pub async fn insert_endpoint(
@@ -75,7 +88,6 @@ pub async fn insert_event(conn: &mut PgConnection, id: &str, month: &str, payloa
 }
 
 /// A delivery claimed for one POST.
-#[derive(Debug)]
 pub struct Due {
     pub delivery_id: i64,
     pub event_id: String,
@@ -85,20 +97,42 @@ pub struct Due {
     pub payload: String,
 }
 
-/// The undelivered delivery to an active endpoint due soonest by `now`, locked for this transaction: one no other
-/// deliverer holds (`SKIP LOCKED`), so two never POST the same delivery at once. `None` when nothing is due.
-pub async fn claim_due(conn: &mut PgConnection, now: DateTime<Utc>) -> Result<Option<Due>, sqlx::Error> {
+impl std::fmt::Debug for Due {
+    /// Without the secret: a stray `{:?}` must not log it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Due")
+            .field("delivery_id", &self.delivery_id)
+            .field("event_id", &self.event_id)
+            .field("attempts", &self.attempts)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Claims the undelivered delivery to an active endpoint due soonest by `now` for one POST: its next attempt is
+/// moved to `lease_until`, so no other deliverer takes it until then (`SKIP LOCKED` while this statement runs, the
+/// lease after it) — and one that dies mid-POST leaves it due again once the lease ends. The caller commits the
+/// claim before it POSTs: no transaction stays open across the request. `None` when nothing is due.
+pub async fn claim_due(
+    conn: &mut PgConnection,
+    now: DateTime<Utc>,
+    lease_until: DateTime<Utc>,
+) -> Result<Option<Due>, sqlx::Error> {
     sqlx::query_as!(
         Due,
-        "SELECT d.id AS delivery_id, d.event_id, d.attempts, e.url, e.secret, ev.payload
-         FROM close_deliveries d
-         JOIN close_endpoints e ON e.id = d.endpoint_id
-         JOIN close_events ev ON ev.id = d.event_id
-         WHERE d.delivered_at IS NULL AND d.next_attempt_at <= $1 AND e.active
-         ORDER BY d.next_attempt_at, d.id
-         LIMIT 1
-         FOR UPDATE OF d SKIP LOCKED",
-        now
+        "WITH c AS (
+             SELECT d.id FROM close_deliveries d
+             JOIN close_endpoints e ON e.id = d.endpoint_id
+             WHERE d.delivered_at IS NULL AND d.next_attempt_at <= $1 AND e.active
+             ORDER BY d.next_attempt_at, d.id
+             LIMIT 1
+             FOR UPDATE OF d SKIP LOCKED)
+         UPDATE close_deliveries d SET next_attempt_at = $2
+         FROM c, close_endpoints e, close_events ev
+         WHERE d.id = c.id AND e.id = d.endpoint_id AND ev.id = d.event_id
+         RETURNING d.id AS delivery_id, d.event_id, d.attempts, e.url, e.secret, ev.payload",
+        now,
+        lease_until
     )
     .fetch_optional(conn)
     .await

@@ -74,6 +74,8 @@ pub fn field_of_constraint(constraint: &str) -> Option<&'static str> {
         "teams_pkey" | "teams_id_check" => "id",
         "teams_name_check" => "name",
         "idempotency_keys_pkey" => "Idempotency-Key",
+        "close_endpoints_url_check" => "url",
+        "close_endpoints_secret_check" => "secret",
         c if c.starts_with("rate_versions_rate") => "rate",
         c if c.starts_with("cloud_rates_") => "rates",
         _ => return None,

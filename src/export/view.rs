@@ -741,7 +741,9 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
             warning: false,
         });
     }
-    if marked(|l| l.is_reservation() && l.unpriced) {
+    // a guarantee unpriced (no terms, or no rate for their model); a credit of an unpriced model's use is no
+    // reservation's fault, and its usage line says so already
+    if marked(|l| l.kind == crate::billing::reserved::RESERVATION && l.unpriced) {
         blocks.push(Block::Note {
             text: l(
                 "⚠ 预留未计价：该配额没有预留条款说明其 GPU 型号，或该型号没有单价；请财务补充预留条款或单价后再结账。",

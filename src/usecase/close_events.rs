@@ -35,6 +35,9 @@ pub const ERROR_MAX: usize = 500;
 pub const POST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most POSTs one delivery run makes (the rest wait for the next run).
 const RUN_MAX: usize = 1000;
+/// How long a claimed delivery is another deliverer's to leave alone: its POST's timeout and a margin to record
+/// the answer. A deliverer that dies meanwhile leaves it due again after this (the same `Idempotency-Key`).
+const LEASE: Duration = Duration::from_secs(POST_TIMEOUT.as_secs() + 60);
 
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -159,7 +162,8 @@ pub struct DeliveryRun {
 }
 
 /// POSTs every delivery due by `now` (the deliverer's clock: tests pass one ahead to make a retry due) once, one at a
-/// time, each claimed for its POST so that no other deliverer sends it meanwhile.
+/// time, each claimed by a lease for its POST so that no other deliverer sends it meanwhile (and no database
+/// transaction waits on a receiver).
 pub async fn deliver_due(pool: &PgPool, now: DateTime<Utc>) -> Result<DeliveryRun, DeliveryError> {
     let client = reqwest::Client::builder()
         .timeout(POST_TIMEOUT)
@@ -169,12 +173,13 @@ pub async fn deliver_due(pool: &PgPool, now: DateTime<Utc>) -> Result<DeliveryRu
         .map_err(|e| DeliveryError::Client(e.to_string()))?;
     let mut run = DeliveryRun::default();
     for _ in 0..RUN_MAX {
-        // the row stays locked (SKIP LOCKED for the others) while it is POSTed; a crash rolls back and frees it
-        let mut tx = pool.begin().await?;
-        let Some(due) = db::close_events::claim_due(&mut tx, now).await? else {
-            tx.rollback().await?;
+        // claimed by a lease, committed: no transaction (nor pooled connection) is held while the receiver answers
+        let lease_until = now.max(Utc::now()) + chrono::Duration::from_std(LEASE).unwrap_or_default();
+        let mut conn = pool.acquire().await?;
+        let Some(due) = db::close_events::claim_due(&mut conn, now, lease_until).await? else {
             break;
         };
+        drop(conn);
         let (status, error) = post(&client, &due).await;
         // a failed POST is due again after its backoff, counted from the deliverer's clock (never before it, so
         // this run does not take it again)
@@ -182,6 +187,7 @@ pub async fn deliver_due(pool: &PgPool, now: DateTime<Utc>) -> Result<DeliveryRu
         let attempts = u32::try_from(due.attempts).unwrap_or(0).saturating_add(1);
         let retry_at = error.as_ref().map(|_| at + chrono::Duration::from_std(backoff(attempts)).unwrap_or_default());
         let a = Attempt { at, status, error: error.as_deref(), retry_at };
+        let mut tx = pool.begin().await?;
         db::close_events::attempted(&mut tx, due.delivery_id, &a).await?;
         tx.commit().await?;
         match error {

@@ -51,8 +51,10 @@ pub struct DeliveryRow {
     pub state: &'static str,
     pub state_words: String,
     pub attempts: i32,
-    /// The last answer: the status, or the error.
+    /// The last answer in the reader's words: the HTTP status, or that none came.
     pub last_answer: String,
+    /// The last error as the HTTP client told it (a tooltip: it is the client's, in English).
+    pub last_error: String,
     pub next_attempt: String,
     pub delivered_at: String,
     /// Every POST: time and answer.
@@ -79,10 +81,12 @@ pub struct CloseEventsPage {
     pub notice: Option<String>,
 }
 
-fn answer(status: Option<i32>, error: Option<&str>) -> String {
+/// An answer in the reader's words: its HTTP status, or that none came (the client's own error text, English,
+/// goes in a tooltip).
+fn answer(lang: Lang, status: Option<i32>, error: Option<&str>) -> String {
     match (status, error) {
-        (_, Some(e)) => e.to_string(),
-        (Some(s), None) => format!("HTTP {s}"),
+        (Some(s), _) => format!("HTTP {s}"),
+        (None, Some(_)) => glossary::term(lang, "close_delivery.no_answer"),
         (None, None) => "—".into(),
     }
 }
@@ -123,13 +127,14 @@ async fn page(
                     state_words: glossary::term(lang, &format!("close_delivery.{}", d.state.as_str())),
                     url: d.url,
                     attempts: d.attempts,
-                    last_answer: answer(d.last_status, d.last_error.as_deref()),
+                    last_answer: answer(lang, d.last_status, d.last_error.as_deref()),
+                    last_error: d.last_error.clone().unwrap_or_default(),
                     next_attempt: d.next_attempt_at.map_or_else(|| "—".into(), |at| when(&at, tz)),
                     delivered_at: d.delivered_at.map_or_else(|| "—".into(), |at| when(&at, tz)),
                     log: d
                         .attempt_log
                         .iter()
-                        .map(|a| format!("{} {}", when(&a.at, tz), answer(a.status, a.error.as_deref())))
+                        .map(|a| format!("{} {}", when(&a.at, tz), answer(lang, a.status, a.error.as_deref())))
                         .collect(),
                 })
                 .collect(),

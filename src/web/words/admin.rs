@@ -27,7 +27,7 @@ pub const WORDS: &[Word] = &[
     ("admin.close_events", "结账通知", "Close events"),
     (
         "admin.close_events_hint",
-        "每次结账都会向下列启用的地址 POST 一条签名通知（月份、每张账单的编号与内容哈希）：请求头 X-Cardhour-Signature 为以密钥计算的请求体 HMAC-SHA256；未收到 2xx 应答时按退避间隔重试（30 秒起，每次加倍，最长 1 小时），直至送达。",
+        "每次结账都会向下列启用的地址发送一条签名通知（月份、每张账单的编号与内容哈希）：签名请求头为以密钥对请求体计算的哈希消息认证码；未收到成功应答时按退避间隔重试（30 秒起，每次加倍，最长 1 小时），直至送达。",
         "Every close POSTs a signed event (the month, each statement's id and content hash) to the active endpoints below: X-Cardhour-Signature is the HMAC-SHA256 of the body under the secret; without a 2xx answer it is retried with backoff (30 s, doubling, at most 1 h) until delivered.",
     ),
     ("admin.close_endpoint_put", "添加接收地址", "Add an endpoint"),
