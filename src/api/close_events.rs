@@ -63,8 +63,8 @@ async fn deactivate_endpoint(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
-    /// At most this many events, the newest first (1–500, default 100).
-    #[param(minimum = 1, maximum = 500)]
+    /// At most this many events, the newest first (1–1000, default 100, as every `limit` of the API).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
 }
 
@@ -77,9 +77,11 @@ async fn list_events(
     GlobalReader(reader): GlobalReader,
     ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Result<Json<Vec<EventView>>, ApiError> {
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=500).contains(&limit) {
-        return Err(ApiError::invalid("limit", "must be 1 to 500"));
-    }
+    let limit = crate::validate::bounded(
+        "limit",
+        q.limit.unwrap_or(crate::validate::PAGE_DEFAULT),
+        1,
+        crate::validate::PAGE_MAX,
+    )?;
     Ok(Json(close_events::events(&s.cases, &reader.scope(), limit).await?))
 }
