@@ -442,6 +442,11 @@ async fn the_service_role_works_but_cannot_alter_history() {
         "UPDATE data_version SET version = 1",
         "UPDATE settings SET value = 'UTC'",
         "CREATE TABLE mine (x int)",
+        // the close event as signed and sent, and the record of its POSTs
+        "UPDATE close_events SET payload = '{}'",
+        "DELETE FROM close_events",
+        "UPDATE close_delivery_attempts SET status = 200",
+        "DELETE FROM close_delivery_attempts",
     ] {
         let err = sqlx::query(sql).execute(&app).await.expect_err(sql);
         let msg = err.as_database_error().map(|d| d.message().to_string()).unwrap_or_else(|| err.to_string());

@@ -27,8 +27,9 @@ pub enum RoleError {
 /// closed months (written by the close through `close_month()`, SECURITY DEFINER; its trigger refuses any other
 /// INSERT anyway).
 const READ_ONLY: &str = "data_version, data_version_pending, settings, _sqlx_migrations, closed_months";
-/// Append-only: INSERT, never UPDATE or DELETE (the database's triggers refuse those anyway).
-const APPEND_ONLY: &str = "audit_log";
+/// Append-only: INSERT, never UPDATE or DELETE (the audit log's triggers refuse those anyway; a close event's body,
+/// as signed and sent, and the record of its POSTs are never rewritten by the service either).
+const APPEND_ONLY: &str = "audit_log, close_events, close_delivery_attempts";
 
 fn valid_name(name: &str) -> bool {
     let mut chars = name.chars();
