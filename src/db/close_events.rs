@@ -231,13 +231,18 @@ pub struct AttemptRow {
     pub error: Option<String>,
 }
 
-/// Every POST of deliveries `ids`, oldest first.
-pub async fn attempts(conn: &mut PgConnection, ids: &[i64]) -> Result<Vec<AttemptRow>, sqlx::Error> {
+/// The latest `per_delivery` POSTs of each of deliveries `ids`, oldest first (an endpoint down for months has
+/// thousands: the count is the delivery's `attempts`).
+pub async fn attempts(conn: &mut PgConnection, ids: &[i64], per_delivery: i64) -> Result<Vec<AttemptRow>, sqlx::Error> {
     sqlx::query_as!(
         AttemptRow,
-        "SELECT delivery_id, at, status, error FROM close_delivery_attempts
-         WHERE delivery_id = ANY($1) ORDER BY delivery_id, at, id",
-        ids
+        r#"SELECT delivery_id AS "delivery_id!", at AS "at!", status, error
+           FROM (SELECT a.*, row_number() OVER (PARTITION BY delivery_id ORDER BY at DESC, id DESC) AS latest
+                 FROM close_delivery_attempts a WHERE delivery_id = ANY($1)) t
+           WHERE latest <= $2
+           ORDER BY delivery_id, at, id"#,
+        ids,
+        per_delivery
     )
     .fetch_all(conn)
     .await

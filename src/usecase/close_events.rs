@@ -33,6 +33,8 @@ pub const SECRET_MAX: usize = 256;
 pub const ERROR_MAX: usize = 500;
 /// How long one POST may take.
 pub const POST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The latest POSTs shown of each delivery (an endpoint down for months has thousands).
+const ATTEMPTS_SHOWN: i64 = 50;
 /// The most POSTs one delivery run makes (the rest wait for the next run).
 const RUN_MAX: usize = 1000;
 /// How long a claimed delivery is another deliverer's to leave alone: its POST's timeout and a margin to record
@@ -280,7 +282,7 @@ pub struct DeliveryView {
     pub delivered_at: Option<DateTime<Utc>>,
     pub last_status: Option<i32>,
     pub last_error: Option<String>,
-    /// Every POST, oldest first.
+    /// Its latest POSTs (at most 50), oldest first; `attempts` counts them all.
     pub attempt_log: Vec<AttemptView>,
 }
 
@@ -325,13 +327,22 @@ pub async fn events(s: &Services, scope: &Scope, limit: i64) -> Result<Vec<Event
         db::close_events::endpoints(&mut conn).await?.into_iter().map(|e| (e.id, e.active)).collect();
     let deliveries = db::close_events::deliveries(&mut conn, &ids).await?;
     let delivery_ids: Vec<i64> = deliveries.iter().map(|d| d.id).collect();
-    let attempts = db::close_events::attempts(&mut conn, &delivery_ids).await?;
+    let mut log: std::collections::HashMap<i64, Vec<AttemptView>> = std::collections::HashMap::new();
+    for a in db::close_events::attempts(&mut conn, &delivery_ids, ATTEMPTS_SHOWN).await? {
+        log.entry(a.delivery_id).or_default().push(AttemptView { at: a.at, status: a.status, error: a.error });
+    }
+    let mut of_event: std::collections::HashMap<&str, Vec<&db::close_events::Delivery>> =
+        std::collections::HashMap::new();
+    for d in &deliveries {
+        of_event.entry(d.event_id.as_str()).or_default().push(d);
+    }
     Ok(events
         .into_iter()
         .map(|e| EventView {
-            deliveries: deliveries
-                .iter()
-                .filter(|d| d.event_id == e.id)
+            deliveries: of_event
+                .get(e.id.as_str())
+                .into_iter()
+                .flatten()
                 .map(|d| {
                     let state = match (d.delivered_at, d.attempts, active.get(&d.endpoint_id).copied()) {
                         (Some(_), ..) => DeliveryState::Delivered,
@@ -348,11 +359,7 @@ pub async fn events(s: &Services, scope: &Scope, limit: i64) -> Result<Vec<Event
                         delivered_at: d.delivered_at,
                         last_status: d.last_status,
                         last_error: d.last_error.clone(),
-                        attempt_log: attempts
-                            .iter()
-                            .filter(|a| a.delivery_id == d.id)
-                            .map(|a| AttemptView { at: a.at, status: a.status, error: a.error.clone() })
-                            .collect(),
+                        attempt_log: log.remove(&d.id).unwrap_or_default(),
                     }
                 })
                 .collect(),
