@@ -12,7 +12,8 @@ use reqwest::Method;
 async fn a_font_installed_after_start_makes_pdfs_and_health_said_why_not() {
     let dir = tempfile::tempdir().unwrap();
     let font = dir.path().join("NotoSansCJK-Regular.ttc");
-    // SAFETY: the only test of this binary, before any thread reads the environment
+    // SAFETY: nextest runs every test in its own process (scripts/test.sh's `cargo test` fallback runs this one
+    // alone), and this is before any thread of it reads the environment
     unsafe { std::env::set_var(cardhour::export::FONT_ENV, &font) };
     let db = common::TestDb::migrated().unwrap();
     let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
