@@ -132,12 +132,12 @@ pub struct ModelUse {
 /// scope's use (pro rata — the guarantee names no model, and no pod came first within an hour), so the models'
 /// within-parts add up to the scope's and a scope that did not borrow has each model's use within whole.
 /// `used` is the models' GPU-seconds, in model order.
-pub fn split_by_model(split: &QuotaUse, used: &BTreeMap<String, f64>) -> Vec<ModelUse> {
+pub fn split_by_model<M: AsRef<str>>(split: &QuotaUse, used: &BTreeMap<M, f64>) -> Vec<ModelUse> {
     let total = split.used();
     used.iter()
         .filter(|(_, v)| **v > 0.0)
         .map(|(model, &v)| ModelUse {
-            gpu_model: model.clone(),
+            gpu_model: model.as_ref().to_string(),
             used: v,
             // no borrowing: every model's use is within, bit for bit
             used_within: if split.borrowed == 0.0 || total <= 0.0 { v } else { v * (split.used_within / total) },
@@ -200,8 +200,8 @@ pub fn meter_quota(
         }
         *guaranteed.entry(scope).or_default() += least.values().sum::<f64>() * ksm_interval_ms as f64 / 1000.0;
     }
-    let mut used: BTreeMap<QuotaScope, f64> = BTreeMap::new();
-    let mut by_model: BTreeMap<QuotaScope, BTreeMap<String, f64>> = BTreeMap::new();
+    // per scope: its GPU-seconds, and the same by model (names borrowed from the rows: no copy per row)
+    let mut used: BTreeMap<QuotaScope, (f64, BTreeMap<&str, f64>)> = BTreeMap::new();
     for r in rows {
         let scope = match member.get(&(r.key.namespace.as_str(), r.key.pod.as_str())) {
             Some(queue) => QuotaScope::clone(queue),
@@ -210,17 +210,18 @@ pub fn meter_quota(
         if scope.kind == ScopeKind::Namespace && !guaranteed.contains_key(&scope) {
             continue; // a namespace without a counted guarantee is no scope
         }
-        *by_model.entry(scope.clone()).or_default().entry(r.gpu_model.clone()).or_default() += r.gpu_seconds;
-        *used.entry(scope).or_default() += r.gpu_seconds;
+        let (total, by_model) = used.entry(scope).or_default();
+        *total += r.gpu_seconds;
+        *by_model.entry(r.gpu_model.as_str()).or_default() += r.gpu_seconds;
     }
     let scopes: BTreeSet<QuotaScope> = guaranteed.keys().copied().cloned().chain(used.keys().cloned()).collect();
     scopes
         .into_iter()
         .map(|scope| {
-            let split =
-                split_use(guaranteed.get(&scope).copied().unwrap_or(0.0), used.get(&scope).copied().unwrap_or(0.0));
+            let (total, by_model) = used.get(&scope).map_or((0.0, None), |(t, m)| (*t, Some(m)));
+            let split = split_use(guaranteed.get(&scope).copied().unwrap_or(0.0), total);
             let label_team = (scope.kind == ScopeKind::Namespace).then(|| namespace_team(&scope.name)).flatten();
-            let by_model = by_model.get(&scope).map(|m| split_by_model(&split, m)).unwrap_or_default();
+            let by_model = by_model.map(|m| split_by_model(&split, m)).unwrap_or_default();
             QuotaRow { scope, split, by_model, label_team }
         })
         .collect()
@@ -436,10 +437,9 @@ mod tests {
         let m = |model: &str, used: f64, within: f64| ModelUse { gpu_model: model.into(), used, used_within: within };
         assert_eq!(out[0].by_model, [m("A100", 5.0 * hr, 3.75 * hr), m("H100", 3.0 * hr, 2.25 * hr)]);
         // within its guarantee a scope's models keep their whole use; an idle scope has none
-        let under =
-            split_by_model(&split_use(10.0, 8.0), &BTreeMap::from([("A100".into(), 5.0), ("H100".into(), 3.0)]));
+        let under = split_by_model(&split_use(10.0, 8.0), &BTreeMap::from([("A100", 5.0), ("H100", 3.0)]));
         assert_eq!(under, [m("A100", 5.0, 5.0), m("H100", 3.0, 3.0)]);
-        assert!(split_by_model(&split_use(10.0, 0.0), &BTreeMap::new()).is_empty());
+        assert!(split_by_model(&split_use(10.0, 0.0), &BTreeMap::<&str, f64>::new()).is_empty());
     }
 
     proptest! {
