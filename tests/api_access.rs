@@ -340,6 +340,29 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
             write(404),
         ),
         ("GET /close-events", g.clone(), "/api/v1/close-events".into(), Body::None, global),
+        // adjustments: everyone reads (a lead its teams'), writers enter and decide (an unknown one is a 404)
+        ("GET /adjustments", g.clone(), format!("/api/v1/adjustments?month={m}"), Body::None, all),
+        (
+            "POST /adjustments",
+            Method::POST,
+            "/api/v1/adjustments".into(),
+            Body::Json(json!({"month": m, "team": "vision", "amount": "-1.00", "reason": "access matrix"})),
+            write(201),
+        ),
+        (
+            "POST /adjustments/{id}/approve",
+            Method::POST,
+            "/api/v1/adjustments/999999/approve".into(),
+            Body::Json(json!({})),
+            write(404),
+        ),
+        (
+            "POST /adjustments/{id}/reject",
+            Method::POST,
+            "/api/v1/adjustments/999999/reject".into(),
+            Body::Json(json!({"note": "x"})),
+            write(404),
+        ),
         ("GET /reports/teams/{month}", g.clone(), format!("/api/v1/reports/teams/{m}"), Body::None, global),
         (
             "GET /reports/unit-cost",

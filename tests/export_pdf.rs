@@ -75,6 +75,8 @@ fn statement(usage: Vec<UsageLine>, capacity: Vec<CapacityLine>, teams: &[(&str,
         layout: Layout::V2,
         frozen: None,
         unit_cost: None,
+        adjustments: Vec::new(),
+        pending_adjustments: Vec::new(),
     }
 }
 

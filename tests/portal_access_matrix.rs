@@ -67,6 +67,8 @@ const PAGES: &[Page] = &[
     page("/reports/unit-cost", Audience::Everyone),
     page("/reports/fragmentation", Audience::Global),
     page("/reports/oversubscription", Audience::Global),
+    page("/adjustments", Audience::Everyone),
+    page("/adjustments?month={month}", Audience::Everyone),
     page("/budgets", Audience::Everyone),
     page("/budgets?month={month}", Audience::Everyone),
     page("/rates", Audience::Everyone),

@@ -300,6 +300,8 @@ fn statement(usage: Vec<UsageLine>, capacity: Vec<CapacityLine>, teams: &[String
         layout: Layout::V3,
         frozen: None,
         unit_cost: None,
+        adjustments: Vec::new(),
+        pending_adjustments: Vec::new(),
     }
 }
 

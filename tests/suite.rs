@@ -18,6 +18,8 @@ mod abuse_login;
 mod abuse_pool;
 #[path = "abuse_slow.rs"]
 mod abuse_slow;
+#[path = "adjustments.rs"]
+mod adjustments;
 #[path = "api_access.rs"]
 mod api_access;
 #[path = "api_contract.rs"]

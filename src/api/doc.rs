@@ -187,6 +187,11 @@ fn rule(name: &str) -> Option<Value> {
         "name" => text(validate::NAME_MAX),
         "node" => text(validate::NODE_NAME_MAX),
         "reason" => text(crate::ledger::OVERRIDE_REASON_MAX),
+        "adjustment_reason" => text(crate::ledger::adjustment::REASON_MAX),
+        "adjustment_amount" => json!({"pattern": crate::ledger::adjustment::AMOUNT_PATTERN}),
+        "note" => {
+            json!({"pattern": validate::optional_text_pattern(), "maxLength": crate::ledger::adjustment::REASON_MAX})
+        }
         "top" => json!({"minimum": 1, "maximum": validate::TOP_MAX}),
         "limit" => json!({"minimum": 1, "maximum": validate::PAGE_MAX, "default": validate::PAGE_DEFAULT}),
         "hours" => json!({"minimum": 1, "maximum": validate::IDLE_HOURS_MAX}),
@@ -245,6 +250,11 @@ fn property_rule(schema: &str, property: &str) -> Option<&'static str> {
         ("NodeSettingsView", "gpu_model") => "optional_model",
         ("TeamInput", "name" | "owner") => "name",
         ("OverrideInput", "reason") => "reason",
+        ("AdjustmentInput", "month") => "month",
+        ("AdjustmentInput", "team") => "team",
+        ("AdjustmentInput", "amount") => "adjustment_amount",
+        ("AdjustmentInput", "reason") => "adjustment_reason",
+        ("DecisionInput", "note") => "note",
         ("CloseInput", "mode") => "mode",
         ("CloseInput", "unallocated") => "unallocated",
         _ => return None,

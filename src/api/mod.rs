@@ -1,6 +1,7 @@
 //! The versioned REST API `/api/v1` for billing systems and the portal: JSON in and out, OpenAPI documented,
 //! bearer tokens with roles; Swagger UI served from the binary.
 
+mod adjustments;
 mod audit;
 pub mod bearer;
 mod bills;
@@ -86,6 +87,7 @@ pub fn api() -> (Router<AppState>, OpenApiSpec) {
         .merge(quotas::router())
         .merge(reservations::router())
         .merge(close_events::router())
+        .merge(adjustments::router())
         .merge(budgets::router())
         .merge(ingest::router())
         .merge(report_exports::router())

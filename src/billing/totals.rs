@@ -1,5 +1,5 @@
 //! The total row of a month's teams table: the sums of the team rows it closes (allocated, unallocated share,
-//! restated, total; card-hours), so every face prints one and the same total row.
+//! restated, adjusted, total; card-hours), so every face prints one and the same total row.
 
 use rust_decimal::Decimal;
 
@@ -15,15 +15,17 @@ pub struct MonthTotals {
     pub unallocated_share: Money,
     /// Σ restatements of earlier closed months shown on the month.
     pub restated: Money,
-    /// Σ team totals: allocated + unallocated share + restated.
+    /// Σ approved adjustments booked to the month.
+    pub adjusted: Money,
+    /// Σ team totals: allocated + unallocated share + restated + adjusted.
     pub total: Money,
 }
 
 impl MonthTotals {
-    /// The sums of team rows given as (the team's bill, if it has one; its restated amount).
-    pub fn of_teams<'a>(rows: impl IntoIterator<Item = (Option<&'a TeamBill>, Money)>) -> MonthTotals {
+    /// The sums of team rows given as (the team's bill, if it has one; its restated amount; its adjusted amount).
+    pub fn of_teams<'a>(rows: impl IntoIterator<Item = (Option<&'a TeamBill>, Money, Money)>) -> MonthTotals {
         let mut t = MonthTotals::default();
-        for (bill, restated) in rows {
+        for (bill, restated, adjusted) in rows {
             if let Some(b) = bill {
                 t.card_hours += b.card_hours;
                 t.effective_card_hours += b.effective_card_hours;
@@ -32,7 +34,8 @@ impl MonthTotals {
                 t.total = t.total + b.total;
             }
             t.restated = t.restated + restated;
-            t.total = t.total + restated;
+            t.adjusted = t.adjusted + adjusted;
+            t.total = t.total + restated + adjusted;
         }
         t
     }
@@ -50,11 +53,13 @@ mod tests {
         a.unallocated_share = Money::round_fen(dec!(5.05));
         a.total = a.allocated + a.unallocated_share;
         a.card_hours = dec!(8.5);
-        let t = MonthTotals::of_teams([(Some(&a), Money::round_fen(dec!(-1.15))), (None, Money::round_fen(dec!(2)))]);
+        let m = |d| Money::round_fen(d);
+        let t = MonthTotals::of_teams([(Some(&a), m(dec!(-1.15)), m(dec!(-10))), (None, m(dec!(2)), m(dec!(0.5)))]);
         assert_eq!(
             (t.allocated.to_string(), t.unallocated_share.to_string(), t.restated.to_string(), t.total.to_string()),
-            ("100.10".into(), "5.05".into(), "0.85".into(), "106.00".into())
+            ("100.10".into(), "5.05".into(), "0.85".into(), "96.50".into())
         );
+        assert_eq!(t.adjusted.to_string(), "-9.50");
         assert_eq!(t.card_hours, dec!(8.5));
         assert_eq!(MonthTotals::of_teams([]), MonthTotals::default());
     }

@@ -1,5 +1,6 @@
 //! All SQL lives here: connections, migrations and one module per stored thing. Callers own transactions.
 
+pub mod adjustments;
 pub mod audit;
 pub mod bills;
 pub mod budgets;

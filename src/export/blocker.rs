@@ -83,5 +83,9 @@ pub fn words(blocker: &Blocker, lang: Lang, ts: &dyn Fn(&DateTime<Utc>) -> Strin
                 ("read_samples", read_samples.to_string()),
             ],
         ),
+        Blocker::PendingAdjustment { id, team, amount } => p(
+            "blocker.pending_adjustment",
+            &[("id", format!("ADJ-{id}")), ("team", team.clone()), ("amount", amount.to_string())],
+        ),
     }
 }

@@ -49,6 +49,10 @@ const UNIT_COST_HEADER: [&str; 7] = [
     "idle_serving_cost",
 ];
 
+/// The columns an adjustment row fills (its stable id, why, maker, checker), where the statement has an approved
+/// adjustment: empty on every other row, absent from a statement without any (its bytes as before).
+const ADJUSTMENT_HEADER: [&str; 4] = ["adjustment_id", "reason", "entered_by", "approved_by"];
+
 /// How a layout writes the CSV.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct CsvShape {
@@ -177,6 +181,20 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             (true, _) => vec![String::new(), String::new()],
         }
     };
+    // approved adjustments (SPEC §11): their id, reason, maker and checker in columns of their own
+    let adj_cols = teams.iter().any(|t| st.adjustments_of(t).next().is_some());
+    let adj = |a: Option<&crate::ledger::Adjustment>| -> Vec<String> {
+        match (adj_cols, a) {
+            (false, _) => Vec::new(),
+            (true, None) => vec![String::new(); ADJUSTMENT_HEADER.len()],
+            (true, Some(a)) => vec![
+                a.line_id(),
+                neutralise(&a.reason),
+                neutralise(&a.entered_by),
+                neutralise(a.decided_by.as_deref().unwrap_or("")),
+            ],
+        }
+    };
     let mut header: Vec<&str> = HEADER.to_vec();
     if replica_cols {
         header.extend(["whole_card_hours", "unverified_node"]);
@@ -186,6 +204,9 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
     }
     if unit_cols {
         header.extend(UNIT_COST_HEADER);
+    }
+    if adj_cols {
+        header.extend(ADJUSTMENT_HEADER);
     }
     w.write_record(header.iter().map(|h| shape.header(h)))?;
     for team in teams.iter().copied() {
@@ -248,6 +269,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
                 r.extend(flags(l.whole_card_hours, Some(l.unverified_node)));
                 r.extend(res(Some(l)));
                 r.extend(unit(None));
+                r.extend(adj(None));
                 w.write_record(r)?;
             }
             if !bill.unallocated_share.is_zero() {
@@ -257,6 +279,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
                 r.extend(flags(None, None));
                 r.extend(res(None));
                 r.extend(unit(None));
+                r.extend(adj(None));
                 w.write_record(r)?;
             }
         }
@@ -276,6 +299,18 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             r.extend(flags(None, None));
             r.extend(res(None));
             r.extend(unit(None));
+            r.extend(adj(None));
+            w.write_record(r)?;
+        }
+        // approved adjustments: a line each, in the team's total; one correcting an earlier closed month names it
+        for a in st.adjustments_of(team) {
+            let nums = [String::new(), String::new(), String::new(), String::new(), shape.money(a.amount)];
+            let original = if a.month != st.month { shape.month(a.month.to_string()) } else { String::new() };
+            let mut r = row("adjustment", original, "", "", "", nums, false).to_vec();
+            r.extend(flags(None, None));
+            r.extend(res(None));
+            r.extend(unit(None));
+            r.extend(adj(Some(a)));
             w.write_record(r)?;
         }
         // layout 5: the team's unit cost of inference per model, beside its lines (no amount: not summed)
@@ -283,7 +318,10 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             let nums = [String::new(), String::new(), String::new(), String::new(), String::new()];
             let mut r = row("unit_cost", String::new(), "", "", "", nums, u.unpriced).to_vec();
             r.extend(flags(None, None));
+            // (the reservation columns were missing here: a reserved month with serving pods could not be written)
+            r.extend(res(None));
             r.extend(unit(Some(u)));
+            r.extend(adj(None));
             w.write_record(r)?;
         }
     }
@@ -316,6 +354,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             r.extend(flags(None, None));
             r.extend(res(None));
             r.extend(unit(None));
+            r.extend(adj(None));
             w.write_record(r)
         };
         for c in &b.capacity {
@@ -343,7 +382,9 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
     if shape.v4 {
         // the export's total row: Σ the included teams' totals (and card-hours), what they carry this month
         let sums = crate::billing::MonthTotals::of_teams(
-            teams.iter().map(|t| (st.bills.teams.iter().find(|b| b.team == *t), st.team_restated(t))),
+            teams
+                .iter()
+                .map(|t| (st.bills.teams.iter().find(|b| b.team == *t), st.team_restated(t), st.team_adjusted(t))),
         );
         let e = String::new;
         let mut r = vec![
@@ -368,6 +409,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
         r.extend(flags(None, None));
         r.extend(res(None));
         r.extend(unit(None));
+        r.extend(adj(None));
         w.write_record(r)?;
     }
     let mut out = "\u{feff}".as_bytes().to_vec();

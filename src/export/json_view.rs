@@ -77,7 +77,10 @@ pub struct TeamSummary {
     pub unallocated_share: Money,
     /// Σ restatement amounts of earlier closed months shown on this statement.
     pub restated: Money,
-    /// allocated + unallocated_share + restated.
+    /// Σ the team's approved adjustments on this statement (SPEC §11); absent from a statement without any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adjusted: Option<Money>,
+    /// allocated + unallocated_share + restated + adjusted.
     pub total: Money,
 }
 
@@ -147,6 +150,11 @@ pub struct MonthView {
     /// none, and for a team lead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub over_commitment: Option<Money>,
+    /// Σ the approved adjustments on this statement (the teams' `adjusted`): outside the capacity's
+    /// reconciliation — Σ totals + platform_kept = capacity_cost + over_recovery + capacity_shortfall +
+    /// over_commitment + Σ restated + adjusted. Absent from a statement without any, and for a team lead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adjusted: Option<Money>,
     /// A month closed although it was not complete: the reason, who closed it, and (global readers only) what
     /// stood in the way.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -178,6 +186,7 @@ pub fn team_summary(st: &Statement, team: &str) -> TeamSummary {
         allocated: bill.map_or(Money::ZERO, |b| b.allocated),
         unallocated_share: bill.map_or(Money::ZERO, |b| b.unallocated_share),
         restated: st.team_restated(team),
+        adjusted: st.has_adjustments().then(|| st.team_adjusted(team)),
         total: st.team_total(team),
     }
 }
@@ -229,6 +238,7 @@ pub fn month_view(st: &Statement, scope: &Scope) -> MonthView {
         over_recovery: b.over_recovery.filter(|_| global),
         capacity_shortfall: b.capacity_shortfall.filter(|_| global),
         over_commitment: b.over_commitment.filter(|_| global),
+        adjusted: (global && st.has_adjustments()).then(|| st.adjustments.iter().map(|a| a.amount).sum()),
         close_override: st.close_override.as_ref().map(|o| override_view(o, global)),
     }
 }
@@ -365,6 +375,50 @@ pub struct TeamStatementView {
     /// Absent for a team without serving pods and for a month closed before layout 5.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unit_cost: Option<Vec<UnitCostView>>,
+    /// The team's approved adjustments on this statement (SPEC §11), in `total`: each with its stable id
+    /// (`ADJ-<n>`), the month it corrects (an earlier closed month: a restatement of it), reason, maker and
+    /// checker. Absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub adjustments: Vec<AdjustmentView>,
+    /// An open month's adjustments of the team awaiting approval: shown, in no total. Absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending_adjustments: Vec<AdjustmentView>,
+}
+
+/// An adjustment on a statement.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AdjustmentView {
+    /// Stable across renders and closes: `ADJ-<n>`.
+    #[schema(example = "ADJ-12")]
+    pub id: String,
+    /// The month corrected.
+    #[schema(example = "2026-11")]
+    pub month: String,
+    /// Yuan: negative a credit, positive a debit.
+    pub amount: Money,
+    pub reason: String,
+    pub entered_by: String,
+    pub entered_at: DateTime<Utc>,
+    /// The checker (absent while pending).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approved_at: Option<DateTime<Utc>>,
+}
+
+impl From<&crate::ledger::Adjustment> for AdjustmentView {
+    fn from(a: &crate::ledger::Adjustment) -> Self {
+        AdjustmentView {
+            id: a.line_id(),
+            month: a.month.to_string(),
+            amount: a.amount,
+            reason: a.reason.clone(),
+            entered_by: a.entered_by.clone(),
+            entered_at: a.entered_at,
+            approved_by: a.decided_by.clone().filter(|_| a.status == crate::ledger::AdjustmentStatus::Approved),
+            approved_at: a.decided_at.filter(|_| a.status == crate::ledger::AdjustmentStatus::Approved),
+        }
+    }
 }
 
 /// The bytes of a team's statement as `GET /bills/{month}/teams/{team}` answers them (and the close event hashes).
@@ -418,5 +472,7 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
             .collect(),
         unit_cost: since(st.layout, Layout::V5, || st.unit_cost_of(team).iter().map(Into::into).collect::<Vec<_>>())
             .filter(|rows| !rows.is_empty()),
+        adjustments: st.adjustments_of(team).map(Into::into).collect(),
+        pending_adjustments: st.pending_adjustments_of(team).map(Into::into).collect(),
     }
 }

@@ -497,8 +497,10 @@ fn teams_table_v4(st: &Statement, teams: &[&str], extras: &StatementExtras, styl
     let l = |zh: &'static str, en: &'static str| lang.pick(zh, en);
     let g = |key: &str| glossary::term(lang, key);
     let previous = extras.previous.as_ref();
-    let columns = vec![
-        col(&g("term.team"), 140.0, false),
+    // approved adjustments: a column of their own, only where there are any (the page keeps its width)
+    let adjusted = st.has_adjustments();
+    let mut columns = vec![
+        col(&g("term.team"), if adjusted { 100.0 } else { 140.0 }, false),
         col(&g("term.owner"), 70.0, false),
         col(&g("term.allocated"), 80.0, true),
         col(&g("term.unallocated_share"), 75.0, true),
@@ -506,8 +508,11 @@ fn teams_table_v4(st: &Statement, teams: &[&str], extras: &StatementExtras, styl
         col(&g("term.total"), 85.0, true),
         col(&g("term.budget"), 75.0, true),
         col(prev_head, 75.0, true),
-        col(&g("term.change"), 92.0, true),
+        col(&g("term.change"), if adjusted { 72.0 } else { 92.0 }, true),
     ];
+    if adjusted {
+        columns.insert(5, col(&g("term.adjusted"), 60.0, true));
+    }
     let rows = teams
         .iter()
         .map(|t| {
@@ -515,7 +520,7 @@ fn teams_table_v4(st: &Statement, teams: &[&str], extras: &StatementExtras, styl
             let bill = bill_of(st, t);
             let total = st.team_total(t);
             let before = previous.and_then(|p| p.teams.get(*t).copied());
-            vec![
+            let mut row = vec![
                 glossary::team_label(lang, t, info.map_or(*t, |i| i.name.as_str())),
                 info.and_then(|i| i.owner.clone()).unwrap_or_default(),
                 yuan(bill.map_or(Money::ZERO, |b| b.allocated)),
@@ -525,10 +530,16 @@ fn teams_table_v4(st: &Statement, teams: &[&str], extras: &StatementExtras, styl
                 extras.budgets.get(*t).map_or_else(|| "–".into(), |m| yuan(*m)),
                 before.map_or_else(|| "–".into(), yuan),
                 before.map_or_else(|| "–".into(), |b| change(total, b)),
-            ]
+            ];
+            if adjusted {
+                row.insert(5, yuan(st.team_adjusted(t)));
+            }
+            row
         })
         .collect();
-    let sums = crate::billing::MonthTotals::of_teams(teams.iter().map(|t| (bill_of(st, t), st.team_restated(t))));
+    let sums = crate::billing::MonthTotals::of_teams(
+        teams.iter().map(|t| (bill_of(st, t), st.team_restated(t), st.team_adjusted(t))),
+    );
     let mut total = vec![String::new(); 9];
     total[0] = g("term.total");
     total[2] = yuan(sums.allocated);
@@ -544,7 +555,49 @@ fn teams_table_v4(st: &Statement, teams: &[&str], extras: &StatementExtras, styl
         total[7] = yuan(before);
         total[8] = change(sums.total, before);
     }
+    if adjusted {
+        total.insert(5, yuan(sums.adjusted));
+    }
     Table { heading: Some(l("各团队", "Teams").into()), columns, rows, total: Some(total) }
+}
+
+/// The team's adjustments: the approved ones (in its total) with id, month corrected, reason, maker and checker;
+/// on a draft also those awaiting approval (in no total), so finance sees what a decision would change.
+fn adjustment_tables(st: &Statement, team: &str, lang: Lang, blocks: &mut Vec<Block>) {
+    let g = |key: &str| glossary::term(lang, key);
+    let table = |heading: String, list: Vec<&crate::ledger::Adjustment>, with_checker: bool| {
+        let mut columns = vec![
+            col(&g("term.adjustment_id"), 60.0, false),
+            col(&g("term.corrected_month"), 60.0, false),
+            col(&g("term.reason"), if with_checker { 250.0 } else { 350.0 }, false),
+            col(&g("term.entered_by"), 100.0, false),
+        ];
+        if with_checker {
+            columns.push(col(&g("term.approved_by"), 100.0, false));
+        }
+        columns.push(col(&g("term.amount"), 92.0, true));
+        let rows = list
+            .into_iter()
+            .map(|a| {
+                let name = |actor: &str| present::actor_name(actor).to_string();
+                let mut r = vec![a.line_id(), a.month.to_string(), a.reason.clone(), name(&a.entered_by)];
+                if with_checker {
+                    r.push(a.decided_by.as_deref().map(name).unwrap_or_default());
+                }
+                r.push(yuan(a.amount));
+                r
+            })
+            .collect();
+        Block::Table(Table { heading: Some(heading), columns, rows, total: None })
+    };
+    let approved: Vec<_> = st.adjustments_of(team).collect();
+    if !approved.is_empty() {
+        blocks.push(table(g("term.adjustments"), approved, true));
+    }
+    let pending: Vec<_> = st.pending_adjustments_of(team).collect();
+    if !pending.is_empty() {
+        blocks.push(table(g("term.pending_adjustments"), pending, false));
+    }
 }
 
 /// Teams shown in the summary chart (largest totals first); the table lists them all.
@@ -691,6 +744,16 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
             yuan(r.amount_delta),
         ]);
     }
+    for a in st.adjustments_of(team) {
+        // an approved adjustment: a line of the total, its id where a line has its namespace (details below)
+        let word = glossary::term(lang, "term.adjustment");
+        let label = if a.month != st.month { format!("{word} {}", a.month) } else { word };
+        let mut r = vec![String::new(); 8];
+        r[0] = label;
+        r[1] = a.line_id();
+        r[7] = yuan(a.amount);
+        rows.push(r);
+    }
     let total = st.team_total(team);
     let mut sum = vec![String::new(); 8];
     sum[0] = l("合计", "Total").into();
@@ -710,6 +773,7 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
         rows,
         total: Some(sum),
     }));
+    adjustment_tables(st, team, lang, &mut blocks);
     let marked = |f: fn(&crate::billing::BillLine) -> bool| bill.iter().flat_map(|b| &b.lines).any(f);
     if marked(|l| l.whole_card_hours.is_some()) {
         let whole: Decimal = bill.iter().flat_map(|b| &b.lines).filter_map(|l| l.whole_card_hours).sum();
@@ -799,6 +863,9 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
         totals.push(vec![l("未分配分摊", "Unallocated share").to_string(), yuan(b.unallocated_share)]);
     }
     totals.push(vec![style.word("term.restated", "重述", "Restated"), yuan(st.team_restated(team))]);
+    if st.has_adjustments() {
+        totals.push(vec![glossary::term(lang, "term.adjusted"), yuan(st.team_adjusted(team))]);
+    }
     totals.push(vec![l("合计", "Total").to_string(), yuan(total)]);
     if let Some(budget) = extras.budgets.get(team) {
         totals.push(vec![l("预算", "Budget").to_string(), yuan(*budget)]);

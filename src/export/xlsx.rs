@@ -339,7 +339,13 @@ fn summary(
         ws.write_string(row, 1, value)?;
     }
     let mut row = facts.len() as u32 + 3;
-    header(ws, row, &TEAM_HEADER, f, style)?;
+    // approved adjustments: a column of their own after the total, only where there are any (bytes as before)
+    let adjusted = st.has_adjustments();
+    let mut team_cols = TEAM_HEADER.to_vec();
+    if adjusted {
+        team_cols.push(("调账", "adjusted"));
+    }
+    header(ws, row, &team_cols, f, style)?;
     row += 2;
     for team in teams {
         let bill = b.teams.iter().find(|t| t.team == *team);
@@ -355,18 +361,24 @@ fn summary(
         money(ws, row, 6, bill.map_or(Money::ZERO, |b| b.unallocated_share), &f.money)?;
         money(ws, row, 7, restated, &f.money)?;
         money(ws, row, 8, st.team_total(team), &f.money)?;
+        if adjusted {
+            money(ws, row, 9, st.team_adjusted(team), &f.money)?;
+        }
         row += 1;
     }
     if let Some(lang) = lang {
         // the table's total row: the sums of its rows (layout 4)
         let sums = crate::billing::MonthTotals::of_teams(
-            teams.iter().map(|t| (b.teams.iter().find(|x| x.team == *t), st.team_restated(t))),
+            teams.iter().map(|t| (b.teams.iter().find(|x| x.team == *t), st.team_restated(t), st.team_adjusted(t))),
         );
         ws.write_string_with_format(row, 0, glossary::term(lang, "term.total"), &f.header)?;
         ws.write_with_format(row, 3, sums.card_hours, &f.hours)?;
         ws.write_with_format(row, 4, sums.effective_card_hours, &f.hours)?;
         for (col, m) in [(5, sums.allocated), (6, sums.unallocated_share), (7, sums.restated), (8, sums.total)] {
             money(ws, row, col, m, &f.bold_money)?;
+        }
+        if adjusted {
+            money(ws, row, 9, sums.adjusted, &f.bold_money)?;
         }
         row += 1;
     }
@@ -509,14 +521,61 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
         style.flag(ws, row, 11, false)?;
         row += 1;
     }
+    for a in st.adjustments_of(team) {
+        // an approved adjustment: a line of the total, its id where a line has its namespace (details below)
+        texts(ws, row, "adjustment", &a.line_id(), "", "")?;
+        if a.month != st.month {
+            ws.write_datetime_with_format(row, 2, month_date(a.month), &f.month)?;
+        }
+        money(ws, row, 10, a.amount, &f.money)?;
+        style.flag(ws, row, 11, false)?;
+        row += 1;
+    }
     let total = style.lang().map_or_else(|| "合计 total".to_string(), |l| glossary::term(l, "term.total"));
     ws.write_string_with_format(row, 1, total, &f.header)?;
     money(ws, row, 10, st.team_total(team), &f.bold_money)?;
-    unit_cost_table(ws, row + 2, st, team, f, style)?;
+    let row = adjustments_table(ws, row + 2, st, team, f, style)?;
+    unit_cost_table(ws, row, st, team, f, style)?;
     ws.set_column_width(1, 18)?;
     ws.set_column_width(3, 20)?;
     ws.set_column_width(4, 24)?;
     Ok(())
+}
+
+/// The team's approved adjustments from row `row` (a title, a header, one row each: id, month corrected, amount,
+/// reason, maker, checker); the row after it (two below the last), or `row` when there are none.
+fn adjustments_table(
+    ws: &mut Worksheet,
+    mut row: u32,
+    st: &Statement,
+    team: &str,
+    f: &Formats,
+    style: Style,
+) -> Result<u32, XlsxError> {
+    let lines: Vec<_> = st.adjustments_of(team).collect();
+    if lines.is_empty() {
+        return Ok(row);
+    }
+    let lang = style.lang().unwrap_or(crate::glossary::Lang::Zh);
+    ws.write_string_with_format(row, 1, glossary::term(lang, "term.adjustments"), &f.header)?;
+    row += 1;
+    const FIELDS: [&str; 6] = ["adjustment_id", "corrected_month", "amount", "reason", "entered_by", "approved_by"];
+    for (c, field) in FIELDS.iter().enumerate() {
+        ws.write_string_with_format(row, 1 + c as u16, glossary::term(lang, &format!("term.{field}")), &f.header)?;
+        ws.write_string(row + 1, 1 + c as u16, *field)?;
+    }
+    ws.set_row_hidden(row + 1)?;
+    row += 2;
+    for a in lines {
+        ws.write_string(row, 1, a.line_id())?;
+        ws.write_datetime_with_format(row, 2, month_date(a.month), &f.month)?;
+        money(ws, row, 3, a.amount, &f.money)?;
+        ws.write_string(row, 4, &a.reason)?;
+        ws.write_string(row, 5, &a.entered_by)?;
+        ws.write_string(row, 6, a.decided_by.as_deref().unwrap_or(""))?;
+        row += 1;
+    }
+    Ok(row + 1)
 }
 
 /// Layout 5: the team's unit cost of inference per model from row `row` (its title, header and one row per

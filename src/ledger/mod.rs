@@ -1,9 +1,11 @@
 //! The ledger's types and pure rules: a month's statement (its bills, the restatements of earlier closed months it
 //! carries, open or closed), the immutable snapshot a close stores and reads back, what a close freezes besides the
 //! bills ([`frozen`]), the layout it is rendered with ([`layout`]), what stands in the way of a close
-//! ([`readiness`]), a closed month's integrity alarm ([`integrity`]). Computing, reading and closing months on the
+//! ([`readiness`]), a closed month's integrity alarm ([`integrity`]), finance's approved adjustments
+//! ([`adjustment`]). Computing, reading and closing months on the
 //! database are the use cases' ([`crate::usecase::ledger`]).
 
+pub mod adjustment;
 pub mod frozen;
 pub mod integrity;
 pub mod layout;
@@ -17,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::billing::{BillPolicy, Month, MonthBills, PolicyChoice, RestatementLine};
 use crate::db;
 use crate::money::Money;
+pub use adjustment::{Adjustment, AdjustmentStatus};
 pub use frozen::{FrozenExtras, TeamUnitCosts, UnitCostLine};
 pub use layout::Layout;
 use readiness::{Blocker, Readiness};
@@ -103,6 +106,14 @@ pub struct Statement {
     /// (`crate::usecase::statements`); `None` before layout 5 and where nobody computed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit_cost: Option<TeamUnitCosts>,
+    /// The approved adjustments booked to this month (SPEC §11), by id: each a line of its team's total — of this
+    /// month, or a restatement of an earlier closed month approved after its close. A close freezes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adjustments: Vec<Adjustment>,
+    /// An open month's adjustments awaiting approval that would be booked to it: shown on the draft, in no total.
+    /// Never frozen (a close leaves them pending; approved later, they restate the month on the next open one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_adjustments: Vec<Adjustment>,
 }
 
 fn layout_v1() -> Layout {
@@ -138,6 +149,7 @@ impl Statement {
             .iter()
             .map(|t| t.team.as_str())
             .chain(self.restatements.iter().map(|r| r.team.as_str()))
+            .chain(self.adjustments.iter().chain(&self.pending_adjustments).map(|a| a.team.as_str()))
             .collect();
         teams.sort_unstable();
         teams.dedup();
@@ -163,10 +175,31 @@ impl Statement {
         }
     }
 
-    /// What the team owes on this statement: its bill plus its restatements.
+    /// A team's approved adjustments on this statement.
+    pub fn adjustments_of<'a>(&'a self, team: &'a str) -> impl Iterator<Item = &'a Adjustment> + 'a {
+        self.adjustments.iter().filter(move |a| a.team == team)
+    }
+
+    /// A team's adjustments awaiting approval shown on this (open) statement.
+    pub fn pending_adjustments_of<'a>(&'a self, team: &'a str) -> impl Iterator<Item = &'a Adjustment> + 'a {
+        self.pending_adjustments.iter().filter(move |a| a.team == team)
+    }
+
+    /// Σ of the team's approved adjustments on this statement.
+    pub fn team_adjusted(&self, team: &str) -> Money {
+        adjustment::team_sum(&self.adjustments, team)
+    }
+
+    /// Whether the faces print the adjustments column: only where some adjustment was approved, so a statement
+    /// without any (every month closed before adjustments existed) keeps its bytes.
+    pub fn has_adjustments(&self) -> bool {
+        !self.adjustments.is_empty()
+    }
+
+    /// What the team owes on this statement: its bill plus its restatements and its approved adjustments.
     pub fn team_total(&self, team: &str) -> Money {
         let bill = self.bills.teams.iter().find(|t| t.team == team).map_or(Money::ZERO, |t| t.total);
-        bill + self.team_restated(team)
+        bill + self.team_restated(team) + self.team_adjusted(team)
     }
 }
 
@@ -187,6 +220,10 @@ pub struct Snapshot {
     /// Absent in version 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extras: Option<FrozenExtras>,
+    /// The approved adjustments booked to the month; absent when there were none (every snapshot stored before
+    /// adjustments existed reads as it was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adjustments: Vec<Adjustment>,
 }
 
 /// The snapshot version new closes store.
@@ -217,6 +254,8 @@ pub fn from_closed(month: Month, c: &db::bills::ClosedMonth) -> Result<Statement
         layout: s.layout.unwrap_or(Layout::V1),
         unit_cost: s.extras.as_ref().and_then(|e| e.unit_cost.clone()),
         frozen: s.extras,
+        adjustments: s.adjustments,
+        pending_adjustments: Vec::new(),
     })
 }
 

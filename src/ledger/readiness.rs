@@ -77,6 +77,15 @@ pub enum Blocker {
         read_rows: i32,
         read_samples: i64,
     },
+    /// An adjustment booked to the month awaits its checker (SPEC §11): a close leaves it out, and approved later it
+    /// restates the month on the next open one.
+    PendingAdjustment {
+        /// Its id (`ADJ-<id>` on the statements).
+        id: i64,
+        team: String,
+        /// Yuan: negative a credit, positive a debit.
+        amount: crate::money::Money,
+    },
 }
 
 /// A run of whole hours `[from, to)`.
@@ -158,6 +167,11 @@ impl Blocker {
                  {} samples, read {read_rows} rows / {read_samples} samples)",
                 ts(hour),
                 stored_samples.map_or_else(|| "?".to_string(), |s| s.to_string())
+            ),
+            Self::PendingAdjustment { id, team, amount } => write!(
+                f,
+                "adjustment ADJ-{id} of team {team} ({amount} yuan) awaits approval: decide it before the close, \
+                 or it restates the month on a later statement once approved"
             ),
         }
     }

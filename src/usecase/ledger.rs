@@ -232,10 +232,18 @@ pub async fn statement(pool: &PgPool, month: Month, choice: PolicyChoice) -> Res
     };
     let bills = compute(pool, month, policy, choice.replicas).await?;
     let restatements = pending_restatements(pool, month).await?;
+    let (adjustments, pending_adjustments) = {
+        let mut conn = pool.acquire().await?;
+        super::adjustments::for_open_month(&mut conn, month).await?
+    };
     let all = db::teams::list(pool, &Scope::all()).await?;
     let teams = all
         .into_iter()
-        .filter(|t| bills.teams.iter().any(|b| b.team == t.id) || restatements.iter().any(|r| r.team == t.id))
+        .filter(|t| {
+            bills.teams.iter().any(|b| b.team == t.id)
+                || restatements.iter().any(|r| r.team == t.id)
+                || adjustments.iter().chain(&pending_adjustments).any(|a| a.team == t.id)
+        })
         .map(|t| (t.id, TeamInfo { name: t.name, owner: t.owner }))
         .collect();
     Ok(Statement {
@@ -253,6 +261,8 @@ pub async fn statement(pool: &PgPool, month: Month, choice: PolicyChoice) -> Res
         // the month's unit cost of inference is the statement cache's to add (it prices serving pod-hours with the
         // services' billing time zone: `crate::usecase::statements`)
         unit_cost: None,
+        adjustments,
+        pending_adjustments,
     })
 }
 
@@ -363,6 +373,8 @@ pub(super) async fn close<E: From<LedgerError> + From<sqlx::Error>>(
         teams: st.teams.clone(),
         close_override: close_override.clone(),
         extras: Some(extras),
+        // approvals booked to this month wait for this close's lock: these are all of them
+        adjustments: st.adjustments.clone(),
     };
     let value = serde_json::to_value(&snapshot).map_err(|e| LedgerError::Snapshot(month.to_string(), e))?;
     // what is stored must read back: a figure JSON cannot hold (a NaN is written as null) would leave the month
@@ -373,6 +385,10 @@ pub(super) async fn close<E: From<LedgerError> + From<sqlx::Error>>(
         "not_offered": st.bills.not_offered,
         "teams": st.bills.teams.iter().map(|t| (t.team.clone(), t.total)).collect::<BTreeMap<_, _>>(),
     });
+    if st.has_adjustments() {
+        summary["adjustments"] =
+            serde_json::json!(st.adjustments.iter().map(|a| (a.line_id(), a.amount)).collect::<BTreeMap<_, _>>());
+    }
     if let Some(o) = &close_override {
         summary["override"] = serde_json::json!({"reason": o.reason, "blockers": o.blockers});
     }

@@ -5,6 +5,7 @@
 //! present answers, the numbers and rules are here and in the pure layers below, the SQL in `db`. Nothing here knows
 //! a terminal; of HTTP only [`state`], the state both faces' handlers reach, with the limits they share.
 
+pub mod adjustments;
 pub mod alerts;
 pub mod audit;
 pub mod budgets;

@@ -169,7 +169,9 @@ pub async fn overview(
         })
         .collect();
     let totals = MonthTotals::of_teams(
-        st.team_ids().into_iter().map(|t| (st.bills.teams.iter().find(|b| b.team == t), st.team_restated(t))),
+        st.team_ids()
+            .into_iter()
+            .map(|t| (st.bills.teams.iter().find(|b| b.team == t), st.team_restated(t), st.team_adjusted(t))),
     );
     let figures = super::reports::month_utilization_of(s, month).await?.totals;
     let b = &st.bills;
@@ -238,7 +240,9 @@ async fn month_forecast(s: &Services, st: &Statement, now: DateTime<Utc>) -> Res
         .into_iter()
         .map(|t| {
             let w = weights.get(t).map(Vec::as_slice).unwrap_or(&[]);
-            (t.to_string(), crate::waste::covered_forecast(st.team_total(t), st.team_restated(t), w, &covered))
+            // restatements and adjustments are fixed amounts: never extrapolated
+            let fixed = st.team_restated(t) + st.team_adjusted(t);
+            (t.to_string(), crate::waste::covered_forecast(st.team_total(t), fixed, w, &covered))
         })
         .collect();
     let total: Money = st.team_ids().into_iter().map(|t| st.team_total(t)).sum();

@@ -87,6 +87,13 @@ pub async fn readiness(
             read_samples: k.read_samples,
         });
     }
+    // adjustments an approval now would book to this month: the close would leave them out
+    let mut conn = pool.acquire().await?;
+    let (_, pending) = super::adjustments::for_open_month(&mut conn, month).await?;
+    drop(conn);
+    for a in pending {
+        blockers.push(Blocker::PendingAdjustment { id: a.id, team: a.team, amount: a.amount });
+    }
     let coverage = coverage(&counts, from, to, now);
     Ok(Readiness { month, from, to, ready: blockers.is_empty(), blockers, checked_at: now, coverage })
 }

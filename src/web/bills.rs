@@ -80,6 +80,8 @@ pub struct TeamRow {
     pub allocated: String,
     pub unallocated_share: String,
     pub restated: String,
+    /// Σ the team's approved adjustments; `None` on a statement without any (no column then).
+    pub adjusted: Option<String>,
     pub total: String,
 }
 
@@ -143,6 +145,10 @@ pub struct MonthPage {
     pub cluster: Option<ClusterTotals>,
     pub coverage: Vec<CoverageRow>,
     pub may_close: bool,
+    /// The statement has approved adjustments: the teams table has their column.
+    pub adjusted: bool,
+    /// Adjustments awaiting approval that would be booked to this open month (in no total).
+    pub pending_adjustments: usize,
 }
 
 impl MonthPage {
@@ -181,19 +187,11 @@ pub fn team_rows(st: &crate::ledger::Statement, scope: &crate::access::Scope, la
                 allocated: yuan(bill.map(|b| b.allocated).unwrap_or_default()),
                 unallocated_share: yuan(bill.map(|b| b.unallocated_share).unwrap_or_default()),
                 restated: yuan(st.team_restated(team)),
+                adjusted: st.has_adjustments().then(|| yuan(st.team_adjusted(team))),
                 total: yuan(st.team_total(team)),
             }
         })
         .collect()
-}
-
-/// Who an audit actor names (`user:eve`, `sso:eve`, `token:7:eve`): the name a reader knows, not the credential.
-pub fn actor_name(actor: &str) -> &str {
-    match actor.split_once(':') {
-        Some(("token", rest)) => rest.split_once(':').map_or(rest, |(_, name)| name),
-        Some(("user" | "sso", name)) => name,
-        _ => actor,
-    }
 }
 
 /// The total row of the teams `scope` sees.
@@ -208,6 +206,7 @@ fn total_row(st: &crate::ledger::Statement, scope: &crate::access::Scope, lang: 
         allocated: yuan(bills().map(|b| b.allocated).sum()),
         unallocated_share: yuan(bills().map(|b| b.unallocated_share).sum()),
         restated: yuan(teams.iter().map(|t| st.team_restated(t)).sum()),
+        adjusted: st.has_adjustments().then(|| yuan(teams.iter().map(|t| st.team_adjusted(t)).sum())),
         total: yuan(teams.iter().map(|t| st.team_total(t)).sum()),
     }
 }
@@ -232,7 +231,7 @@ async fn month_page(
         closed: st.status == MonthStatus::Closed,
         status: status_word(lang, st.status),
         closed_line: st.closed_at.map(|at| {
-            let by = st.closed_by.as_deref().map(actor_name).unwrap_or_default();
+            let by = st.closed_by.as_deref().map(crate::export::present::actor_name).unwrap_or_default();
             let label = t(lang, "bills.closed_at");
             format!("{label}{}{} · {by}", lang.pick("：", ": "), super::fmt::when(&at, s.billing_tz))
         }),
@@ -245,6 +244,8 @@ async fn month_page(
         cluster: scope.is_global().then(|| ClusterTotals::of(&st.bills)),
         coverage,
         may_close: super::capability::may_write(&user) && st.status == MonthStatus::Open,
+        adjusted: st.has_adjustments(),
+        pending_adjustments: st.pending_adjustments.iter().filter(|a| scope.allows(&a.team)).count(),
         c: Chrome::new(&user, lang, "/bills", format!("{} {month}", t(lang, "bills.month"))),
     })
 }
@@ -406,14 +407,6 @@ mod tests {
     }
 
     #[test]
-    fn a_closer_is_named_as_a_reader_knows_them() {
-        assert_eq!(actor_name("user:eve"), "eve");
-        assert_eq!(actor_name("sso:eve"), "eve");
-        assert_eq!(actor_name("token:7:finance"), "finance");
-        assert_eq!(actor_name("cli"), "cli");
-    }
-
-    #[test]
     fn the_month_page_names_its_policy_and_links_its_files_under_it() {
         let user = crate::web::layout::tests::user(crate::access::Role::Finance, &[]);
         let row = |team: &str, name: &str, id_note: Option<&str>| TeamRow {
@@ -424,6 +417,7 @@ mod tests {
             allocated: "¥1.00".into(),
             unallocated_share: "¥0.00".into(),
             restated: "¥0.00".into(),
+            adjusted: None,
             total: "¥1.00".into(),
         };
         let page = MonthPage {
@@ -441,6 +435,8 @@ mod tests {
             cluster: None,
             coverage: vec![],
             may_close: true,
+            adjusted: false,
+            pending_adjustments: 0,
         };
         let html = page.render().unwrap();
         let q = "mode=chargeback&#38;unallocated=spread_proportionally";

@@ -44,6 +44,8 @@ pub struct ClosePage {
     /// The policy the figures shown are under, in words.
     pub policy_words: String,
     pub teams: Vec<TeamRow>,
+    /// The draft has approved adjustments: the teams table has their column.
+    pub adjusted: bool,
     pub cluster: ClusterTotals,
     pub coverage: Vec<CoverageRow>,
     pub blockers: Vec<String>,
@@ -114,6 +116,9 @@ fn fingerprint(cluster: &ClusterTotals, teams: &[TeamRow]) -> String {
         let row = [&r.team, &r.card_hours, &r.allocated, &r.unallocated_share, &r.restated, &r.total];
         text.push('\n');
         text.push_str(&row.map(String::as_str).join("|"));
+        if let Some(a) = &r.adjusted {
+            text.push_str(&format!("|{a}"));
+        }
     }
     crate::digest::sha256_hex(text.as_bytes())
 }
@@ -156,6 +161,7 @@ async fn confirmation(
         c: Chrome::new(user, lang, "/bills", format!("{} {month}", t(lang, "close.title"))),
         month: month.to_string(),
         policy_words: policy::words(st.bills.policy, lang),
+        adjusted: st.has_adjustments(),
         teams,
         cluster,
         coverage: coverage_rows(&readiness, tz),
@@ -352,6 +358,7 @@ mod tests {
             allocated: "¥100.00".into(),
             unallocated_share: "¥0.00".into(),
             restated: "¥0.00".into(),
+            adjusted: None,
             total: total.into(),
         }
     }
@@ -377,6 +384,7 @@ mod tests {
             teams: vec![TeamRow {
                 id_note: Some("vision".into()), name: "视觉组".into(), ..row("vision", "¥5.00")
             }],
+            adjusted: false,
             cluster: totals(),
             coverage: vec![CoverageRow {
                 cluster: "sim".into(),

@@ -17,6 +17,7 @@ use super::words::Word;
 const TABLES: &[&[Word]] = &[
     WORDS,
     super::words::admin::WORDS,
+    super::words::adjustments::WORDS,
     super::words::budgets::WORDS,
     super::words::rates::WORDS,
     super::words::tco::WORDS,

@@ -63,6 +63,7 @@ fn sections(role: Role) -> &'static [(&'static str, &'static str)] {
         ("/", "nav.home"),
         ("/bills", "nav.bills"),
         ("/nodes", "nav.nodes"),
+        ("/adjustments", "nav.adjustments"),
         ("/idle", "nav.idle"),
         ("/budgets", "nav.budgets"),
         ("/rates", "nav.rates"),

@@ -5,6 +5,7 @@
 //!
 //! [`PageUser`]: extract::PageUser
 
+mod adjustments;
 mod admin;
 mod bills;
 mod budgets;
@@ -44,6 +45,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .merge(close::routes())
         .merge(nodes::routes())
         .merge(budgets::routes())
+        .merge(adjustments::routes())
         .merge(rates::routes())
         .merge(reports::routes())
         .merge(waste::routes())
