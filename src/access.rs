@@ -180,9 +180,27 @@ impl Administrator {
     }
 }
 
+/// Who an audit actor names (`user:eve`, `sso:eve`, `token:7:eve`): the person (or the token's name) a reader knows,
+/// not the credential it came with.
+pub fn actor_name(actor: &str) -> &str {
+    match actor.split_once(':') {
+        Some(("token", rest)) => rest.split_once(':').map_or(rest, |(_, name)| name),
+        Some(("user" | "sso", name)) => name,
+        _ => actor,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_actor_is_named_as_a_reader_knows_them() {
+        assert_eq!(actor_name("user:eve"), "eve");
+        assert_eq!(actor_name("sso:eve"), "eve");
+        assert_eq!(actor_name("token:7:finance"), "finance");
+        assert_eq!(actor_name("cli"), "cli");
+    }
 
     fn principal(role: Role) -> Principal {
         Principal { credential: Credential::User(1), name: "u".into(), role, teams: Vec::new() }

@@ -138,7 +138,9 @@ async fn a_close_posts_one_signed_event_to_each_endpoint_until_acknowledged(pool
         assert_eq!(status, 200);
         let text = list.to_string();
         assert!(!text.contains(GOOD_SECRET) && !text.contains(BAD_SECRET), "{text}");
-        assert_eq!(list[1]["secret"], "****6789", "{list}");
+        // a fingerprint of the secret, none of its characters
+        let fingerprint = format!("sha256:{}", &hex(&Sha256::digest(GOOD_SECRET.as_bytes()))[..8]);
+        assert_eq!(list[1]["secret"], fingerprint.as_str(), "{list}");
     }
     assert_eq!(api.call(Method::GET, "/api/v1/close-endpoints", Some(&api.lead), None).await.0, 403);
     let (_, log) = api.call(Method::GET, "/api/v1/audit", fin, None).await;
@@ -250,7 +252,9 @@ async fn the_close_events_page_shows_the_deliveries_in_chinese(pool: PgPool) {
     let page = c.get(portal.url("/admin/close-events")).send().await.unwrap();
     assert_eq!(page.status().as_u16(), 200);
     let page = page.text().await.unwrap();
-    for words in ["结账通知", "已送达", "重试中", "HTTP 503", "尝试次数", "下次重试", "****6789", SEED_MONTH]
+    let good_print = format!("sha256:{}", &hex(&Sha256::digest(GOOD_SECRET.as_bytes()))[..8]);
+    let bad_print = format!("sha256:{}", &hex(&Sha256::digest(BAD_SECRET.as_bytes()))[..8]);
+    for words in ["结账通知", "已送达", "重试中", "HTTP 503", "尝试次数", "下次重试", good_print.as_str(), SEED_MONTH]
     {
         assert!(page.contains(words), "{words} missing: {page}");
     }
@@ -260,7 +264,8 @@ async fn the_close_events_page_shows_the_deliveries_in_chinese(pool: PgPool) {
     // every word Chinese but the data (the endpoints' URLs, the events' ids, the zone, an HTTP status)
     let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM close_events").fetch_all(&pool).await.unwrap();
     let (good_url, bad_url) = (format!("http://{good_addr}/hook"), format!("http://{bad_addr}/hook"));
-    let mut data = vec![good_url.as_str(), bad_url.as_str(), "Asia/Shanghai", "HTTP", "token:2:finance", "****ghij"];
+    let mut data = vec![good_url.as_str(), bad_url.as_str(), "Asia/Shanghai", "HTTP", "token:2:finance"];
+    data.extend([good_print.as_str(), bad_print.as_str()]);
     data.extend(ids.iter().map(String::as_str));
     let text = common::files::visible(&page);
     let english = cardhour::glossary::english_words(&text, &data);
@@ -302,4 +307,41 @@ async fn the_close_events_page_shows_the_deliveries_in_chinese(pool: PgPool) {
     // (`?lang=` is remembered: back to zh-CN)
     let page = c.get(portal.url("/admin/close-events?lang=zh-CN")).send().await.unwrap().text().await.unwrap();
     assert!(!page.contains("重试中") && page.matches("已送达").count() >= 2, "{page}");
+}
+
+/// A close that fails at its commit, after its event and deliveries were written, leaves nothing: no closed month, no
+/// event, no delivery, nothing POSTed (the outbox is the close's own transaction). A failure injected by a deferred
+/// trigger on `close_events`, which fires at the commit.
+#[sqlx::test]
+async fn a_close_failing_at_its_commit_leaves_no_event(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    seed(&api).await;
+    let (_, good, good_addr) = recorder(200, Duration::ZERO).await;
+    let fin = Some(api.finance.as_str());
+    let input = json!({"url": format!("http://{good_addr}/hook"), "secret": GOOD_SECRET});
+    assert_eq!(api.call(Method::POST, "/api/v1/close-endpoints", fin, Some(input)).await.0, 201);
+    for sql in [
+        "CREATE FUNCTION fail_at_commit() RETURNS trigger LANGUAGE plpgsql AS
+             $$ BEGIN RAISE EXCEPTION 'injected failure at commit'; END $$",
+        "CREATE CONSTRAINT TRIGGER fail_at_commit AFTER INSERT ON close_events DEFERRABLE INITIALLY DEFERRED
+             FOR EACH ROW EXECUTE FUNCTION fail_at_commit()",
+    ] {
+        sqlx::query(sql).execute(&pool).await.unwrap();
+    }
+    let mut body = close_body();
+    body["override"] = json!({"reason": "月底对账"});
+    let (status, e) =
+        api.call(Method::POST, &format!("/api/v1/bills/{SEED_MONTH}/close"), fin, Some(body.clone())).await;
+    assert_eq!(status, 500, "{e}");
+    assert!(!e.to_string().contains("injected"), "a 5xx leaks nothing: {e}");
+    let closed: i64 = sqlx::query_scalar("SELECT count(*) FROM closed_months").fetch_one(&pool).await.unwrap();
+    assert_eq!((closed, count(&pool, "close_events").await, count(&pool, "close_deliveries").await), (0, 0, 0));
+    // nothing is delivered later either, and the month still closes once the failure is gone
+    let run = deliver_due(&pool, Utc::now()).await.unwrap();
+    assert_eq!(run, DeliveryRun::default(), "{run:?}");
+    assert!(posts(&good).is_empty());
+    sqlx::query("DROP TRIGGER fail_at_commit ON close_events").execute(&pool).await.unwrap();
+    let (status, closed) = api.call(Method::POST, &format!("/api/v1/bills/{SEED_MONTH}/close"), fin, Some(body)).await;
+    assert_eq!(status, 201, "{closed}");
+    assert_eq!(count(&pool, "close_events").await, 1);
 }

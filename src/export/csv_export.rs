@@ -190,8 +190,8 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             (true, Some(a)) => vec![
                 a.line_id(),
                 neutralise(&a.reason),
-                neutralise(&a.entered_by),
-                neutralise(a.decided_by.as_deref().unwrap_or("")),
+                neutralise(crate::access::actor_name(&a.entered_by)),
+                neutralise(a.decided_by.as_deref().map(crate::access::actor_name).unwrap_or("")),
             ],
         }
     };

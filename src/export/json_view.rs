@@ -186,7 +186,7 @@ pub fn team_summary(st: &Statement, team: &str) -> TeamSummary {
         allocated: bill.map_or(Money::ZERO, |b| b.allocated),
         unallocated_share: bill.map_or(Money::ZERO, |b| b.unallocated_share),
         restated: st.team_restated(team),
-        adjusted: st.has_adjustments().then(|| st.team_adjusted(team)),
+        adjusted: st.adjusted_among(std::iter::once(team)).then(|| st.team_adjusted(team)),
         total: st.team_total(team),
     }
 }

@@ -146,14 +146,7 @@ pub fn replica_settings(v: &[crate::billing::ReplicaPolicyVersion]) -> String {
         .join(";")
 }
 
-/// Who an audit actor names (`user:eve`, `sso:eve`, `token:7:eve`): the name a reader knows, not the credential.
-pub fn actor_name(actor: &str) -> &str {
-    match actor.split_once(':') {
-        Some(("token", rest)) => rest.split_once(':').map_or(rest, |(_, name)| name),
-        Some(("user" | "sso", name)) => name,
-        _ => actor,
-    }
-}
+pub use crate::access::actor_name;
 
 #[cfg(test)]
 mod tests {
@@ -202,13 +195,5 @@ mod tests {
         assert_eq!(kind("whole", Lang::Zh), "整卡");
         assert_eq!(kind("mig", Lang::Zh), "MIG 切片");
         assert_eq!(kind("other", Lang::Zh), "other");
-    }
-
-    #[test]
-    fn an_actor_is_named_as_a_reader_knows_them() {
-        assert_eq!(actor_name("user:eve"), "eve");
-        assert_eq!(actor_name("sso:eve"), "eve");
-        assert_eq!(actor_name("token:7:finance"), "finance");
-        assert_eq!(actor_name("cli"), "cli");
     }
 }

@@ -498,7 +498,7 @@ fn teams_table_v4(st: &Statement, teams: &[&str], extras: &StatementExtras, styl
     let g = |key: &str| glossary::term(lang, key);
     let previous = extras.previous.as_ref();
     // approved adjustments: a column of their own, only where there are any (the page keeps its width)
-    let adjusted = st.has_adjustments();
+    let adjusted = st.adjusted_among(teams.iter().copied());
     let mut columns = vec![
         col(&g("term.team"), if adjusted { 100.0 } else { 140.0 }, false),
         col(&g("term.owner"), 70.0, false),
@@ -863,7 +863,7 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
         totals.push(vec![l("未分配分摊", "Unallocated share").to_string(), yuan(b.unallocated_share)]);
     }
     totals.push(vec![style.word("term.restated", "重述", "Restated"), yuan(st.team_restated(team))]);
-    if st.has_adjustments() {
+    if st.adjusted_among(std::iter::once(team)) {
         totals.push(vec![glossary::term(lang, "term.adjusted"), yuan(st.team_adjusted(team))]);
     }
     totals.push(vec![l("合计", "Total").to_string(), yuan(total)]);

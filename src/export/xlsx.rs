@@ -339,12 +339,14 @@ fn summary(
         ws.write_string(row, 1, value)?;
     }
     let mut row = facts.len() as u32 + 3;
-    // approved adjustments: a column of their own after the total, only where there are any (bytes as before)
-    let adjusted = st.has_adjustments();
+    // approved adjustments: a column of their own before the total, only where a team of the sheet has one (bytes
+    // as before otherwise)
+    let adjusted = st.adjusted_among(teams.iter().copied());
     let mut team_cols = TEAM_HEADER.to_vec();
     if adjusted {
-        team_cols.push(("调账", "adjusted"));
+        team_cols.insert(8, ("调账", "adjusted"));
     }
+    let total_col = if adjusted { 9 } else { 8 };
     header(ws, row, &team_cols, f, style)?;
     row += 2;
     for team in teams {
@@ -360,10 +362,10 @@ fn summary(
         money(ws, row, 5, bill.map_or(Money::ZERO, |b| b.allocated), &f.money)?;
         money(ws, row, 6, bill.map_or(Money::ZERO, |b| b.unallocated_share), &f.money)?;
         money(ws, row, 7, restated, &f.money)?;
-        money(ws, row, 8, st.team_total(team), &f.money)?;
         if adjusted {
-            money(ws, row, 9, st.team_adjusted(team), &f.money)?;
+            money(ws, row, 8, st.team_adjusted(team), &f.money)?;
         }
+        money(ws, row, total_col, st.team_total(team), &f.money)?;
         row += 1;
     }
     if let Some(lang) = lang {
@@ -374,11 +376,12 @@ fn summary(
         ws.write_string_with_format(row, 0, glossary::term(lang, "term.total"), &f.header)?;
         ws.write_with_format(row, 3, sums.card_hours, &f.hours)?;
         ws.write_with_format(row, 4, sums.effective_card_hours, &f.hours)?;
-        for (col, m) in [(5, sums.allocated), (6, sums.unallocated_share), (7, sums.restated), (8, sums.total)] {
+        for (col, m) in [(5, sums.allocated), (6, sums.unallocated_share), (7, sums.restated), (total_col, sums.total)]
+        {
             money(ws, row, col, m, &f.bold_money)?;
         }
         if adjusted {
-            money(ws, row, 9, sums.adjusted, &f.bold_money)?;
+            money(ws, row, 8, sums.adjusted, &f.bold_money)?;
         }
         row += 1;
     }
@@ -571,8 +574,8 @@ fn adjustments_table(
         ws.write_datetime_with_format(row, 2, month_date(a.month), &f.month)?;
         money(ws, row, 3, a.amount, &f.money)?;
         ws.write_string(row, 4, &a.reason)?;
-        ws.write_string(row, 5, &a.entered_by)?;
-        ws.write_string(row, 6, a.decided_by.as_deref().unwrap_or(""))?;
+        ws.write_string(row, 5, crate::access::actor_name(&a.entered_by))?;
+        ws.write_string(row, 6, a.decided_by.as_deref().map(crate::access::actor_name).unwrap_or(""))?;
         row += 1;
     }
     Ok(row + 1)

@@ -107,12 +107,9 @@ impl NewAdjustment {
     /// Parses the fields as sent (a form trims its own), every refusal named by its field.
     pub fn parse(month: &str, team: &str, amount: &str, reason: &str) -> Result<NewAdjustment, Vec<Invalid>> {
         let mut bad = Vec::new();
-        let month = month
-            .trim()
-            .parse::<Month>()
-            .map_err(|e| bad.push(Invalid::of("month", Problem::NotMonth, e.to_string())))
-            .ok();
-        let team = TeamId::parse("team", team.trim()).map_err(|e| bad.push(e)).ok();
+        let month =
+            month.parse::<Month>().map_err(|e| bad.push(Invalid::of("month", Problem::NotMonth, e.to_string()))).ok();
+        let team = TeamId::parse("team", team).map_err(|e| bad.push(e)).ok();
         let amount = parse_amount(amount).map_err(|e| bad.push(e)).ok();
         let reason = validate::text("reason", reason, REASON_MAX).map_err(|e| bad.push(e)).ok();
         match (month, team, amount, reason) {
@@ -163,10 +160,10 @@ fn short(s: &str) -> String {
     s.chars().take(40).collect()
 }
 
-/// Whether `checker` may approve or reject an adjustment `maker` entered: never the maker itself (the same
-/// credential; each API token is its own identity).
+/// Whether `checker` may approve or reject an adjustment `maker` entered: never the maker itself — the same person
+/// by name whatever the credential (`user:alice`, `sso:alice` and a token named `alice` are one person).
 pub fn may_decide(maker: &str, checker: &str) -> bool {
-    maker != checker
+    crate::access::actor_name(maker) != crate::access::actor_name(checker)
 }
 
 /// The month whose statement an adjustment of `month` approved now is booked to: `month` itself while it is open,
@@ -223,7 +220,9 @@ mod tests {
     fn the_maker_never_decides() {
         assert!(!may_decide("user:alice", "user:alice"));
         assert!(may_decide("user:alice", "user:bob"));
-        assert!(may_decide("user:alice", "token:3:alice"));
+        assert!(!may_decide("user:alice", "token:3:alice"));
+        assert!(!may_decide("sso:alice", "user:alice"));
+        assert!(may_decide("token:3:alice", "token:4:bob"));
     }
 
     #[test]

@@ -190,10 +190,16 @@ impl Statement {
         adjustment::team_sum(&self.adjustments, team)
     }
 
-    /// Whether the faces print the adjustments column: only where some adjustment was approved, so a statement
-    /// without any (every month closed before adjustments existed) keeps its bytes.
+    /// Whether the statement carries any approved adjustment.
     pub fn has_adjustments(&self) -> bool {
         !self.adjustments.is_empty()
+    }
+
+    /// Whether a face showing `teams` prints the adjustments column: only where one of them has an approved
+    /// adjustment — so a statement without any (every month closed before adjustments existed) keeps its bytes, and a
+    /// reader learns nothing of other teams' adjustments (nor does a team's statement depend on them).
+    pub fn adjusted_among<'a>(&self, mut teams: impl Iterator<Item = &'a str>) -> bool {
+        teams.any(|t| self.adjustments_of(t).next().is_some())
     }
 
     /// What the team owes on this statement: its bill plus its restatements and its approved adjustments.

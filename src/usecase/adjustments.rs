@@ -80,9 +80,16 @@ async fn decide(
     status: AdjustmentStatus,
     input: &DecisionInput,
 ) -> Result<Adjustment, Error> {
-    let note = match input.note.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
-        Some(n) => Some(validate::text("note", n, REASON_MAX)?),
-        None => None,
+    // blank is no note; anything else follows the text rule as sent (its length counted before trimming, as the
+    // document's maxLength counts it)
+    let note = match input.note.as_deref() {
+        Some(n) if n.chars().count() > REASON_MAX => {
+            return Err(Error::invalid("note", format!("must be at most {REASON_MAX} characters")));
+        }
+        Some(n) if !n.trim().is_empty() || n.contains(|c: char| c.is_control()) => {
+            Some(validate::text("note", n, REASON_MAX)?)
+        }
+        _ => None,
     };
     let actor = by.actor();
     // A close of the booked month between reading where it goes and taking that month's lock moves it on: read

@@ -198,8 +198,10 @@ async fn check_budgets_locked(
         let part = elapsed(month, tz, at);
         for b in &budgets {
             let spent = st.team_total(&b.team_id);
+            // restatements and adjustments are fixed amounts: the forecast extrapolates the month's usage only
+            let fixed = st.team_restated(&b.team_id) + st.team_adjusted(&b.team_id);
             let budget = Money::round_fen(b.amount);
-            for (threshold, basis) in crossings(budget, &b.thresholds, spent, part) {
+            for (threshold, basis) in crossings(budget, &b.thresholds, (spent, fixed), part) {
                 let payload = serde_json::json!({
                     "kind": "budget_threshold",
                     "team": b.team_id,
@@ -208,7 +210,7 @@ async fn check_budgets_locked(
                     "threshold": threshold,
                     "budget": budget,
                     "spent": spent,
-                    "forecast": forecast(spent, part),
+                    "forecast": forecast(spent, fixed, part),
                     "as_of": at,
                 });
                 if db::budgets::raise(pool, &b.team_id, month, threshold, basis.as_str(), &payload).await? {

@@ -34,9 +34,10 @@ pub async fn budgets(s: &Services, scope: &Scope, month: Month) -> Result<Vec<Bu
         .into_iter()
         .map(|b| {
             let spent = st.team_total(&b.team_id);
+            let fixed = st.team_restated(&b.team_id) + st.team_adjusted(&b.team_id);
             BudgetStatus {
                 spent,
-                forecast: crate::waste::forecast(spent, part),
+                forecast: crate::waste::forecast(spent, fixed, part),
                 alerts: alerts.iter().filter(|a| a.team_id == b.team_id).cloned().collect(),
                 budget: b,
             }

@@ -57,7 +57,8 @@ pub struct EndpointInput {
 pub struct EndpointView {
     pub id: i64,
     pub url: String,
-    /// The secret's last 4 characters behind asterisks, e.g. `****abcd`.
+    /// The secret's fingerprint: the first 8 hex digits of its SHA-256, e.g. `sha256:4f1c2a9b` (enough to tell two
+    /// secrets apart, nothing of the secret's own characters).
     pub secret: String,
     /// Inactive: no new events, and its pending deliveries are not sent.
     pub active: bool,
@@ -65,11 +66,10 @@ pub struct EndpointView {
     pub created_at: DateTime<Utc>,
 }
 
-/// `****` and the secret's last 4 characters.
+/// The secret's fingerprint as the faces show it: `sha256:` and the first 8 hex digits of its SHA-256. None of the
+/// secret's own characters (a mask of its last 4 gave a quarter of a 16-character secret away).
 pub fn mask(secret: &str) -> String {
-    let chars: Vec<char> = secret.chars().collect();
-    let tail: String = chars[chars.len().saturating_sub(4)..].iter().collect();
-    format!("****{tail}")
+    format!("sha256:{}", &crate::digest::sha256_hex(secret.as_bytes())[..8])
 }
 
 impl From<Endpoint> for EndpointView {

@@ -63,7 +63,8 @@ pub async fn team_home(
     let spent = st.team_total(team);
     let budgets = super::budgets::budgets(s, &only, month).await?;
     let budget = budgets.iter().find(|b| b.budget.team_id == team);
-    let forecast = crate::waste::forecast(spent, crate::usecase::alerts::elapsed(month, s.billing_tz, now));
+    let fixed = st.team_restated(team) + st.team_adjusted(team);
+    let forecast = crate::waste::forecast(spent, fixed, crate::usecase::alerts::elapsed(month, s.billing_tz, now));
     let mut trend = Vec::with_capacity(TREND_MONTHS);
     let mut m = month;
     for _ in 0..TREND_MONTHS {

@@ -25,12 +25,14 @@ impl Basis {
     }
 }
 
-/// The month's spend extrapolated: `spent / elapsed`, `elapsed` the part of the month gone (0–1].
-pub fn forecast(spent: Money, elapsed: Decimal) -> Money {
+/// The month's spend extrapolated: `fixed + (spent − fixed) / elapsed`, `elapsed` the part of the month gone
+/// (0–1]; `fixed` the part of `spent` that does not grow with the month (restatements of earlier months, approved
+/// adjustments: a ¥10,000 correction booked on day 3 is not a ¥100,000 month).
+pub fn forecast(spent: Money, fixed: Money, elapsed: Decimal) -> Money {
     if elapsed <= Decimal::ZERO {
         return spent;
     }
-    Money::round_fen(spent.as_decimal() / elapsed.min(Decimal::ONE))
+    fixed + Money::round_fen((spent - fixed).as_decimal() / elapsed.min(Decimal::ONE))
 }
 
 /// How much of a month one cluster's stored data covers: hours with data, and hours of the month.
@@ -72,8 +74,13 @@ pub fn covered_forecast(
 }
 
 /// Every (threshold, basis) that `spent` and its forecast have reached, thresholds as shares of `budget`.
-pub fn crossings(budget: Money, thresholds: &[Decimal], spent: Money, elapsed: Decimal) -> Vec<(Decimal, Basis)> {
-    let projected = forecast(spent, elapsed);
+pub fn crossings(
+    budget: Money,
+    thresholds: &[Decimal],
+    (spent, fixed): (Money, Money),
+    elapsed: Decimal,
+) -> Vec<(Decimal, Basis)> {
+    let projected = forecast(spent, fixed, elapsed);
     let mut out = Vec::new();
     for t in thresholds {
         let line = budget.as_decimal() * t;
@@ -114,12 +121,19 @@ mod tests {
     #[test]
     fn forecast_at_the_run_rate() {
         // 300 yuan spent a third of the way through: 900 for the month
-        assert_eq!(forecast(Money::round_fen(dec!(300)), dec!(0.3333333333)).to_string(), "900.00");
-        assert_eq!(forecast(Money::round_fen(dec!(300)), dec!(1)).to_string(), "300.00");
+        let zero = Money::ZERO;
+        assert_eq!(forecast(Money::round_fen(dec!(300)), zero, dec!(0.3333333333)).to_string(), "900.00");
+        assert_eq!(forecast(Money::round_fen(dec!(300)), zero, dec!(1)).to_string(), "300.00");
+        // a fixed part (a correction, an adjustment) is not extrapolated: 100 of usage in a tenth, 1000 fixed
+        assert_eq!(
+            forecast(Money::round_fen(dec!(1100)), Money::round_fen(dec!(1000)), dec!(0.1)).to_string(),
+            "2000.00"
+        );
         let budget = Money::round_fen(dec!(1000));
-        let c = crossings(budget, &[dec!(0.8), dec!(1.0)], Money::round_fen(dec!(300)), dec!(0.3333333333));
+        let c =
+            crossings(budget, &[dec!(0.8), dec!(1.0)], (Money::round_fen(dec!(300)), Money::ZERO), dec!(0.3333333333));
         assert_eq!(c, vec![(dec!(0.8), Basis::Forecast)]);
-        let c = crossings(budget, &[dec!(0.8), dec!(1.0)], Money::round_fen(dec!(800)), dec!(0.5));
+        let c = crossings(budget, &[dec!(0.8), dec!(1.0)], (Money::round_fen(dec!(800)), Money::ZERO), dec!(0.5));
         assert_eq!(c, vec![(dec!(0.8), Basis::Actual), (dec!(0.8), Basis::Forecast), (dec!(1.0), Basis::Forecast)]);
     }
 }

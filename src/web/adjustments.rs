@@ -271,15 +271,23 @@ async fn decide(
         Ok(a) => Ok(Redirect::to(&format!("/adjustments?{month}{}={}", a.status.as_str(), a.id)).into_response()),
         // the maker, or a decision made meanwhile: the page again, saying which
         Err(usecase::Error::Conflict { message, .. }) => {
-            let key =
-                if message.contains("entered by you") { "adjustments.own" } else { "adjustments.decided_already" };
+            let key = if message.contains("entered by you") {
+                "adjustments.own"
+            } else if message.contains("try again") {
+                "adjustments.retry"
+            } else {
+                "adjustments.decided_already"
+            };
             let notice = Some(format!("ADJ-{id}: {}", t(lang, key)));
             let page = render(&s, &user, lang, back, AdjustmentForm::default(), FieldErrors::default(), notice).await?;
             Ok((StatusCode::CONFLICT, page).into_response())
         }
+        // the only field of a decision: its note, said in the notice (the row's form has no room for a message)
         Err(usecase::Error::Invalid(e)) => {
             let errors = FieldErrors(e);
-            let page = render(&s, &user, lang, back, AdjustmentForm::default(), errors, None).await?;
+            let why = errors.message(lang, "note").unwrap_or_default();
+            let notice = Some(format!("ADJ-{id}: {}{why}", t(lang, "adjustments.note_invalid")));
+            let page = render(&s, &user, lang, back, AdjustmentForm::default(), FieldErrors::default(), notice).await?;
             Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
         }
         Err(e) => Err(e.into()),

@@ -172,6 +172,7 @@ impl MonthPage {
 
 /// The rows of the teams of `st` that `scope` sees: each team's figures as printed.
 pub fn team_rows(st: &crate::ledger::Statement, scope: &crate::access::Scope, lang: Lang) -> Vec<TeamRow> {
+    let adjusted = adjusted_column(st, scope);
     st.team_ids()
         .into_iter()
         .filter(|t| scope.allows(t))
@@ -187,11 +188,16 @@ pub fn team_rows(st: &crate::ledger::Statement, scope: &crate::access::Scope, la
                 allocated: yuan(bill.map(|b| b.allocated).unwrap_or_default()),
                 unallocated_share: yuan(bill.map(|b| b.unallocated_share).unwrap_or_default()),
                 restated: yuan(st.team_restated(team)),
-                adjusted: st.has_adjustments().then(|| yuan(st.team_adjusted(team))),
+                adjusted: adjusted.then(|| yuan(st.team_adjusted(team))),
                 total: yuan(st.team_total(team)),
             }
         })
         .collect()
+}
+
+/// Whether the teams table `scope` sees has the adjustments column: one of its teams has an approved adjustment.
+pub fn adjusted_column(st: &crate::ledger::Statement, scope: &crate::access::Scope) -> bool {
+    st.adjusted_among(st.team_ids().into_iter().filter(|t| scope.allows(t)))
 }
 
 /// The total row of the teams `scope` sees.
@@ -206,7 +212,7 @@ fn total_row(st: &crate::ledger::Statement, scope: &crate::access::Scope, lang: 
         allocated: yuan(bills().map(|b| b.allocated).sum()),
         unallocated_share: yuan(bills().map(|b| b.unallocated_share).sum()),
         restated: yuan(teams.iter().map(|t| st.team_restated(t)).sum()),
-        adjusted: st.has_adjustments().then(|| yuan(teams.iter().map(|t| st.team_adjusted(t)).sum())),
+        adjusted: adjusted_column(st, scope).then(|| yuan(teams.iter().map(|t| st.team_adjusted(t)).sum())),
         total: yuan(teams.iter().map(|t| st.team_total(t)).sum()),
     }
 }
@@ -244,7 +250,7 @@ async fn month_page(
         cluster: scope.is_global().then(|| ClusterTotals::of(&st.bills)),
         coverage,
         may_close: super::capability::may_write(&user) && st.status == MonthStatus::Open,
-        adjusted: st.has_adjustments(),
+        adjusted: adjusted_column(&st, &scope),
         pending_adjustments: st.pending_adjustments.iter().filter(|a| scope.allows(&a.team)).count(),
         c: Chrome::new(&user, lang, "/bills", format!("{} {month}", t(lang, "bills.month"))),
     })

@@ -161,7 +161,7 @@ async fn confirmation(
         c: Chrome::new(user, lang, "/bills", format!("{} {month}", t(lang, "close.title"))),
         month: month.to_string(),
         policy_words: policy::words(st.bills.policy, lang),
-        adjusted: st.has_adjustments(),
+        adjusted: super::bills::adjusted_column(&st, &user.principal.scope()),
         teams,
         cluster,
         coverage: coverage_rows(&readiness, tz),

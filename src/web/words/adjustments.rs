@@ -36,4 +36,6 @@ pub const WORDS: &[Word] = &[
     ("adjustments.done_rejected", "已驳回", "Rejected"),
     ("adjustments.pending_note", "待审批的调账（不计入合计）：", "Adjustments awaiting approval (in no total): "),
     ("adjustments.link", "调账", "Adjustments"),
+    ("adjustments.retry", "结账正在进行，请稍后重试。", "A month is being closed: try again in a moment."),
+    ("adjustments.note_invalid", "审批意见无效：", "The note is not valid: "),
 ];
