@@ -171,6 +171,13 @@ async fn a_budget_amount_has_at_most_two_decimals(pool: PgPool) {
         let (status, b) = api.call(Method::PUT, path, fin, Some(json!({"amount": good}))).await;
         assert_eq!((status, b["amount"].as_str()), (200, Some(good)), "{b}");
     }
+    // the thresholds' whole range is stored: 10 (1000 %) was refused by the database as out of range
+    let (status, b) =
+        api.call(Method::PUT, path, fin, Some(json!({"amount": "100", "thresholds": ["10.0000", "0.5"]}))).await;
+    assert_eq!(status, 200, "{b}");
+    let stored: Vec<rust_decimal::Decimal> =
+        sqlx::query_scalar("SELECT thresholds FROM budgets").fetch_one(&pool).await.unwrap();
+    assert_eq!(stored, [rust_decimal::Decimal::new(5, 1), rust_decimal::Decimal::TEN], "{b}");
 
     // the document says the same: its pattern for the amount takes what the server takes, and no more
     let doc: Value =

@@ -234,6 +234,11 @@ async fn an_adjustment_is_entered_approved_by_another_user_and_frozen_by_the_clo
     assert_eq!(count(&pool, "SELECT count(*) FROM audit_log WHERE action LIKE 'adjustment.%'").await, 6);
 }
 
+/// The page at `path` as the session `c` gets it.
+async fn page(portal: &TestPortal, c: &reqwest::Client, path: &str) -> String {
+    c.get(portal.url(path)).send().await.unwrap().text().await.unwrap()
+}
+
 /// POSTs a form with the session's CSRF token (from its home page) and these fields.
 async fn post(portal: &TestPortal, c: &reqwest::Client, path: &str, fields: &[(&str, &str)]) -> Answer {
     let home = c.get(portal.url("/")).send().await.unwrap().text().await.unwrap();
@@ -266,30 +271,22 @@ async fn the_adjustments_page_enters_and_decides_in_chinese(pool: PgPool) {
     let id: i64 = sqlx::query_scalar("SELECT id FROM adjustments").fetch_one(&pool).await.unwrap();
 
     // the maker's own: no buttons, and a POST of the decision refused in words
-    let page =
-        maker.get(portal.url(&format!("/adjustments?month={SEED_MONTH}"))).send().await.unwrap().text().await.unwrap();
+    let html = page(&portal, &maker, &format!("/adjustments?month={SEED_MONTH}")).await;
     assert!(
-        page.contains(&format!("ADJ-{id}")) && page.contains("待审批") && page.contains("十月机房断电补偿"),
-        "{page}"
+        html.contains(&format!("ADJ-{id}")) && html.contains("待审批") && html.contains("十月机房断电补偿"),
+        "{html}"
     );
-    assert!(!page.contains(&format!("/adjustments/{id}/approve")), "{page}");
+    assert!(!html.contains(&format!("/adjustments/{id}/approve")), "{html}");
     let own = post(&portal, &maker, &format!("/adjustments/{id}/approve"), &[("note", ""), ("back", SEED_MONTH)]).await;
     assert_eq!(own.status, 409);
     assert!(own.body.contains("须由另一位财务或管理员审批"), "{}", own.body);
     // the month's draft says one awaits approval; its total does not move
-    let draft = maker.get(portal.url(&format!("/bills/{SEED_MONTH}"))).send().await.unwrap().text().await.unwrap();
+    let draft = page(&portal, &maker, &format!("/bills/{SEED_MONTH}")).await;
     assert!(draft.contains("id=\"pending-adjustments\""), "{draft}");
 
     // the checker approves it from the page
-    let page = checker
-        .get(portal.url(&format!("/adjustments?month={SEED_MONTH}")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(page.contains(&format!("/adjustments/{id}/approve")), "{page}");
+    let html = page(&portal, &checker, &format!("/adjustments?month={SEED_MONTH}")).await;
+    assert!(html.contains(&format!("/adjustments/{id}/approve")), "{html}");
     let done =
         post(&portal, &checker, &format!("/adjustments/{id}/approve"), &[("note", "已核对"), ("back", SEED_MONTH)])
             .await;
@@ -297,16 +294,9 @@ async fn the_adjustments_page_enters_and_decides_in_chinese(pool: PgPool) {
     let status: String =
         sqlx::query_scalar("SELECT status FROM adjustments WHERE id = $1").bind(id).fetch_one(&pool).await.unwrap();
     assert_eq!(status, "approved");
-    let page = checker
-        .get(portal.url(&format!("/adjustments?month={SEED_MONTH}")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(page.contains("已批准"), "{page}");
-    let text = common::files::visible(&page);
+    let html = page(&portal, &checker, &format!("/adjustments?month={SEED_MONTH}")).await;
+    assert!(html.contains("已批准"), "{html}");
+    let text = common::files::visible(&html);
     // the data: ids, user names, the zone, team ids and stored names of the form's choices
     let line_id = format!("ADJ-{id}");
     let data =
@@ -314,13 +304,6 @@ async fn the_adjustments_page_enters_and_decides_in_chinese(pool: PgPool) {
     let english = cardhour::glossary::english_words(&text, &data);
     assert!(english.is_empty(), "English on the zh page: {english:?}");
     // the team's statement page prints it as a line of its total
-    let st = checker
-        .get(portal.url(&format!("/bills/{SEED_MONTH}/teams/vision")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let st = page(&portal, &checker, &format!("/bills/{SEED_MONTH}/teams/vision")).await;
     assert!(st.contains(&format!("ADJ-{id}")) && st.contains("调账"), "{st}");
 }
