@@ -446,6 +446,8 @@ async fn the_workbook_is_the_statement_and_reconciles() {
                         ("rate".into(), dp(&l["rate"], 4)),
                         ("amount".into(), dp(&l["amount"], 2)),
                         ("unpriced".into(), if l["unpriced"] == true { "是" } else { "否" }.into()),
+                        // layout 6: the line's id, as the JSON view names it
+                        ("line_id".into(), l["id"].as_str().unwrap().into()),
                     ])
                 })
                 .collect();

@@ -384,24 +384,33 @@ fn reconcile(rows: &[BTreeMap<String, String>]) -> (Decimal, Decimal, Decimal, D
     (capacity, unallocated, not_offered, kept)
 }
 
-/// A month closed now: a version-2 snapshot of the current layout (5) with the extras (and the time zone) frozen;
+/// A month closed now: a version-2 snapshot of the current layout (6) with the extras (and the time zone) frozen;
 /// its CSV writes months so a spreadsheet keeps them text, card-hours with 6 decimals, and ends with the cluster rows,
 /// which reconcile with the teams' to the fen, then the total row. Without serving pods it freezes an empty unit
 /// cost and prints none: its CSV has layout 4's columns.
 #[sqlx::test]
-async fn a_month_closed_now_is_layout_5_and_its_csv_reconciles_alone(pool: PgPool) {
+async fn a_month_closed_now_is_layout_6_and_its_csv_reconciles_alone(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     two_months(&api).await;
-    close_october(&api).await;
     let (fin, lead) = (api.finance.clone(), api.lead.clone());
+    // layout 6: every line's id, the same on the draft and after the close, in the CSV and the JSON
+    let line = |r: &BTreeMap<String, String>| {
+        let key = ["line_type", "team", "original_month", "namespace", "gpu_model", "kind", "rate"];
+        key.map(|k| r[k].clone()).join("|")
+    };
+    let ids_of = |rows: &[BTreeMap<String, String>]| -> BTreeMap<String, String> {
+        rows.iter().map(|r| (line(r), r["line_id"].clone())).collect()
+    };
+    let draft = csv_rows(&get(&api, &fin, "/api/v1/exports/2026-10/bills.csv").await);
+    close_october(&api).await;
 
     let stored: Value = sqlx::query_scalar("SELECT snapshot FROM closed_months WHERE month = '2026-10'")
         .fetch_one(&pool)
         .await
         .unwrap();
-    assert_eq!((stored["version"].as_u64(), stored["layout"].as_u64()), (Some(2), Some(5)));
+    assert_eq!((stored["version"].as_u64(), stored["layout"].as_u64()), (Some(2), Some(6)));
     let st = cardhour::usecase::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
-    assert_eq!(st.layout, Layout::V5);
+    assert_eq!(st.layout, Layout::V6);
     let frozen = st.frozen.clone().expect("layout 2 on freezes the extras");
     assert_eq!(frozen.time_zone.as_deref(), Some("Asia/Shanghai"), "layout 4 freezes the zone its times print in");
     assert_eq!(frozen.unit_cost, Some(Default::default()), "layout 5 freezes the unit cost: no team served");
@@ -418,6 +427,27 @@ async fn a_month_closed_now_is_layout_5_and_its_csv_reconciles_alone(pool: PgPoo
     assert!(text.lines().nth(1).unwrap().starts_with("\"=\"\"2026-10\"\"\",closed,usage,,nlp,"), "{text}");
     let rows = csv_rows(&bytes);
     assert!(!rows.is_empty() && rows.iter().all(|r| r["month"] == "=\"2026-10\""), "{rows:?}");
+    let ids = ids_of(&rows);
+    assert_eq!(ids.len(), rows.len(), "one row per line");
+    let distinct: std::collections::BTreeSet<&String> = ids.values().collect();
+    assert_eq!(distinct.len(), rows.len(), "every line its own id: {ids:?}");
+    assert!(ids.values().all(|id| !id.is_empty()), "{ids:?}");
+    // the draft's lines had the ids the closed month's have (the figures may move; what a line is does not)
+    let draft_ids = ids_of(&draft);
+    assert!(!draft_ids.is_empty());
+    for (key, id) in &draft_ids {
+        if let Some(closed) = ids.get(key) {
+            assert_eq!(closed, id, "{key}");
+        }
+    }
+    // the JSON view of a team names its statement and each line by the same ids
+    let nlp: Value = serde_json::from_slice(&get(&api, &fin, "/api/v1/bills/2026-10/teams/nlp").await).unwrap();
+    assert_eq!(nlp["id"], "2026-10/nlp");
+    let json_ids: Vec<&str> = nlp["lines"].as_array().unwrap().iter().map(|l| l["id"].as_str().unwrap()).collect();
+    assert!(!json_ids.is_empty());
+    for id in &json_ids {
+        assert!(rows.iter().any(|r| r["team"] == "nlp" && r["line_id"] == *id), "{id} not in the CSV");
+    }
     let restated: Vec<_> = rows.iter().filter(|r| r["line_type"] == "restatement").collect();
     assert!(!restated.is_empty() && restated.iter().all(|r| r["original_month"] == "=\"2026-09\""));
     // September was spread: nlp's 3 more card-hours (+37.50) shift the shares (vision 222.50 → 157.50, nlp 445.00
@@ -476,10 +506,10 @@ async fn a_month_closed_now_is_layout_5_and_its_csv_reconciles_alone(pool: PgPoo
 
     // the JSON views say their layout; the PDF prints the frozen idle pods and utilization
     let month: Value = serde_json::from_slice(&get(&api, &fin, "/api/v1/bills/2026-10").await).unwrap();
-    assert_eq!((month["layout"].as_u64(), month["platform_kept"].as_str()), (Some(5), Some("1346.50")));
+    assert_eq!((month["layout"].as_u64(), month["platform_kept"].as_str()), (Some(6), Some("1346.50")));
     let team: Value = serde_json::from_slice(&get(&api, &lead, "/api/v1/bills/2026-10/teams/vision").await).unwrap();
     // 87.50 + 136.50, restated −65.00
-    assert_eq!((team["layout"].as_u64(), team["total"].as_str()), (Some(5), Some("159.00")));
+    assert_eq!((team["layout"].as_u64(), team["total"].as_str()), (Some(6), Some("159.00")));
     assert!(team.get("unit_cost").is_none(), "no serving pods, no unit cost: {team}");
     let pdf = pdftotext(&get(&api, &fin, "/api/v1/exports/2026-10/statements.pdf").await);
     for s in ["nlp-idle-pod", "¥148.50", "vision-idle-pod", "¥49.50", "160.000", "77.000", "¥2,666.00", "¥1,346.50"]
@@ -850,5 +880,74 @@ async fn a_layout4_month_renders_as_its_release_did() {
         let bytes = std::fs::read(&out).unwrap();
         let got = if format == "pdf" { pdftotext(&bytes).into_bytes() } else { bytes };
         assert!(got == golden_of(4, golden_file), "cardhour export --format {format} differs from {golden_file}");
+    }
+}
+
+/// Writes `tests/fixtures/layout5/` from the code of layout 5 (run once by hand on that code:
+/// `cargo test --test suite frozen_layout::write_layout5_fixture -- --ignored`). Never rerun on a later layout: the
+/// files are what layout 5 served. October is closed with serving rows, so its statements print the unit cost.
+#[sqlx::test]
+#[ignore = "writes the layout-5 golden fixture; run by hand on the code of layout 5 only"]
+async fn write_layout5_fixture(pool: PgPool) {
+    let api = TestApi::start(pool.clone()).await;
+    two_months(&api).await;
+    seed_october_serving(&pool).await;
+    close_october(&api).await;
+    let dir = fixtures_of(5);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (snapshot, closed_at, closed_by): (String, String, String) = sqlx::query_as(
+        "SELECT snapshot::text, to_json(closed_at)#>>'{}', closed_by FROM closed_months WHERE month = '2026-10'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    std::fs::write(dir.join("snapshot.json"), format!("{snapshot}\n")).unwrap();
+    let closed = json!({"closed_at": closed_at, "closed_by": closed_by});
+    std::fs::write(dir.join("closed.json"), format!("{}\n", serde_json::to_string_pretty(&closed).unwrap())).unwrap();
+    for (file, token, path, pdf) in representations4(&api) {
+        std::fs::write(dir.join(file), rendered(&api, &token, path, pdf).await).unwrap();
+    }
+}
+
+/// Layout 5 after layout 6 exists: October as the last release of layout 5 closed it (`tests/fixtures/layout5/`,
+/// written by `write_layout5_fixture` on that code, with October's serving rows so its statements print the unit cost
+/// of inference) is served as it was then — JSON, CSV (codes and words) and the workbooks byte for byte, the PDF's
+/// text line for line — by the API and by the CLI: no line ids, no statement id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout5_month_renders_as_its_release_did() {
+    let db = TestDb::migrated().unwrap();
+    let pool = PgPool::connect(&db.url).await.unwrap();
+    let api = TestApi::start(pool.clone()).await;
+    seed_rates(&api).await;
+    seed_september(&pool, 3.0).await;
+    seed_october(&pool).await;
+    seed_october_serving(&pool).await;
+    let text = insert_october_of(&pool, 5).await;
+
+    let st = cardhour::usecase::ledger::statement(&pool, october(), PolicyChoice::NONE).await.unwrap();
+    assert_eq!((st.layout, st.frozen.is_some()), (Layout::V5, true), "the fixture is a layout-5 month");
+    assert!(!st.unit_cost_of("nlp").is_empty(), "the fixture's October prints nlp's unit cost");
+    assert_eq!(st.content_hash.map(|h| format!("\"{h}\"")), Some(sha256(text.as_bytes())));
+    let reps = representations4(&api);
+    assert_eq!(reps.len(), 17);
+    for (file, token, path, pdf) in reps {
+        let got = rendered(&api, &token, path, pdf).await;
+        let want = golden_of(5, file);
+        assert!(
+            got == want,
+            "{path} differs from layout5/{file}:\n--- now\n{}\n--- then\n{}",
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want)
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (format, file, golden_file) in
+        [("csv", "o.csv", "bills.csv"), ("pdf", "o.pdf", "statements.txt"), ("xlsx", "o.xlsx", "bills.xlsx")]
+    {
+        let out = dir.path().join(file);
+        run_cardhour_ok(["export", "--month", OCTOBER, "--format", format, "--out", out.to_str().unwrap()], &db.env());
+        let bytes = std::fs::read(&out).unwrap();
+        let got = if format == "pdf" { pdftotext(&bytes).into_bytes() } else { bytes };
+        assert!(got == golden_of(5, golden_file), "cardhour export --format {format} differs from {golden_file}");
     }
 }

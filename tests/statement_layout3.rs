@@ -147,9 +147,9 @@ async fn an_open_month_is_a_chinese_draft_with_the_json_amounts(pool: PgPool) {
     let text = pdf_text(&api, &fin, "/api/v1/exports/2026-10/statements.pdf").await;
 
     let (_, month) = api.call(Method::GET, "/api/v1/bills/2026-10", Some(&fin), None).await;
-    // an open month is written by the current layout (5 since issue 36's unit cost on statements, 4 since issue 33;
-    // layout 3's words stay for months it closed)
-    assert_eq!(month["layout"], 5, "{month}");
+    // an open month is written by the current layout (6 since issue 30's line ids, 5 since issue 36's unit cost on
+    // statements, 4 since issue 33; layout 3's words stay for months it closed)
+    assert_eq!(month["layout"], 6, "{month}");
     let mut amounts: Vec<String> = ["capacity_cost", "allocated", "unallocated", "platform_kept"]
         .iter()
         .map(|k| month[*k].as_str().unwrap().to_string())
@@ -229,7 +229,7 @@ async fn an_open_month_is_a_chinese_draft_with_the_json_amounts(pool: PgPool) {
     }
 }
 
-/// A month closed now is layout 5 (3 before issue 33, 4 before issue 36): no draft marker, prepared by who closed it and when; its budget, previous
+/// A month closed now is layout 6 (3 before issue 33, 4 before issue 36, 5 before issue 30's line ids): no draft marker, prepared by who closed it and when; its budget, previous
 /// month and coverage are frozen (a later budget change does not show); the CLI prints the same words.
 #[sqlx::test]
 async fn a_closed_month_is_no_draft_and_keeps_what_it_froze(pool: PgPool) {
@@ -239,12 +239,12 @@ async fn a_closed_month_is_no_draft_and_keeps_what_it_froze(pool: PgPool) {
     let close = json!({"mode": "showback", "unallocated": "kept_by_platform", "override": {"reason": "no ingest run in this test"}});
     let (status, closed) = api.call(Method::POST, "/api/v1/bills/2026-10/close", Some(&fin), Some(close)).await;
     assert_eq!(status, 201, "{closed}");
-    assert_eq!(closed["layout"], 5, "{closed}");
+    assert_eq!(closed["layout"], 6, "{closed}");
     let stored: Value = sqlx::query_scalar("SELECT snapshot FROM closed_months WHERE month = '2026-10'")
         .fetch_one(&pool)
         .await
         .unwrap();
-    assert_eq!(stored["layout"], 5);
+    assert_eq!(stored["layout"], 6);
     assert_eq!(stored["extras"]["budgets"], json!({"nlp": "1000.00"}));
     assert_eq!(stored["extras"]["previous"]["teams"], json!({"nlp": "75.00", "vision": "37.50"}));
     assert_eq!(stored["extras"]["coverage"][0]["hours_present"], 10);

@@ -364,7 +364,7 @@ const EN_TITLE: &str = "Unit cost of inference per model";
 async fn faces_show(api: &TestApi, portal: &TestPortal, finance_page: &reqwest::Client, team: &str, want: &Figures) {
     let fin = api.finance.clone();
     let json = get_json(api, &fin, &format!("/api/v1/bills/{MONTH}/teams/{team}")).await;
-    assert_eq!(json["layout"], 5, "{json}");
+    assert_eq!(json["layout"], 6, "{json}");
     if want.is_empty() {
         assert!(json.get("unit_cost").is_none(), "{team}: no serving, no unit cost: {json}");
     } else {
@@ -452,13 +452,13 @@ async fn the_unit_cost_per_model_is_on_every_face_and_frozen_with_the_close(pool
     let close = json!({"mode": "showback", "unallocated": "kept_by_platform", "override": {"reason": "no ingest run in this test"}});
     let (status, body) =
         api.call(Method::POST, &format!("/api/v1/bills/{MONTH}/close"), Some(&api.finance), Some(close)).await;
-    assert_eq!((status, body["layout"].as_u64()), (201, Some(5)), "{body}");
+    assert_eq!((status, body["layout"].as_u64()), (201, Some(6)), "{body}");
     let stored: Value = sqlx::query_scalar("SELECT snapshot FROM closed_months WHERE month = $1")
         .bind(MONTH)
         .fetch_one(&pool)
         .await
         .unwrap();
-    assert_eq!(stored["layout"], 5);
+    assert_eq!(stored["layout"], 6);
     let frozen = &stored["extras"]["unit_cost"];
     assert_eq!(frozen.as_object().unwrap().keys().collect::<Vec<_>>(), ["nlp", "vision"], "teams that served, only");
     assert_eq!(figures(&frozen["nlp"]), truth("nlp"));

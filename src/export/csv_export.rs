@@ -75,6 +75,9 @@ pub(super) struct CsvShape {
     /// columns are there only when a team of the export has such a row, so an export without serving reads as
     /// layout 4's.
     pub v5: bool,
+    /// Layout 6 on: a `line_id` column at the end of every row — each line's stable id ([`crate::ledger::line_id`]);
+    /// the cluster rows their capacity id or their line type, the total row `total`.
+    pub v6: bool,
     /// Layout 4 on, asked for (`?lang=`): the header and the words (status, line types, kinds, policy, yes/no,
     /// the `unassigned` team, the unknown model) in that language, from the glossary; `None`: the codes.
     pub words: Option<Lang>,
@@ -208,6 +211,10 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
     if adj_cols {
         header.extend(ADJUSTMENT_HEADER);
     }
+    if shape.v6 {
+        header.push("line_id");
+    }
+    let line_id = |id: String| -> Vec<String> { if shape.v6 { vec![id] } else { Vec::new() } };
     w.write_record(header.iter().map(|h| shape.header(h)))?;
     for team in teams.iter().copied() {
         let info = st.teams.get(team);
@@ -270,6 +277,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
                 r.extend(res(Some(l)));
                 r.extend(unit(None));
                 r.extend(adj(None));
+                r.extend(line_id(crate::ledger::line_id::bill_line(team, l)));
                 w.write_record(r)?;
             }
             if !bill.unallocated_share.is_zero() {
@@ -280,6 +288,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
                 r.extend(res(None));
                 r.extend(unit(None));
                 r.extend(adj(None));
+                r.extend(line_id(crate::ledger::line_id::unallocated_share(team)));
                 w.write_record(r)?;
             }
         }
@@ -295,11 +304,13 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             // in words, the share of an earlier month's unallocated cost says so by its line, not by a code
             let ns = if shape.words.is_some() && r.is_unallocated_share() { "" } else { r.namespace.as_str() };
             let kind = if shape.words.is_some() && r.is_unallocated_share() { "" } else { r.kind.as_str() };
+            let id = line_id(crate::ledger::line_id::restatement(r));
             let mut r = row("restatement", original, ns, &r.gpu_model, kind, nums, false).to_vec();
             r.extend(flags(None, None));
             r.extend(res(None));
             r.extend(unit(None));
             r.extend(adj(None));
+            r.extend(id);
             w.write_record(r)?;
         }
         // approved adjustments: a line each, in the team's total; one correcting an earlier closed month names it
@@ -311,6 +322,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             r.extend(res(None));
             r.extend(unit(None));
             r.extend(adj(Some(a)));
+            r.extend(line_id(a.line_id()));
             w.write_record(r)?;
         }
         // layout 5: the team's unit cost of inference per model, beside its lines (no amount: not summed)
@@ -322,6 +334,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             r.extend(res(None));
             r.extend(unit(Some(u)));
             r.extend(adj(None));
+            r.extend(line_id(crate::ledger::line_id::unit_cost(team, &u.model, &u.engine)));
             w.write_record(r)?;
         }
     }
@@ -349,34 +362,54 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
                 policy.clone(),
             ]
         };
-        let mut write = |r: [String; 17]| {
+        // a cluster row's id: its capacity line's, else its line type (one of each per statement)
+        let mut write = |r: [String; 17], id: String| {
             let mut r = r.to_vec();
             r.extend(flags(None, None));
             r.extend(res(None));
             r.extend(unit(None));
             r.extend(adj(None));
+            r.extend(line_id(id));
             w.write_record(r)
         };
         for c in &b.capacity {
             let (hours, rate, amount) = (shape.hours(c.card_hours), shape.rate(c.rate), shape.money(c.amount));
-            write(row("capacity", &c.gpu_model, hours, rate, amount, c.unpriced))?;
+            write(row("capacity", &c.gpu_model, hours, rate, amount, c.unpriced), crate::ledger::line_id::capacity(c))?;
         }
-        write(row("unallocated", "", String::new(), String::new(), b.unallocated.to_string(), false))?;
+        write(
+            row("unallocated", "", String::new(), String::new(), b.unallocated.to_string(), false),
+            "unallocated".into(),
+        )?;
         if let Some(not_offered) = b.not_offered {
-            write(row("not_offered", "", String::new(), String::new(), not_offered.to_string(), false))?;
+            write(
+                row("not_offered", "", String::new(), String::new(), not_offered.to_string(), false),
+                "not_offered".into(),
+            )?;
         }
-        write(row("platform_kept", "", String::new(), String::new(), b.platform_kept.to_string(), false))?;
+        write(
+            row("platform_kept", "", String::new(), String::new(), b.platform_kept.to_string(), false),
+            "platform_kept".into(),
+        )?;
         if let Some(over) = b.over_recovery {
             // what whole-card billing recovered above the cards' cost: not part of capacity, its own line
-            write(row("over_recovery", "", String::new(), String::new(), over.to_string(), false))?;
+            write(
+                row("over_recovery", "", String::new(), String::new(), over.to_string(), false),
+                "over_recovery".into(),
+            )?;
         }
         if let Some(short) = b.capacity_shortfall.filter(|_| shape.v4) {
             // what usage cost above the counted capacity: teams carry it, nothing is spread of it
-            write(row("capacity_shortfall", "", String::new(), String::new(), short.to_string(), false))?;
+            write(
+                row("capacity_shortfall", "", String::new(), String::new(), short.to_string(), false),
+                "capacity_shortfall".into(),
+            )?;
         }
         if let Some(over) = b.over_commitment {
             // what reservations billed above the offered capacity: its own line, nothing spread of it
-            write(row("over_commitment", "", String::new(), String::new(), over.to_string(), false))?;
+            write(
+                row("over_commitment", "", String::new(), String::new(), over.to_string(), false),
+                "over_commitment".into(),
+            )?;
         }
     }
     if shape.v4 {
@@ -410,6 +443,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
         r.extend(res(None));
         r.extend(unit(None));
         r.extend(adj(None));
+        r.extend(line_id("total".into()));
         w.write_record(r)?;
     }
     let mut out = "\u{feff}".as_bytes().to_vec();

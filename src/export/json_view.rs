@@ -245,6 +245,9 @@ pub fn month_view(st: &Statement, scope: &Scope) -> MonthView {
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LineView {
+    /// The line's stable id (layout 6 on: `L-…`, the same on every face, in every render and after the close).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     pub namespace: String,
     pub gpu_model: String,
     /// whole, mig, timeslice, mps or hami; under reserved-quota billing also `reservation` (a quota scope's
@@ -284,6 +287,9 @@ pub struct LineView {
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RestatementView {
+    /// The line's stable id (layout 6 on: `R-…`, made of the month restated and the line it corrects).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     /// The closed month restated.
     pub original_month: Option<String>,
     pub namespace: String,
@@ -360,6 +366,10 @@ impl From<&UnitCostLine> for UnitCostView {
 /// One team's statement for a month.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TeamStatementView {
+    /// The statement's stable id, `<month>/<team>` (layout 6 on; the close event names it so).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "2026-11/nlp")]
+    pub id: Option<String>,
     pub month: String,
     pub status: MonthStatus,
     pub closed_at: Option<DateTime<Utc>>,
@@ -429,6 +439,7 @@ pub fn team_statement_json(st: &Statement, team: &str) -> Result<Vec<u8>, serde_
 pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
     let bill = st.bills.teams.iter().find(|t| t.team == team);
     TeamStatementView {
+        id: since(st.layout, Layout::V6, || format!("{}/{team}", st.month)),
         month: st.month.to_string(),
         status: st.status,
         closed_at: st.closed_at,
@@ -440,6 +451,7 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
                 b.lines
                     .iter()
                     .map(|l| LineView {
+                        id: since(st.layout, Layout::V6, || crate::ledger::line_id::bill_line(team, l)),
                         namespace: l.namespace.clone(),
                         gpu_model: l.gpu_model.clone(),
                         kind: l.kind.clone(),
@@ -460,6 +472,7 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
         restatements: st
             .restatements_of(team)
             .map(|r| RestatementView {
+                id: since(st.layout, Layout::V6, || crate::ledger::line_id::restatement(r)),
                 original_month: r.original_month.map(|m| m.to_string()),
                 namespace: r.namespace.clone(),
                 gpu_model: r.gpu_model.clone(),

@@ -29,6 +29,10 @@
 //!   sheet of the workbook and its page of the PDF and the portal (a table: model, engine, tokens, ¥ per million
 //!   tokens, ¥ per thousand requests, idle serving cost). Nothing is printed for a team without serving pods, so
 //!   a month without any prints as layout 4 did. Layout 4 months keep their bytes (`tests/fixtures/layout4/`).
+//! - Layout 6: stable line ids (SPEC §11, [`crate::ledger::line_id`]): each line's `id` in the team statement's
+//!   JSON (lines and restatements), a `line_id` column at the end of every CSV row (usage, reservation, share,
+//!   restatement, adjustment and unit-cost rows; the cluster rows their capacity id or their line type) and at the
+//!   end of a team sheet's lines in the workbook. The PDF and the pages print what layout 5 did.
 
 use super::csv_export::{self, CsvShape};
 use super::{FontChain, FrozenExtras, Lang, PdfError, ScopedExtras, StatementExtras};
@@ -47,12 +51,17 @@ pub fn bill_csv(
     words: Option<Lang>,
 ) -> Result<Vec<u8>, csv::Error> {
     let shape = match st.layout {
-        Layout::V1 => CsvShape { months_as_text: false, cluster_rows: false, v4: false, v5: false, words: None },
-        Layout::V2 | Layout::V3 => {
-            CsvShape { months_as_text: true, cluster_rows: every_team, v4: false, v5: false, words: None }
+        Layout::V1 => {
+            CsvShape { months_as_text: false, cluster_rows: false, v4: false, v5: false, v6: false, words: None }
         }
-        Layout::V4 => CsvShape { months_as_text: true, cluster_rows: every_team, v4: true, v5: false, words },
-        Layout::V5 => CsvShape { months_as_text: true, cluster_rows: every_team, v4: true, v5: true, words },
+        Layout::V2 | Layout::V3 => {
+            CsvShape { months_as_text: true, cluster_rows: every_team, v4: false, v5: false, v6: false, words: None }
+        }
+        Layout::V4 => {
+            CsvShape { months_as_text: true, cluster_rows: every_team, v4: true, v5: false, v6: false, words }
+        }
+        Layout::V5 => CsvShape { months_as_text: true, cluster_rows: every_team, v4: true, v5: true, v6: false, words },
+        Layout::V6 => CsvShape { months_as_text: true, cluster_rows: every_team, v4: true, v5: true, v6: true, words },
     };
     csv_export::write(st, include, shape)
 }
@@ -72,7 +81,8 @@ pub fn bill_xlsx(
 ) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
     let style = match st.layout {
         Layout::V1 | Layout::V2 | Layout::V3 => super::xlsx::Style::V3,
-        Layout::V4 | Layout::V5 => super::xlsx::Style::V4 { lang, tz },
+        Layout::V4 | Layout::V5 => super::xlsx::Style::V4 { lang, tz, line_ids: false },
+        Layout::V6 => super::xlsx::Style::V4 { lang, tz, line_ids: true },
     };
     super::xlsx::write(st, include, every_team, style)
 }
@@ -89,7 +99,7 @@ pub fn statement_pdf(
 ) -> Result<Vec<u8>, PdfError> {
     match st.layout {
         Layout::V1 | Layout::V2 => super::pdf::statement_pdf(st, include, fonts, extras),
-        Layout::V3 | Layout::V4 | Layout::V5 => {
+        Layout::V3 | Layout::V4 | Layout::V5 | Layout::V6 => {
             super::view_pdf::view_pdf(&super::view::statement_view(st, include, extras, lang), fonts)
         }
     }
@@ -109,11 +119,13 @@ mod tests {
     fn layouts_are_stored_as_numbers_and_unknown_ones_refused() {
         assert_eq!(serde_json::to_string(&Layout::V2).unwrap(), "2");
         assert_eq!(serde_json::from_str::<Layout>("1").unwrap(), Layout::V1);
-        let err = serde_json::from_str::<Layout>("6").unwrap_err().to_string();
-        assert!(err.contains("layout 6 is not known"), "{err}");
+        let err = serde_json::from_str::<Layout>("7").unwrap_err().to_string();
+        assert!(err.contains("layout 7 is not known"), "{err}");
         assert!(Layout::V1 < Layout::V2 && Layout::V2 < Layout::V3 && Layout::V3 < Layout::V4);
         assert!(Layout::V4 < Layout::V5);
-        assert_eq!(Layout::CURRENT, Layout::V5);
+        assert!(Layout::V5 < Layout::V6);
+        assert_eq!(Layout::CURRENT, Layout::V6);
+        assert_eq!(serde_json::from_str::<Layout>("6").unwrap(), Layout::V6);
         assert_eq!(serde_json::from_str::<Layout>("4").unwrap(), Layout::V4);
         assert_eq!(serde_json::from_str::<Layout>("5").unwrap(), Layout::V5);
         assert_eq!(serde_json::to_string(&Layout::V5).unwrap(), "5");

@@ -101,13 +101,21 @@ struct Style {
     v4: bool,
     /// Layout 5 or later.
     v5: bool,
+    /// Layout 6 or later: the statement's id and each line's ([`crate::ledger::line_id`]).
+    v6: bool,
     /// Layout 4: the zone its times print in (`None`: UTC, named).
     tz: Option<chrono_tz::Tz>,
 }
 
 impl Style {
     fn of(st: &Statement, extras: &StatementExtras, lang: Lang) -> Style {
-        Style { lang, v4: st.layout >= Layout::V4, v5: st.layout >= Layout::V5, tz: extras.time_zone }
+        Style {
+            lang,
+            v4: st.layout >= Layout::V4,
+            v5: st.layout >= Layout::V5,
+            v6: st.layout >= Layout::V6,
+            tz: extras.time_zone,
+        }
     }
 
     fn l(&self, zh: &'static str, en: &'static str) -> &'static str {
@@ -643,6 +651,9 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
     let mut blocks = vec![Block::Title(format!("{name} — {} {}", l("GPU 成本结算单", "GPU cost statement"), st.month))];
     let owner = st.teams.get(team).and_then(|i| i.owner.as_deref()).unwrap_or("—");
     blocks.push(Block::Line(format!("{} {team}   {} {owner}", l("团队", "Team"), l("负责人", "Owner"))));
+    if style.v6 {
+        blocks.push(Block::Line(format!("{} {}/{team}", glossary::term(lang, "term.statement_id"), st.month)));
+    }
     blocks.extend(header_lines(st, style));
     for c in &extras.coverage {
         blocks.push(Block::Line(match lang {
@@ -678,6 +689,8 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
     let mut rates: std::collections::BTreeMap<String, std::collections::BTreeSet<Option<RatePerCardHour>>> =
         Default::default();
     let mut rows = Vec::new();
+    // layout 6: each line's id in a last column
+    let mut ids: Vec<String> = Vec::new();
     if let Some(b) = bill {
         for line in &b.lines {
             // the rates used are the models' rates: a reservation's (rate × factor) is on its own line and note
@@ -710,12 +723,14 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
                 rate(line.rate, lang),
                 yuan(line.amount),
             ]);
+            ids.push(crate::ledger::line_id::bill_line(team, line));
         }
         if !b.unallocated_share.is_zero() {
             let mut r = vec![String::new(); 8];
             r[0] = l("未分配分摊", "Unallocated share").into();
             r[7] = yuan(b.unallocated_share);
             rows.push(r);
+            ids.push(crate::ledger::line_id::unallocated_share(team));
         }
     }
     for r in st.restatements_of(team) {
@@ -727,6 +742,7 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
             Some(m) => format!("{restated} {m}"),
             None => restated,
         };
+        ids.push(crate::ledger::line_id::restatement(r));
         // layout 4 prints no code where a namespace would be: the share is said by its kind column
         let namespace = if style.v4 && r.is_unallocated_share() { String::new() } else { r.namespace.clone() };
         rows.push(vec![
@@ -750,29 +766,36 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
         let label = if a.month != st.month { format!("{word} {}", a.month) } else { word };
         let mut r = vec![String::new(); 8];
         r[0] = label;
-        r[1] = a.line_id();
+        // its id where a line has its namespace, unless the ids have their own column (layout 6)
+        r[1] = if style.v6 { String::new() } else { a.line_id() };
         r[7] = yuan(a.amount);
         rows.push(r);
+        ids.push(a.line_id());
     }
     let total = st.team_total(team);
     let mut sum = vec![String::new(); 8];
     sum[0] = l("合计", "Total").into();
     sum[7] = yuan(total);
-    blocks.push(Block::Table(Table {
-        heading: Some(l("明细", "Lines").into()),
-        columns: vec![
-            col(l("类型", "Line"), 85.0, false),
-            col(l("命名空间", "Namespace"), 130.0, false),
-            col(l("GPU 型号", "GPU model"), 95.0, false),
-            col(l("类别", "Kind"), 100.0, false),
-            col(l("卡时", "Card-hours"), 85.0, true),
-            col(l("有效卡时", "Effective"), 85.0, true),
-            col(l("单价（元/卡时）", "Rate (CNY/card-h)"), 82.0, true),
-            col(l("金额", "Amount"), 100.0, true),
-        ],
-        rows,
-        total: Some(sum),
-    }));
+    // layout 6 makes room for the ids on the page's width: the text columns give what they can spare
+    let w = |v5: f32, v6: f32| if style.v6 { v6 } else { v5 };
+    let mut columns = vec![
+        col(l("类型", "Line"), w(85.0, 70.0), false),
+        col(l("命名空间", "Namespace"), w(130.0, 110.0), false),
+        col(l("GPU 型号", "GPU model"), w(95.0, 85.0), false),
+        col(l("类别", "Kind"), w(100.0, 85.0), false),
+        col(l("卡时", "Card-hours"), w(85.0, 75.0), true),
+        col(l("有效卡时", "Effective"), w(85.0, 75.0), true),
+        col(l("单价（元/卡时）", "Rate (CNY/card-h)"), w(82.0, 77.0), true),
+        col(l("金额", "Amount"), w(100.0, 90.0), true),
+    ];
+    if style.v6 {
+        columns.push(col(&glossary::term(lang, "term.line_id"), 95.0, false));
+        for (row, id) in rows.iter_mut().zip(ids) {
+            row.push(id);
+        }
+        sum.push(String::new());
+    }
+    blocks.push(Block::Table(Table { heading: Some(l("明细", "Lines").into()), columns, rows, total: Some(sum) }));
     adjustment_tables(st, team, lang, &mut blocks);
     let marked = |f: fn(&crate::billing::BillLine) -> bool| bill.iter().flat_map(|b| &b.lines).any(f);
     if marked(|l| l.whole_card_hours.is_some()) {

@@ -31,8 +31,9 @@ use crate::money::{Money, RatePerCardHour};
 pub enum Style {
     /// Layouts 1–3: bilingual headers (a Chinese row, the field names below), codes as stored.
     V3,
-    /// Layout 4: in `lang`, the glossary's words, times in `tz`, a total row.
-    V4 { lang: Lang, tz: chrono_tz::Tz },
+    /// Layout 4: in `lang`, the glossary's words, times in `tz`, a total row; from layout 6 on (`line_ids`) a
+    /// `line_id` column at the end of a team sheet's lines ([`crate::ledger::line_id`]).
+    V4 { lang: Lang, tz: chrono_tz::Tz, line_ids: bool },
 }
 
 impl Style {
@@ -272,7 +273,7 @@ fn status_text(st: &Statement, style: Style) -> String {
 /// The summary's facts: (label, value) after the month's date cell.
 fn facts(st: &Statement, style: Style) -> Vec<(String, String)> {
     let b = &st.bills;
-    let Style::V4 { lang, tz } = style else {
+    let Style::V4 { lang, tz, .. } = style else {
         let mut facts: Vec<(String, String)> = vec![
             ("状态 status".into(), status_text(st, style)),
             ("计费模式 mode".into(), b.policy.mode.as_str().into()),
@@ -456,6 +457,17 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
     if res_col.is_some() {
         cols.extend(RESERVATION_HEADER);
     }
+    // layout 6: each line's stable id in the last column
+    let id_col = matches!(style, Style::V4 { line_ids: true, .. }).then_some(cols.len() as u16);
+    if id_col.is_some() {
+        cols.push(("行编号", "line_id"));
+    }
+    let id = |ws: &mut Worksheet, row: u32, id: String| -> Result<(), XlsxError> {
+        if let Some(c) = id_col {
+            ws.write_string(row, c, id)?;
+        }
+        Ok(())
+    };
     header(ws, 0, &cols, f, style)?;
     ws.set_freeze_panes(2, 0)?;
     let mut row = 2;
@@ -496,12 +508,14 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
                 }
                 style.flag(ws, row, 13, l.unverified_node)?;
             }
+            id(ws, row, crate::ledger::line_id::bill_line(team, l))?;
             row += 1;
         }
         if !bill.unallocated_share.is_zero() {
             texts(ws, row, "unallocated_share", "", "", "")?;
             money(ws, row, 10, bill.unallocated_share, &f.money)?;
             style.flag(ws, row, 11, false)?;
+            id(ws, row, crate::ledger::line_id::unallocated_share(team))?;
             row += 1;
         }
     }
@@ -522,6 +536,7 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
         rate(ws, row, 9, r.rate, f)?;
         money(ws, row, 10, r.amount_delta, &f.money)?;
         style.flag(ws, row, 11, false)?;
+        id(ws, row, crate::ledger::line_id::restatement(r))?;
         row += 1;
     }
     for a in st.adjustments_of(team) {
@@ -532,6 +547,7 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
         }
         money(ws, row, 10, a.amount, &f.money)?;
         style.flag(ws, row, 11, false)?;
+        id(ws, row, a.line_id())?;
         row += 1;
     }
     let total = style.lang().map_or_else(|| "合计 total".to_string(), |l| glossary::term(l, "term.total"));

@@ -15,11 +15,14 @@ pub enum Layout {
     /// Each team's unit cost of inference of the month per model beside its lines (SPEC §9, issue 36), frozen
     /// with the close.
     V5,
+    /// Stable line ids (SPEC §11): every line's id ([`crate::ledger::line_id`]) in the JSON views (`id`), the CSV
+    /// (`line_id`) and the workbook (`line_id`).
+    V6,
 }
 
 impl Layout {
     /// The layout of new closes and of open months.
-    pub const CURRENT: Layout = Layout::V5;
+    pub const CURRENT: Layout = Layout::V6;
 
     pub fn number(self) -> u32 {
         match self {
@@ -28,6 +31,7 @@ impl Layout {
             Layout::V3 => 3,
             Layout::V4 => 4,
             Layout::V5 => 5,
+            Layout::V6 => 6,
         }
     }
 
@@ -38,6 +42,7 @@ impl Layout {
             3 => Some(Layout::V3),
             4 => Some(Layout::V4),
             5 => Some(Layout::V5),
+            6 => Some(Layout::V6),
             _ => None,
         }
     }

@@ -9,6 +9,7 @@ pub mod adjustment;
 pub mod frozen;
 pub mod integrity;
 pub mod layout;
+pub mod line_id;
 pub mod readiness;
 
 use std::collections::BTreeMap;
