@@ -76,7 +76,7 @@ pub(super) struct CsvShape {
     /// layout 4's.
     pub v5: bool,
     /// Layout 6 on: a `line_id` column at the end of every row — each line's stable id ([`crate::ledger::line_id`]);
-    /// the cluster rows their capacity id or their line type, the total row `total`.
+    /// the cluster rows theirs (capacity by model and rate, the others by line type), the total row none.
     pub v6: bool,
     /// Layout 4 on, asked for (`?lang=`): the header and the words (status, line types, kinds, policy, yes/no,
     /// the `unassigned` team, the unknown model) in that language, from the glossary; `None`: the codes.
@@ -362,7 +362,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
                 policy.clone(),
             ]
         };
-        // a cluster row's id: its capacity line's, else its line type (one of each per statement)
+        // a cluster row's id: its capacity line's, else its line type's (one of each per statement)
         let mut write = |r: [String; 17], id: String| {
             let mut r = r.to_vec();
             r.extend(flags(None, None));
@@ -378,37 +378,37 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
         }
         write(
             row("unallocated", "", String::new(), String::new(), b.unallocated.to_string(), false),
-            "unallocated".into(),
+            crate::ledger::line_id::cluster("unallocated"),
         )?;
         if let Some(not_offered) = b.not_offered {
             write(
                 row("not_offered", "", String::new(), String::new(), not_offered.to_string(), false),
-                "not_offered".into(),
+                crate::ledger::line_id::cluster("not_offered"),
             )?;
         }
         write(
             row("platform_kept", "", String::new(), String::new(), b.platform_kept.to_string(), false),
-            "platform_kept".into(),
+            crate::ledger::line_id::cluster("platform_kept"),
         )?;
         if let Some(over) = b.over_recovery {
             // what whole-card billing recovered above the cards' cost: not part of capacity, its own line
             write(
                 row("over_recovery", "", String::new(), String::new(), over.to_string(), false),
-                "over_recovery".into(),
+                crate::ledger::line_id::cluster("over_recovery"),
             )?;
         }
         if let Some(short) = b.capacity_shortfall.filter(|_| shape.v4) {
             // what usage cost above the counted capacity: teams carry it, nothing is spread of it
             write(
                 row("capacity_shortfall", "", String::new(), String::new(), short.to_string(), false),
-                "capacity_shortfall".into(),
+                crate::ledger::line_id::cluster("capacity_shortfall"),
             )?;
         }
         if let Some(over) = b.over_commitment {
             // what reservations billed above the offered capacity: its own line, nothing spread of it
             write(
                 row("over_commitment", "", String::new(), String::new(), over.to_string(), false),
-                "over_commitment".into(),
+                crate::ledger::line_id::cluster("over_commitment"),
             )?;
         }
     }
@@ -443,7 +443,8 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
         r.extend(res(None));
         r.extend(unit(None));
         r.extend(adj(None));
-        r.extend(line_id("total".into()));
+        // the total row sums lines: it is none
+        r.extend(line_id(String::new()));
         w.write_record(r)?;
     }
     let mut out = "\u{feff}".as_bytes().to_vec();

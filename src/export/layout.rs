@@ -31,7 +31,7 @@
 //!   a month without any prints as layout 4 did. Layout 4 months keep their bytes (`tests/fixtures/layout4/`).
 //! - Layout 6: stable line ids (SPEC §11, [`crate::ledger::line_id`]): each line's `id` in the team statement's
 //!   JSON (lines and restatements), a `line_id` column at the end of every CSV row (usage, reservation, share,
-//!   restatement, adjustment and unit-cost rows; the cluster rows their capacity id or their line type) and at the
+//!   restatement, adjustment and unit-cost rows; the cluster rows theirs; the total row none) and at the
 //!   end of a team sheet's lines in the workbook. The PDF and the pages print what layout 5 did.
 
 use super::csv_export::{self, CsvShape};

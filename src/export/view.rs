@@ -789,11 +789,12 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
         col(l("金额", "Amount"), w(100.0, 90.0), true),
     ];
     if style.v6 {
-        columns.push(col(&glossary::term(lang, "term.line_id"), 95.0, false));
+        // first, left-aligned: a right-aligned amount and an id side by side would read as one
+        columns.insert(0, col(&glossary::term(lang, "term.line_id"), 95.0, false));
         for (row, id) in rows.iter_mut().zip(ids) {
-            row.push(id);
+            row.insert(0, id);
         }
-        sum.push(String::new());
+        sum.insert(1, String::new());
     }
     blocks.push(Block::Table(Table { heading: Some(l("明细", "Lines").into()), columns, rows, total: Some(sum) }));
     adjustment_tables(st, team, lang, &mut blocks);

@@ -210,9 +210,29 @@ pub const ZH_ALLOWED_WORDS: &[&str] = &[
 /// The ASCII words of `text` (runs of letters, with the digits, `-`, `_`, `.`, `/` and `:` inside them) that are
 /// neither in [`ZH_ALLOWED_WORDS`] nor in `data` (ids and names the text prints as data), nor units: what a zh-CN
 /// text must not hold. Pure digits and number formats (`12,345.67`, `2026-11`) are not words.
+/// A statement's or a line's id (`2026-11/nlp`, `L-809083bb78a4`, `ADJ-12`: `crate::ledger::line_id`): a code,
+/// printed as it is in every language, never a word.
+fn is_line_id(w: &str) -> bool {
+    if let Some((month, team)) = w.split_once('/') {
+        let month_like = month.len() == 7
+            && month.chars().enumerate().all(|(i, c)| if i == 4 { c == '-' } else { c.is_ascii_digit() });
+        return month_like
+            && !team.is_empty()
+            && team.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'));
+    }
+    match w.split_once('-') {
+        Some(("L" | "R" | "U" | "C" | "UC" | "K", hex)) => {
+            hex.len() == 12 && hex.chars().all(|c| c.is_ascii_hexdigit())
+        }
+        Some(("ADJ", n)) => !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()),
+        _ => false,
+    }
+}
+
 pub fn english_words<'t>(text: &'t str, data: &[&str]) -> Vec<&'t str> {
     let allowed = |w: &str| {
         ZH_ALLOWED_WORDS.contains(&w)
+            || is_line_id(w)
             || data.iter().any(|d| *d == w || d.split(|c: char| !c.is_ascii_alphanumeric()).any(|p| p == w))
     };
     text.split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | ':')))

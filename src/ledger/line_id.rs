@@ -8,7 +8,8 @@
 //! - `R-…` a restatement: the closed month it restates and the key of the line it corrects (the unallocated share
 //!   of that month included);
 //! - `U-…` a team's share of the unallocated cost; `C-…` a capacity line (model, rate); `UC-…` a team's unit cost of
-//!   inference of one model and engine; `ADJ-<n>` an approved adjustment ([`super::Adjustment::line_id`]).
+//!   inference of one model and engine; `K-…` a cluster row of an export (unallocated, kept by the platform, …) by
+//!   its line type; `ADJ-<n>` an approved adjustment ([`super::Adjustment::line_id`]).
 //!
 //! `…` is the first 12 hex digits of the SHA-256 of the parts joined by the unit separator (U+001F), which no part
 //! can hold (team ids, namespaces and models are refused with control characters).
@@ -40,6 +41,11 @@ pub fn restatement(r: &RestatementLine) -> String {
 /// `team`'s share of the unallocated cost.
 pub fn unallocated_share(team: &str) -> String {
     format!("U-{}", hash(&["unallocated_share", team]))
+}
+
+/// A cluster row of an export (`unallocated`, `platform_kept`, …: one of each per statement) by its line type.
+pub fn cluster(line_type: &str) -> String {
+    format!("K-{}", hash(&["cluster", line_type]))
 }
 
 /// A capacity line of the cluster.
