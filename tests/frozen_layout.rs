@@ -316,20 +316,7 @@ async fn write_layout2_fixture(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     two_months(&api).await;
     close_october(&api).await;
-    let dir = fixtures_of(2);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (snapshot, closed_at, closed_by): (String, String, String) = sqlx::query_as(
-        "SELECT snapshot::text, to_json(closed_at)#>>'{}', closed_by FROM closed_months WHERE month = '2026-10'",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    std::fs::write(dir.join("snapshot.json"), format!("{snapshot}\n")).unwrap();
-    let closed = json!({"closed_at": closed_at, "closed_by": closed_by});
-    std::fs::write(dir.join("closed.json"), format!("{}\n", serde_json::to_string_pretty(&closed).unwrap())).unwrap();
-    for (file, token, path, pdf) in representations(&api) {
-        std::fs::write(dir.join(file), rendered(&api, &token, path, pdf).await).unwrap();
-    }
+    write_fixture(&api, 2, representations(&api)).await;
 }
 
 /// Rates, September closed (spread over the teams) and changed after, October's data.
@@ -726,19 +713,56 @@ async fn write_layout3_fixture(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     two_months(&api).await;
     close_october(&api).await;
-    let dir = fixtures_of(3);
+    write_fixture(&api, 3, representations3(&api)).await;
+}
+
+/// Writes October as the code running closed it into `tests/fixtures/layout<layout>/`: its snapshot as stored, when
+/// and by whom it was closed, and every representation of `reps` (the body of each `write_layout<N>_fixture`).
+async fn write_fixture(api: &TestApi, layout: u32, reps: Vec<(&'static str, String, &'static str, bool)>) {
+    let dir = fixtures_of(layout);
     std::fs::create_dir_all(&dir).unwrap();
     let (snapshot, closed_at, closed_by): (String, String, String) = sqlx::query_as(
         "SELECT snapshot::text, to_json(closed_at)#>>'{}', closed_by FROM closed_months WHERE month = '2026-10'",
     )
-    .fetch_one(&pool)
+    .fetch_one(&api.pool)
     .await
     .unwrap();
     std::fs::write(dir.join("snapshot.json"), format!("{snapshot}\n")).unwrap();
     let closed = json!({"closed_at": closed_at, "closed_by": closed_by});
     std::fs::write(dir.join("closed.json"), format!("{}\n", serde_json::to_string_pretty(&closed).unwrap())).unwrap();
-    for (file, token, path, pdf) in representations3(&api) {
-        std::fs::write(dir.join(file), rendered(&api, &token, path, pdf).await).unwrap();
+    for (file, token, path, pdf) in reps {
+        std::fs::write(dir.join(file), rendered(api, &token, path, pdf).await).unwrap();
+    }
+}
+
+/// Requires `reps` of the October inserted from `tests/fixtures/layout<layout>/` to be served as that release served
+/// them — JSON, CSV and workbooks byte for byte, the PDF's text line for line — by the API, and the CLI's CSV, PDF
+/// and workbook too.
+async fn renders_as_released(
+    api: &TestApi,
+    env: &[(&str, &str)],
+    layout: u32,
+    reps: Vec<(&'static str, String, &'static str, bool)>,
+) {
+    for (file, token, path, pdf) in reps {
+        let got = rendered(api, &token, path, pdf).await;
+        let want = golden_of(layout, file);
+        assert!(
+            got == want,
+            "{path} differs from layout{layout}/{file}:\n--- now\n{}\n--- then\n{}",
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want)
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (format, file, golden_file) in
+        [("csv", "o.csv", "bills.csv"), ("pdf", "o.pdf", "statements.txt"), ("xlsx", "o.xlsx", "bills.xlsx")]
+    {
+        let out = dir.path().join(file);
+        run_cardhour_ok(["export", "--month", OCTOBER, "--format", format, "--out", out.to_str().unwrap()], env);
+        let bytes = std::fs::read(&out).unwrap();
+        let got = if format == "pdf" { pdftotext(&bytes).into_bytes() } else { bytes };
+        assert!(got == golden_of(layout, golden_file), "cardhour export --format {format} differs from {golden_file}");
     }
 }
 
@@ -764,20 +788,7 @@ async fn write_layout4_fixture(pool: PgPool) {
     let api = TestApi::start(pool.clone()).await;
     two_months(&api).await;
     close_october(&api).await;
-    let dir = fixtures_of(4);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (snapshot, closed_at, closed_by): (String, String, String) = sqlx::query_as(
-        "SELECT snapshot::text, to_json(closed_at)#>>'{}', closed_by FROM closed_months WHERE month = '2026-10'",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    std::fs::write(dir.join("snapshot.json"), format!("{snapshot}\n")).unwrap();
-    let closed = json!({"closed_at": closed_at, "closed_by": closed_by});
-    std::fs::write(dir.join("closed.json"), format!("{}\n", serde_json::to_string_pretty(&closed).unwrap())).unwrap();
-    for (file, token, path, pdf) in representations4(&api) {
-        std::fs::write(dir.join(file), rendered(&api, &token, path, pdf).await).unwrap();
-    }
+    write_fixture(&api, 4, representations4(&api)).await;
 }
 
 /// Layout 3 after layout 4 exists: October as the last release of layout 3 closed it (`tests/fixtures/layout3/`,
@@ -799,26 +810,7 @@ async fn a_layout3_month_renders_as_its_release_did() {
     assert_eq!(st.content_hash.map(|h| format!("\"{h}\"")), Some(sha256(text.as_bytes())));
     let reps = representations3(&api);
     assert_eq!(reps.len(), 14);
-    for (file, token, path, pdf) in reps {
-        let got = rendered(&api, &token, path, pdf).await;
-        let want = golden_of(3, file);
-        assert!(
-            got == want,
-            "{path} differs from layout3/{file}:\n--- now\n{}\n--- then\n{}",
-            String::from_utf8_lossy(&got),
-            String::from_utf8_lossy(&want)
-        );
-    }
-    let dir = tempfile::tempdir().unwrap();
-    for (format, file, golden_file) in
-        [("csv", "o.csv", "bills.csv"), ("pdf", "o.pdf", "statements.txt"), ("xlsx", "o.xlsx", "bills.xlsx")]
-    {
-        let out = dir.path().join(file);
-        run_cardhour_ok(["export", "--month", OCTOBER, "--format", format, "--out", out.to_str().unwrap()], &db.env());
-        let bytes = std::fs::read(&out).unwrap();
-        let got = if format == "pdf" { pdftotext(&bytes).into_bytes() } else { bytes };
-        assert!(got == golden_of(3, golden_file), "cardhour export --format {format} differs from {golden_file}");
-    }
+    renders_as_released(&api, &db.env(), 3, reps).await;
 }
 
 /// October's serving: a vLLM pod of nlp that served tokens in the hours October's usage was stored. A month closed
@@ -863,26 +855,7 @@ async fn a_layout4_month_renders_as_its_release_did() {
     assert_eq!((status, report["rows"][0]["key"].as_str()), (200, Some("qwen-7b")), "{report}");
     let reps = representations4(&api);
     assert_eq!(reps.len(), 17);
-    for (file, token, path, pdf) in reps {
-        let got = rendered(&api, &token, path, pdf).await;
-        let want = golden_of(4, file);
-        assert!(
-            got == want,
-            "{path} differs from layout4/{file}:\n--- now\n{}\n--- then\n{}",
-            String::from_utf8_lossy(&got),
-            String::from_utf8_lossy(&want)
-        );
-    }
-    let dir = tempfile::tempdir().unwrap();
-    for (format, file, golden_file) in
-        [("csv", "o.csv", "bills.csv"), ("pdf", "o.pdf", "statements.txt"), ("xlsx", "o.xlsx", "bills.xlsx")]
-    {
-        let out = dir.path().join(file);
-        run_cardhour_ok(["export", "--month", OCTOBER, "--format", format, "--out", out.to_str().unwrap()], &db.env());
-        let bytes = std::fs::read(&out).unwrap();
-        let got = if format == "pdf" { pdftotext(&bytes).into_bytes() } else { bytes };
-        assert!(got == golden_of(4, golden_file), "cardhour export --format {format} differs from {golden_file}");
-    }
+    renders_as_released(&api, &db.env(), 4, reps).await;
 }
 
 /// Writes `tests/fixtures/layout5/` from the code of layout 5 (run once by hand on that code:
@@ -895,20 +868,7 @@ async fn write_layout5_fixture(pool: PgPool) {
     two_months(&api).await;
     seed_october_serving(&pool).await;
     close_october(&api).await;
-    let dir = fixtures_of(5);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (snapshot, closed_at, closed_by): (String, String, String) = sqlx::query_as(
-        "SELECT snapshot::text, to_json(closed_at)#>>'{}', closed_by FROM closed_months WHERE month = '2026-10'",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    std::fs::write(dir.join("snapshot.json"), format!("{snapshot}\n")).unwrap();
-    let closed = json!({"closed_at": closed_at, "closed_by": closed_by});
-    std::fs::write(dir.join("closed.json"), format!("{}\n", serde_json::to_string_pretty(&closed).unwrap())).unwrap();
-    for (file, token, path, pdf) in representations4(&api) {
-        std::fs::write(dir.join(file), rendered(&api, &token, path, pdf).await).unwrap();
-    }
+    write_fixture(&api, 5, representations4(&api)).await;
 }
 
 /// Layout 5 after layout 6 exists: October as the last release of layout 5 closed it (`tests/fixtures/layout5/`,
@@ -932,24 +892,5 @@ async fn a_layout5_month_renders_as_its_release_did() {
     assert_eq!(st.content_hash.map(|h| format!("\"{h}\"")), Some(sha256(text.as_bytes())));
     let reps = representations4(&api);
     assert_eq!(reps.len(), 17);
-    for (file, token, path, pdf) in reps {
-        let got = rendered(&api, &token, path, pdf).await;
-        let want = golden_of(5, file);
-        assert!(
-            got == want,
-            "{path} differs from layout5/{file}:\n--- now\n{}\n--- then\n{}",
-            String::from_utf8_lossy(&got),
-            String::from_utf8_lossy(&want)
-        );
-    }
-    let dir = tempfile::tempdir().unwrap();
-    for (format, file, golden_file) in
-        [("csv", "o.csv", "bills.csv"), ("pdf", "o.pdf", "statements.txt"), ("xlsx", "o.xlsx", "bills.xlsx")]
-    {
-        let out = dir.path().join(file);
-        run_cardhour_ok(["export", "--month", OCTOBER, "--format", format, "--out", out.to_str().unwrap()], &db.env());
-        let bytes = std::fs::read(&out).unwrap();
-        let got = if format == "pdf" { pdftotext(&bytes).into_bytes() } else { bytes };
-        assert!(got == golden_of(5, golden_file), "cardhour export --format {format} differs from {golden_file}");
-    }
+    renders_as_released(&api, &db.env(), 5, reps).await;
 }
