@@ -220,6 +220,15 @@ async fn an_adjustment_is_entered_approved_by_another_user_and_frozen_by_the_clo
     let mine = mine.as_array().unwrap();
     assert!(!mine.is_empty());
     assert!(mine.iter().all(|a| a["team"] == "vision"), "{mine:?}");
+    // … and learns nothing of nlp's in November: not its statement, not its adjustment, no adjustments column
+    let (status, _) = api.call(Method::GET, "/api/v1/bills/2026-11/teams/nlp", lead, None).await;
+    assert_eq!(status, 404);
+    let (status, nov_month) = api.call(Method::GET, "/api/v1/bills/2026-11", lead, None).await;
+    assert_eq!(status, 200, "{nov_month}");
+    let seen = nov_month.to_string();
+    assert!(!seen.contains("nlp") && !seen.contains("adjusted") && !seen.contains("ADJ-"), "{seen}");
+    let (_, nov_vision) = api.call(Method::GET, "/api/v1/bills/2026-11/teams/vision", lead, None).await;
+    assert!(nov_vision.get("adjusted").is_none() && nov_vision.get("adjustments").is_none(), "{nov_vision}");
 
     // the table refuses a rewrite and a delete, whoever asks
     for sql in [
