@@ -137,6 +137,33 @@ pub fn text(field: &str, s: &str, max_chars: usize) -> Result<String, Invalid> {
     Ok(t.to_string())
 }
 
+/// The longest cost centre or GL account ([`finance_codes`]).
+pub const CODE_MAX: usize = 64;
+
+/// A team's finance codes as given (SPEC §11): each blank or absent is none; each given is text without control
+/// characters, trimmed, at most [`CODE_MAX`] characters (a cost centre, a GL account) or [`NAME_MAX`] (a legal
+/// entity's name). Every problem reported, by field.
+pub fn finance_codes(
+    cost_centre: Option<&str>,
+    gl_account: Option<&str>,
+    legal_entity: Option<&str>,
+) -> Result<crate::billing::FinanceCodes, Vec<Invalid>> {
+    let one = |field: &str, v: Option<&str>, max: usize| match v {
+        Some(v) if !v.trim().is_empty() => text(field, v, max).map(Some),
+        _ => Ok(None),
+    };
+    match (
+        one("cost_centre", cost_centre, CODE_MAX),
+        one("gl_account", gl_account, CODE_MAX),
+        one("legal_entity", legal_entity, NAME_MAX),
+    ) {
+        (Ok(cost_centre), Ok(gl_account), Ok(legal_entity)) => {
+            Ok(crate::billing::FinanceCodes { cost_centre, gl_account, legal_entity })
+        }
+        (a, b, c) => Err([a.err(), b.err(), c.err()].into_iter().flatten().collect()),
+    }
+}
+
 /// The longest URL a webhook or close-event endpoint may have.
 pub const URL_MAX: usize = 2000;
 

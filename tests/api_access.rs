@@ -146,6 +146,22 @@ fn routes() -> Vec<(&'static str, Method, String, Body, [u16; 4])> {
             Body::Json(json!({"name": "语音组"})),
             write(200),
         ),
+        ("GET /teams/{id}/finance-codes", g.clone(), "/api/v1/teams/vision/finance-codes".into(), Body::None, all),
+        (
+            "GET /teams/{id}/finance-codes",
+            g.clone(),
+            "/api/v1/teams/nlp/finance-codes".into(),
+            Body::None,
+            [200, 200, 200, 404],
+        ),
+        (
+            "PUT /teams/{id}/finance-codes",
+            Method::PUT,
+            "/api/v1/teams/vision/finance-codes".into(),
+            // the same version twice: the first writer creates it, the second finds it as stored
+            Body::Json(json!({"valid_from": "2026-12-01", "cost_centre": "CC-1001"})),
+            [201, 200, 403, 403],
+        ),
         ("GET /mappings", g.clone(), "/api/v1/mappings".into(), Body::None, all),
         (
             "POST /mappings",

@@ -50,6 +50,7 @@ fn usage(team: &str, ns: &str, model: &str, kind: &str, hours: Decimal, r: Optio
         rate: r,
         whole_card_hours: None,
         unverified_node: false,
+        finance: None,
     }
 }
 

@@ -240,6 +240,11 @@ const FORMS: &[Form] = &[
     form("/admin/teams", Audience::Writers, &[("id", "intruders"), ("name", "Intruders"), ("owner", "eve")]),
     form("/admin/teams/{team}", Audience::Writers, &[("name", "Renamed"), ("owner", "eve")]),
     form(
+        "/admin/teams/{team}/finance-codes",
+        Audience::Writers,
+        &[("valid_from", "2026-12-01"), ("cost_centre", "CC-666")],
+    ),
+    form(
         "/admin/mappings",
         Audience::Writers,
         &[("namespace", "stolen-ns"), ("team_id", "{team}"), ("valid_from", "2026-09-01")],
@@ -283,6 +288,7 @@ async fn state(pool: &PgPool) -> String {
         "cloud_rates",
         "node_settings",
         "close_endpoints",
+        "team_finance_codes",
     ] {
         // (a login records itself on the user: not a form's doing)
         let row = "(to_jsonb(t) - 'last_login_at')::text";

@@ -317,6 +317,7 @@ fn usage(team: &str, ns: &str, kind: &str, hours: Decimal, rate: Decimal) -> Usa
         rate: RatePerCardHour::new(rate),
         whole_card_hours: None,
         unverified_node: false,
+        finance: None,
     }
 }
 
@@ -377,6 +378,8 @@ fn in_a_100_team_month_no_heading_ends_a_page() {
     }
     let pdf = statement_pdf(&st, |_| true, &font(), &extras, Lang::Zh).unwrap();
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/statement-100-teams.pdf");
+    // (a build into another CARGO_TARGET_DIR, as CI's cache, leaves no target/ here)
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
     std::fs::write(&out, &pdf).unwrap();
     let text = pdftotext(&pdf);
     let pages: Vec<&str> = text.split('\u{c}').filter(|p| !p.trim().is_empty()).collect();

@@ -70,6 +70,8 @@ mod exactness;
 mod exactness_regressions;
 #[path = "export_pdf.rs"]
 mod export_pdf;
+#[path = "finance_codes.rs"]
+mod finance_codes;
 #[path = "frozen_layout.rs"]
 mod frozen_layout;
 #[path = "ingest_keep.rs"]

@@ -185,6 +185,9 @@ fn rule(name: &str) -> Option<Value> {
             json!({"pattern": validate::optional_text_pattern(), "maxLength": validate::MODEL_NAME_MAX})
         }
         "name" => text(validate::NAME_MAX),
+        // a finance code where blank is none
+        "code" => json!({"pattern": validate::optional_text_pattern(), "maxLength": validate::CODE_MAX}),
+        "optional_name" => json!({"pattern": validate::optional_text_pattern(), "maxLength": validate::NAME_MAX}),
         "node" => text(validate::NODE_NAME_MAX),
         "reason" => text(crate::ledger::OVERRIDE_REASON_MAX),
         "adjustment_reason" => text(crate::ledger::adjustment::REASON_MAX),
@@ -255,6 +258,9 @@ fn property_rule(schema: &str, property: &str) -> Option<&'static str> {
         ("AdjustmentInput", "amount") => "adjustment_amount",
         ("AdjustmentInput", "reason") => "adjustment_reason",
         ("DecisionInput", "note") => "note",
+        ("FinanceCodesInput", "valid_from") => "date",
+        ("FinanceCodesInput", "cost_centre" | "gl_account") => "code",
+        ("FinanceCodesInput", "legal_entity") => "optional_name",
         ("CloseInput", "mode") => "mode",
         ("CloseInput", "unallocated") => "unallocated",
         _ => return None,

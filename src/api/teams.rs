@@ -13,9 +13,10 @@ use super::doc::{Paged, ReaderErrors, WriterErrors};
 use super::error::ApiError;
 use super::extract::ApiJson;
 use super::page::{self, PageRequest};
-use super::views::{ImportReport, Mapping, Team};
+use super::views::{FinanceCodesVersion, ImportReport, Mapping, Team};
 use super::{ApiPath, ApiQuery, AppState};
 use crate::api::bearer::{Finance, ScopedReader};
+use crate::usecase::finance_codes::{self, FinanceCodesInput, Put};
 use crate::usecase::mappings::{self, MappingInput};
 use crate::usecase::teams::{self, TeamInput};
 use crate::validate::TeamId;
@@ -24,6 +25,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_teams))
         .routes(routes!(get_team, put_team))
+        .routes(routes!(list_finance_codes, put_finance_codes))
         .routes(routes!(list_mappings, create_mapping))
         .routes(routes!(import_mappings))
 }
@@ -57,6 +59,42 @@ async fn put_team(
     ApiJson(input): ApiJson<TeamInput>,
 ) -> Result<Json<Team>, ApiError> {
     Ok(Json(teams::put_team(&s.cases, &writer, &id, &input).await?.into()))
+}
+
+/// The team's finance codes (cost centre, GL account, legal entity), every dated version (SPEC §11). A team lead:
+/// its own team's only.
+#[utoipa::path(get, path = "/teams/{id}/finance-codes", tag = "teams", security(("bearer" = [])),
+    params(("id" = String, Path, description = "team id")),
+    responses((status = 200, description = "The team's versions, by first day", body = Vec<FinanceCodesVersion>),
+        ReaderErrors))]
+async fn list_finance_codes(
+    State(s): State<AppState>,
+    ScopedReader(scope): ScopedReader,
+    ApiPath(id): ApiPath<TeamId>,
+) -> Result<Json<Vec<FinanceCodesVersion>>, ApiError> {
+    let rows = finance_codes::versions(&s.cases, &scope, Some(&id)).await?;
+    Ok(Json(rows.into_iter().map(Into::into).collect()))
+}
+
+/// Puts the team's finance codes from a day (finance, admin): a new version (201), or the version of that day
+/// changed (200; the codes stored already: 200, nothing written or audited). Every bill line of the team from that
+/// day carries them (a change mid-month splits its lines there); a closed month keeps the codes it was closed
+/// with. Blank or absent codes are none; all none clears them from the day. Audited.
+#[utoipa::path(put, path = "/teams/{id}/finance-codes", tag = "teams", security(("bearer" = [])),
+    params(("id" = String, Path, description = "team id")), request_body = FinanceCodesInput,
+    responses((status = 201, description = "A new version, as stored", body = FinanceCodesVersion),
+        (status = 200, description = "The version of that day, as stored (changed or as it was)",
+            body = FinanceCodesVersion),
+        ReaderErrors, WriterErrors))]
+async fn put_finance_codes(
+    State(s): State<AppState>,
+    Finance(writer): Finance,
+    ApiPath(id): ApiPath<TeamId>,
+    ApiJson(input): ApiJson<FinanceCodesInput>,
+) -> Result<(StatusCode, Json<FinanceCodesVersion>), ApiError> {
+    let (row, put) = finance_codes::put(&s.cases, &writer, &id, &input).await?;
+    let status = if put == Put::Created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(row.into())))
 }
 
 #[utoipa::path(get, path = "/mappings", tag = "teams", security(("bearer" = [])),

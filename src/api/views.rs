@@ -26,6 +26,40 @@ impl From<db::teams::Team> for Team {
     }
 }
 
+/// A version of a team's finance codes (SPEC §11): from `valid_from` until the team's next version; a code absent
+/// is none (all absent: the version cleared them).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct FinanceCodesVersion {
+    pub team_id: String,
+    #[schema(example = "2026-12-01")]
+    pub valid_from: chrono::NaiveDate,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "CC-1001")]
+    pub cost_centre: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "6602.01")]
+    pub gl_account: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub legal_entity: Option<String>,
+    /// Who set it (the credential, as audited).
+    pub set_by: String,
+    pub set_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl From<db::finance_codes::Row> for FinanceCodesVersion {
+    fn from(r: db::finance_codes::Row) -> Self {
+        Self {
+            team_id: r.team_id,
+            valid_from: r.valid_from,
+            cost_centre: r.cost_centre,
+            gl_account: r.gl_account,
+            legal_entity: r.legal_entity,
+            set_by: r.set_by,
+            set_at: r.set_at,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Mapping {
     pub id: i64,
@@ -63,6 +97,9 @@ pub struct ImportReport {
     pub unchanged: usize,
     /// Teams the file names that did not exist (created with the row's `team_name` and `owner`).
     pub teams_created: usize,
+    /// Versions of teams' finance codes inserted or changed by the file's `cost_centre`, `gl_account` and
+    /// `legal_entity` columns.
+    pub finance_codes_set: usize,
     /// One per row, in file order.
     pub rows: Vec<RowOutcome>,
     /// The mappings written (inserted or updated), as stored; empty on a dry run.
@@ -77,6 +114,7 @@ impl From<mapping_import::ImportReport> for ImportReport {
             updated: r.updated,
             unchanged: r.unchanged,
             teams_created: r.teams_created,
+            finance_codes_set: r.finance_codes_set,
             rows: r.rows,
             mappings: r.mappings.into_iter().map(Into::into).collect(),
         }

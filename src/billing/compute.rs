@@ -151,6 +151,11 @@ pub struct TeamBill {
     pub card_hours: Decimal,
     pub effective_card_hours: Decimal,
     pub unmetered_card_hours: Decimal,
+    /// The team's finance codes on the month's last day: those of its lines not computed per day (the unallocated
+    /// share, restatements and adjustments booked in this month; [`super::finance`]). Absent without codes, so
+    /// statements closed before them read as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finance: Option<super::finance::FinanceCodes>,
 }
 
 impl TeamBill {
@@ -171,6 +176,7 @@ impl TeamBill {
             effective_card_hours: lines.iter().map(|l| l.effective_card_hours).sum(),
             unmetered_card_hours: lines.iter().map(|l| l.unmetered_card_hours).sum(),
             lines,
+            finance: None,
         }
     }
 
@@ -434,6 +440,7 @@ mod tests {
             rate: r,
             whole_card_hours: None,
             unverified_node: false,
+            finance: None,
         }
     }
 
@@ -610,6 +617,7 @@ mod tests {
                 guaranteed_card_hours: g,
                 rate: r,
                 factor: Some(dec!(0.8)),
+                finance: None,
             };
             let credit = ReservationCredit {
                 team: team.into(),
@@ -617,6 +625,7 @@ mod tests {
                 gpu_model: "H100".into(),
                 used_within_card_hours: w,
                 rate: r,
+                finance: None,
             };
             Reservations { guarantees: vec![guarantee], credits: vec![credit] }
         };
@@ -682,6 +691,7 @@ mod tests {
                 guaranteed_card_hours: dec!(5),
                 rate: r,
                 factor: Some(dec!(0.8)),
+                finance: None,
             }],
             credits: Vec::new(),
         };

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
+use super::finance::FinanceCodes;
 use crate::money::{Money, RatePerCardHour};
 
 /// One team's usage of one (namespace, GPU model, resource kind) during one rate period of the month.
@@ -37,6 +38,10 @@ pub struct UsageLine {
     /// Held on a node whose cards could not be counted (taken at face value): the bill line is marked.
     #[serde(default)]
     pub unverified_node: bool,
+    /// The team's finance codes on the days of this line ([`super::finance`]); a change of codes mid-month makes
+    /// two lines. `None` when the team has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finance: Option<FinanceCodes>,
 }
 
 /// The cluster's capacity of one GPU model during one rate period of the month.
@@ -93,6 +98,10 @@ pub struct BillLine {
     /// usage lines and on a credit line (priced at the model's rate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation_factor: Option<Decimal>,
+    /// The team's finance codes on the line's days ([`super::finance`]): lines of one key with other codes are
+    /// lines of their own. Absent without codes, so statements closed before them read as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finance: Option<FinanceCodes>,
 }
 
 /// A priced capacity line: what the cluster's cards of one model cost during one rate period.
@@ -126,8 +135,9 @@ impl CapacityBillLine {
     }
 }
 
-/// The identity of a bill line: lines with equal keys are one line. Ordered as bills are sorted
-/// (namespace, model, kind, then rate with the unpriced line first).
+/// What a bill line bills: lines with equal keys are one line of the bill but for their finance codes (a
+/// restatement compares them so: codes move no money). Ordered as bills are sorted (namespace, model, kind, then
+/// rate with the unpriced line first).
 pub type LineKey = (String, String, String, Option<RatePerCardHour>);
 
 impl BillLine {
@@ -170,10 +180,11 @@ struct Hours {
 pub(crate) fn bill_lines<'a>(usage: impl IntoIterator<Item = &'a UsageLine>) -> Vec<BillLine> {
     // whole-card billed hours are a line of their own beside the same key's fraction-billed ones (a policy
     // change mid-month), so each line's amount is one rate × one kind of hours
-    let mut merged: BTreeMap<(LineKey, bool), Hours> = BTreeMap::new();
+    // (and lines of other finance codes are lines of their own, after the line without)
+    let mut merged: BTreeMap<(LineKey, bool, Option<FinanceCodes>), Hours> = BTreeMap::new();
     for u in usage {
         let key = (u.namespace.clone(), u.gpu_model.clone(), u.kind.clone(), u.rate);
-        let h = merged.entry((key, u.whole_card_hours.is_some())).or_default();
+        let h = merged.entry((key, u.whole_card_hours.is_some(), u.finance.clone())).or_default();
         h.card += u.card_hours;
         h.effective += u.effective_card_hours;
         h.unmetered += u.unmetered_card_hours;
@@ -182,7 +193,7 @@ pub(crate) fn bill_lines<'a>(usage: impl IntoIterator<Item = &'a UsageLine>) -> 
     }
     merged
         .into_iter()
-        .map(|(((namespace, gpu_model, kind, rate), whole), h)| {
+        .map(|(((namespace, gpu_model, kind, rate), whole, finance), h)| {
             let whole_card_hours = whole.then_some(h.whole);
             BillLine {
                 namespace,
@@ -198,6 +209,7 @@ pub(crate) fn bill_lines<'a>(usage: impl IntoIterator<Item = &'a UsageLine>) -> 
                 unverified_node: h.unverified,
                 reserved_card_hours: None,
                 reservation_factor: None,
+                finance,
             }
         })
         .collect()
@@ -248,6 +260,7 @@ mod tests {
             rate: r,
             whole_card_hours: None,
             unverified_node: false,
+            finance: None,
         }
     }
 

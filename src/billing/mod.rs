@@ -10,6 +10,7 @@
 //! - [`totals`]: the total row of a month's teams table.
 //! - [`reserved`]: reserved-quota billing's reservation lines and the scopes' dated reservation terms (SPEC §10).
 //! - [`unit_cost`]: ¥ per million tokens and per thousand requests of serving pods (SPEC §9).
+//! - [`finance`]: a team's dated finance codes (cost centre, GL account, legal entity; SPEC §11) on its lines.
 //!
 //! Rates arrive resolved (a `RatePerCardHour` per period, or `None` when unknown): this module knows nothing
 //! of how they are derived. Invariants, each tested by property: every total is the sum of its lines;
@@ -18,6 +19,7 @@
 //! chargeback produce identical numbers.
 
 pub mod compute;
+pub mod finance;
 pub mod lines;
 pub mod month;
 pub mod rebill;
@@ -34,6 +36,7 @@ mod proptests;
 pub use compute::{
     BillMode, BillPolicy, MonthBills, PolicyChoice, TeamBill, UnallocatedPolicy, compute_month, compute_month_reserved,
 };
+pub use finance::{FinanceCodeBook, FinanceCodeVersion, FinanceCodes};
 pub use lines::{BillLine, CapacityBillLine, CapacityLine, LineKey, UsageLine};
 pub use month::{DEFAULT_BILLING_TZ, Month, MonthParseError};
 pub use replicas::{ReplicaBilling, ReplicaPolicyBook, ReplicaPolicyVersion};

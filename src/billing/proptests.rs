@@ -47,6 +47,7 @@ fn usage_strategy() -> impl Strategy<Value = UsageLine> {
             rate,
             whole_card_hours: None,
             unverified_node: false,
+            finance: None,
         })
 }
 
@@ -212,6 +213,7 @@ proptest! {
                 rate: Some(rate),
                 whole_card_hours: None,
                 unverified_node: false,
+                finance: None,
             })
             .collect();
         let bills = compute_month(&usage, &[], BillPolicy::default());
@@ -243,6 +245,7 @@ proptest! {
                 rate,
                 whole_card_hours: None,
                 unverified_node: false,
+                finance: None,
             })
             .collect();
         let bills = compute_month(&usage, &[], BillPolicy::default());

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use rust_decimal::Decimal;
 
 use super::compute::{MonthBills, compute_month};
+use super::finance::FinanceCodes;
 use super::lines::{CapacityLine, UsageLine};
 use crate::money::RatePerCardHour;
 
@@ -22,6 +23,8 @@ pub struct LineMove {
     pub to: (String, String, Option<RatePerCardHour>),
     pub card_hours_before: Decimal,
     pub card_hours_after: Decimal,
+    /// The team's finance codes on the days moved: the line of those codes is the one moved from and to.
+    pub finance: Option<FinanceCodes>,
 }
 
 /// Capacity card-hours of one (pricing key, rate) moved to another.
@@ -36,7 +39,7 @@ pub struct CapacityMove {
     pub offered_after: Decimal,
 }
 
-type UsageKey = (String, String, String, String, Option<RatePerCardHour>);
+type UsageKey = (String, String, String, String, Option<RatePerCardHour>, Option<FinanceCodes>);
 
 /// `bills` with `usage` and `capacity` moved, recomputed under the bills' policy. Lines billed as whole cards stay
 /// as they are (a move touches the physical share only); effective and unmetered card-hours move with the hours in
@@ -57,16 +60,19 @@ pub fn rebill(bills: &MonthBills, usage: &[LineMove], capacity: &[CapacityMove])
                 rate: l.rate,
                 whole_card_hours: l.whole_card_hours,
                 unverified_node: l.unverified_node,
+                finance: l.finance.clone(),
             };
             if l.whole_card_hours.is_some() {
                 whole.push(u);
             } else {
-                lines.insert((t.team.clone(), l.namespace.clone(), l.gpu_model.clone(), l.kind.clone(), l.rate), u);
+                let key = (t.team.clone(), l.namespace.clone(), l.gpu_model.clone(), l.kind.clone(), l.rate);
+                lines.insert((key.0, key.1, key.2, key.3, key.4, l.finance.clone()), u);
             }
         }
     }
     for m in usage {
-        let from_key = (m.team.clone(), m.namespace.clone(), m.from.0.clone(), m.from.1.clone(), m.from.2);
+        let from_key =
+            (m.team.clone(), m.namespace.clone(), m.from.0.clone(), m.from.1.clone(), m.from.2, m.finance.clone());
         let (mut effective, mut unmetered) = (Decimal::ZERO, Decimal::ZERO);
         if let Some(l) = lines.get_mut(&from_key) {
             let share = if l.card_hours.is_zero() { Decimal::ZERO } else { m.card_hours_before / l.card_hours };
@@ -77,7 +83,7 @@ pub fn rebill(bills: &MonthBills, usage: &[LineMove], capacity: &[CapacityMove])
             l.unmetered_card_hours -= unmetered;
         }
         let ratio = if m.card_hours_before.is_zero() { Decimal::ONE } else { m.card_hours_after / m.card_hours_before };
-        let to_key = (m.team.clone(), m.namespace.clone(), m.to.0.clone(), m.to.1.clone(), m.to.2);
+        let to_key = (m.team.clone(), m.namespace.clone(), m.to.0.clone(), m.to.1.clone(), m.to.2, m.finance.clone());
         let l = lines.entry(to_key).or_insert_with(|| UsageLine {
             team: m.team.clone(),
             namespace: m.namespace.clone(),
@@ -89,6 +95,7 @@ pub fn rebill(bills: &MonthBills, usage: &[LineMove], capacity: &[CapacityMove])
             rate: m.to.2,
             whole_card_hours: None,
             unverified_node: false,
+            finance: m.finance.clone(),
         });
         l.card_hours += m.card_hours_after;
         l.effective_card_hours += (effective * ratio).round_dp(6).min(m.card_hours_after);
@@ -144,6 +151,9 @@ pub fn rebill(bills: &MonthBills, usage: &[LineMove], capacity: &[CapacityMove])
         .collect();
     let mut after = compute_month(&usage_lines, &capacity_lines, bills.policy);
     after.replica_policies = bills.replica_policies.clone();
+    for t in &mut after.teams {
+        t.finance = bills.teams.iter().find(|b| b.team == t.team).and_then(|b| b.finance.clone());
+    }
     after
 }
 
@@ -166,6 +176,7 @@ mod tests {
             rate,
             whole_card_hours: None,
             unverified_node: false,
+            finance: None,
         }
     }
 
@@ -191,6 +202,7 @@ mod tests {
                 to: ("L40S".into(), "whole".into(), r),
                 card_hours_before: dec!(6),
                 card_hours_after: dec!(6),
+                finance: None,
             }],
             &[CapacityMove {
                 from: ("unknown".into(), None),

@@ -19,6 +19,7 @@ use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
+use super::finance::FinanceCodes;
 use super::lines::{BillLine, price};
 use crate::money::{Money, RatePerCardHour};
 
@@ -41,6 +42,9 @@ pub struct ReservationLine {
     pub rate: Option<RatePerCardHour>,
     /// The terms' factor on the rate (e.g. 0.8); `None` when no terms cover the hours.
     pub factor: Option<Decimal>,
+    /// The team's finance codes on these days ([`super::finance`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finance: Option<FinanceCodes>,
 }
 
 /// The card-hours one GPU model ran within a scope's guarantee during one rate period of the month: credited at
@@ -57,6 +61,9 @@ pub struct ReservationCredit {
     /// The model's rate; `None` when it has none, or when the scope has no terms those days (its guarantee is
     /// billed at nothing, and so is the credit: the usage lines stand as they are).
     pub rate: Option<RatePerCardHour>,
+    /// The team's finance codes on these days ([`super::finance`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finance: Option<FinanceCodes>,
 }
 
 /// What reserved-quota billing adds to the usage: the scopes' guarantees and the credits of their use within.
@@ -102,18 +109,19 @@ pub(crate) fn reservation_bill_lines<'a>(
         reserved: BTreeMap<Priced, Decimal>,
         credited: BTreeMap<(String, Option<RatePerCardHour>), Decimal>,
     }
-    let mut scopes: BTreeMap<String, Scope> = BTreeMap::new();
+    // a scope's lines of other finance codes (a change mid-month) are lines of their own
+    let mut scopes: BTreeMap<(String, Option<FinanceCodes>), Scope> = BTreeMap::new();
     for g in guarantees {
         let model = g.gpu_model.clone().unwrap_or_else(|| NO_TERMS_MODEL.to_string());
-        let s = scopes.entry(g.scope.clone()).or_default();
+        let s = scopes.entry((g.scope.clone(), g.finance.clone())).or_default();
         *s.reserved.entry((model, g.rate, g.factor.map(|f| f.normalize()))).or_default() += g.guaranteed_card_hours;
     }
     for c in credits {
-        let s = scopes.entry(c.scope.clone()).or_default();
+        let s = scopes.entry((c.scope.clone(), c.finance.clone())).or_default();
         *s.credited.entry((c.gpu_model.clone(), c.rate)).or_default() += c.used_within_card_hours;
     }
     let mut out = Vec::new();
-    for (scope, s) in scopes {
+    for ((scope, finance), s) in scopes {
         let line =
             |kind: &str, gpu_model: String, rate: Option<RatePerCardHour>, hours: Decimal, amount: Money| BillLine {
                 namespace: scope.clone(),
@@ -129,6 +137,7 @@ pub(crate) fn reservation_bill_lines<'a>(
                 unverified_node: false,
                 reserved_card_hours: Some(hours),
                 reservation_factor: None,
+                finance: finance.clone(),
             };
         for ((gpu_model, rate, factor), guaranteed) in s.reserved {
             if guaranteed.is_zero() {
@@ -201,6 +210,7 @@ mod tests {
             guaranteed_card_hours: guaranteed,
             rate: rate(dec!(12.3457)),
             factor: Some(dec!(0.8)),
+            finance: None,
         }
     }
 
@@ -211,6 +221,7 @@ mod tests {
             gpu_model: model.into(),
             used_within_card_hours: used,
             rate: rate(r),
+            finance: None,
         }
     }
 
@@ -268,6 +279,40 @@ mod tests {
         );
         assert_eq!(lines[1].reserved_card_hours, Some(dec!(-60)));
         assert_eq!(lines[2].reserved_card_hours, Some(dec!(-40)));
+    }
+
+    #[test]
+    fn codes_changing_mid_month_split_a_scopes_reservation_and_credit_lines() {
+        // 400 guaranteed card-hours under CC-1, 320 under CC-2; 300 used within under CC-1, 200.5 under CC-2: each
+        // part a line of its own, priced alone (400 × 9.8766 = 3950.64, 320 × 9.8766 = 3160.51; Σ 7111.15 as one
+        // line would be), under its codes
+        let cc = |c: &str| Some(FinanceCodes { cost_centre: Some(c.into()), ..Default::default() });
+        let lines = reservation_bill_lines(
+            &[
+                ReservationLine { finance: cc("CC-1"), ..scope("nlp", dec!(400)) },
+                ReservationLine { finance: cc("CC-2"), ..scope("nlp", dec!(320)) },
+            ],
+            &[
+                ReservationCredit { finance: cc("CC-1"), ..credit("H100", dec!(300), dec!(12.3457)) },
+                ReservationCredit { finance: cc("CC-2"), ..credit("H100", dec!(200.5), dec!(12.3457)) },
+            ],
+        );
+        let got: Vec<(&str, Option<&str>, String)> = lines
+            .iter()
+            .map(|l| {
+                let cc = l.finance.as_ref().and_then(|f| f.cost_centre.as_deref());
+                (l.kind.as_str(), cc, l.amount.to_string())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (RESERVATION, Some("CC-1"), "3950.64".into()),
+                (RESERVATION_USE, Some("CC-1"), "-3703.71".into()),
+                (RESERVATION, Some("CC-2"), "3160.51".into()),
+                (RESERVATION_USE, Some("CC-2"), "-2475.31".into()),
+            ]
+        );
     }
 
     #[test]

@@ -152,6 +152,7 @@ mod tests {
             rate: RatePerCardHour::new(r),
             whole_card_hours: None,
             unverified_node: false,
+            finance: None,
         }
     }
 

@@ -7,6 +7,7 @@ pub mod budgets;
 pub mod close_events;
 pub mod clusters;
 pub mod constraint;
+pub mod finance_codes;
 pub mod health;
 pub mod history;
 pub mod idempotency;

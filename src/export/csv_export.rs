@@ -53,6 +53,10 @@ const UNIT_COST_HEADER: [&str; 7] = [
 /// adjustment: empty on every other row, absent from a statement without any (its bytes as before).
 const ADJUSTMENT_HEADER: [&str; 4] = ["adjustment_id", "reason", "entered_by", "approved_by"];
 
+/// The columns of a line's finance codes (SPEC §11), where a team of the export has codes: empty on the cluster
+/// rows and the total row, absent from an export without codes (its bytes as before).
+const FINANCE_HEADER: [&str; 3] = ["cost_centre", "gl_account", "legal_entity"];
+
 /// How a layout writes the CSV.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct CsvShape {
@@ -198,6 +202,20 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             ],
         }
     };
+    // finance codes (SPEC §11): each line's in columns of their own, where a team of the export has codes (an
+    // export without any keeps its bytes); a line not computed per day takes its team's codes of the month's end
+    let team_codes = |t: &str| st.bills.teams.iter().find(|b| b.team == t).and_then(|b| b.finance.as_ref());
+    let code_cols = teams.iter().any(|t| {
+        team_codes(t).is_some()
+            || st.bills.teams.iter().filter(|b| b.team == *t).flat_map(|b| &b.lines).any(|l| l.finance.is_some())
+    });
+    let codes = |c: Option<&crate::billing::FinanceCodes>| -> Vec<String> {
+        match (code_cols, c) {
+            (false, _) => Vec::new(),
+            (true, None) => vec![String::new(); FINANCE_HEADER.len()],
+            (true, Some(c)) => c.cells().iter().map(|s| neutralise(s)).collect(),
+        }
+    };
     let mut header: Vec<&str> = HEADER.to_vec();
     if replica_cols {
         header.extend(["whole_card_hours", "unverified_node"]);
@@ -210,6 +228,9 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
     }
     if adj_cols {
         header.extend(ADJUSTMENT_HEADER);
+    }
+    if code_cols {
+        header.extend(FINANCE_HEADER);
     }
     if shape.v6 {
         header.push("line_id");
@@ -277,6 +298,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
                 r.extend(res(Some(l)));
                 r.extend(unit(None));
                 r.extend(adj(None));
+                r.extend(codes(l.finance.as_ref()));
                 r.extend(line_id(crate::ledger::line_id::bill_line(team, l)));
                 w.write_record(r)?;
             }
@@ -288,6 +310,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
                 r.extend(res(None));
                 r.extend(unit(None));
                 r.extend(adj(None));
+                r.extend(codes(team_codes(team)));
                 r.extend(line_id(crate::ledger::line_id::unallocated_share(team)));
                 w.write_record(r)?;
             }
@@ -310,6 +333,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             r.extend(res(None));
             r.extend(unit(None));
             r.extend(adj(None));
+            r.extend(codes(team_codes(team)));
             r.extend(id);
             w.write_record(r)?;
         }
@@ -322,6 +346,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             r.extend(res(None));
             r.extend(unit(None));
             r.extend(adj(Some(a)));
+            r.extend(codes(team_codes(team)));
             r.extend(line_id(a.line_id()));
             w.write_record(r)?;
         }
@@ -334,6 +359,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             r.extend(res(None));
             r.extend(unit(Some(u)));
             r.extend(adj(None));
+            r.extend(codes(team_codes(team)));
             r.extend(line_id(crate::ledger::line_id::unit_cost(team, &u.model, &u.engine)));
             w.write_record(r)?;
         }
@@ -369,6 +395,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
             r.extend(res(None));
             r.extend(unit(None));
             r.extend(adj(None));
+            r.extend(codes(None));
             r.extend(line_id(id));
             w.write_record(r)
         };
@@ -443,6 +470,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
         r.extend(res(None));
         r.extend(unit(None));
         r.extend(adj(None));
+        r.extend(codes(None));
         // the total row sums lines: it is none
         r.extend(line_id(String::new()));
         w.write_record(r)?;

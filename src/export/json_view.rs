@@ -283,6 +283,10 @@ pub struct LineView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub reservation_factor: Option<Decimal>,
+    /// The team's finance codes on the line's days (SPEC §11): a change mid-month makes two lines. Absent without
+    /// codes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finance_codes: Option<crate::billing::FinanceCodes>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -379,6 +383,11 @@ pub struct TeamStatementView {
     pub policy: PolicyView,
     #[serde(flatten)]
     pub summary: TeamSummary,
+    /// The team's finance codes on the month's last day (SPEC §11): those of its lines not computed per day (its
+    /// unallocated share, restatements and adjustments); each usage and reservation line has its own. Absent
+    /// without codes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finance_codes: Option<crate::billing::FinanceCodes>,
     pub lines: Vec<LineView>,
     pub restatements: Vec<RestatementView>,
     /// The team's unit cost of inference of the month per model served (layout 5 on; frozen with the close).
@@ -446,6 +455,7 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
         layout: layout_field(st),
         policy: policy_view(&st.bills),
         summary: team_summary(st, team),
+        finance_codes: bill.and_then(|b| b.finance.clone()),
         lines: bill
             .map(|b| {
                 b.lines
@@ -465,6 +475,7 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
                         unverified_node: l.unverified_node,
                         reserved_card_hours: l.reserved_card_hours,
                         reservation_factor: l.reservation_factor,
+                        finance_codes: l.finance.clone(),
                     })
                     .collect()
             })

@@ -608,6 +608,45 @@ fn adjustment_tables(st: &Statement, team: &str, lang: Lang, blocks: &mut Vec<Bl
     }
 }
 
+/// The team's total by finance codes (SPEC §11), where it has codes: what each (cost centre, GL account, legal
+/// entity) is booked — a usage or reservation line under the codes of its days, the other lines (unallocated
+/// share, restatements, adjustments) under the month's last day's — summing to the team's total. Which line
+/// carries which codes is in the CSV and the workbook.
+fn finance_codes_table(st: &Statement, team: &str, lang: Lang, blocks: &mut Vec<Block>) {
+    let Some(bill) = st.bills.teams.iter().find(|b| b.team == team) else { return };
+    if bill.finance.is_none() && bill.lines.iter().all(|l| l.finance.is_none()) {
+        return;
+    }
+    let mut by: std::collections::BTreeMap<Option<&crate::billing::FinanceCodes>, Money> = Default::default();
+    for l in &bill.lines {
+        let e = by.entry(l.finance.as_ref()).or_insert(Money::ZERO);
+        *e = *e + l.amount;
+    }
+    let total = st.team_total(team);
+    let rest = total - bill.lines.iter().map(|l| l.amount).sum::<Money>();
+    if !rest.is_zero() {
+        let e = by.entry(bill.finance.as_ref()).or_insert(Money::ZERO);
+        *e = *e + rest;
+    }
+    let g = |key: &str| glossary::term(lang, key);
+    let columns = vec![
+        col(&g("term.cost_centre"), 160.0, false),
+        col(&g("term.gl_account"), 160.0, false),
+        col(&g("term.legal_entity"), 250.0, false),
+        col(&g("term.amount"), 102.0, true),
+    ];
+    let dash = |v: &str| if v.is_empty() { "—".to_string() } else { v.to_string() };
+    let rows = by
+        .into_iter()
+        .map(|(codes, amount)| {
+            let [cc, gl, le] = codes.map_or(["", "", ""], |c| c.cells());
+            vec![dash(cc), dash(gl), dash(le), yuan(amount)]
+        })
+        .collect();
+    let sum = vec![g("term.total"), String::new(), String::new(), yuan(total)];
+    blocks.push(Block::Table(Table { heading: Some(g("term.finance_codes")), columns, rows, total: Some(sum) }));
+}
+
 /// Teams shown in the summary chart (largest totals first); the table lists them all.
 const CHART_TEAMS: usize = 20;
 
@@ -798,6 +837,7 @@ fn team_section(st: &Statement, team: &str, extras: &StatementExtras, style: Sty
     }
     blocks.push(Block::Table(Table { heading: Some(l("明细", "Lines").into()), columns, rows, total: Some(sum) }));
     adjustment_tables(st, team, lang, &mut blocks);
+    finance_codes_table(st, team, lang, &mut blocks);
     let marked = |f: fn(&crate::billing::BillLine) -> bool| bill.iter().flat_map(|b| &b.lines).any(f);
     if marked(|l| l.whole_card_hours.is_some()) {
         let whole: Decimal = bill.iter().flat_map(|b| &b.lines).filter_map(|l| l.whole_card_hours).sum();

@@ -457,6 +457,22 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
     if res_col.is_some() {
         cols.extend(RESERVATION_HEADER);
     }
+    // finance codes (SPEC §11): each line's, where the team has codes (a sheet without any as before)
+    let bill = st.bills.teams.iter().find(|t| t.team == team);
+    let has_codes = bill.is_some_and(|b| b.finance.is_some() || b.lines.iter().any(|l| l.finance.is_some()));
+    let code_col = has_codes.then_some(cols.len() as u16);
+    if has_codes {
+        cols.extend([("成本中心", "cost_centre"), ("总账科目", "gl_account"), ("法人主体", "legal_entity")]);
+    }
+    let team_codes = bill.and_then(|b| b.finance.as_ref());
+    let codes = |ws: &mut Worksheet, row: u32, c: Option<&crate::billing::FinanceCodes>| -> Result<(), XlsxError> {
+        if let (Some(col), Some(c)) = (code_col, c) {
+            for (i, v) in c.cells().into_iter().enumerate().filter(|(_, v)| !v.is_empty()) {
+                ws.write_string(row, col + i as u16, v)?;
+            }
+        }
+        Ok(())
+    };
     // layout 6: each line's stable id in the last column
     let id_col = matches!(style, Style::V4 { line_ids: true, .. }).then_some(cols.len() as u16);
     if id_col.is_some() {
@@ -472,7 +488,6 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
     ws.set_freeze_panes(2, 0)?;
     let mut row = 2;
     let month = month_date(st.month);
-    let bill = st.bills.teams.iter().find(|t| t.team == team);
     let texts = |ws: &mut Worksheet, row: u32, kind: &str, ns: &str, model: &str, k: &str| -> Result<(), XlsxError> {
         ws.write_datetime_with_format(row, 0, month, &f.month)?;
         ws.write_string(row, 1, style.word("line", kind))?;
@@ -508,6 +523,7 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
                 }
                 style.flag(ws, row, 13, l.unverified_node)?;
             }
+            codes(ws, row, l.finance.as_ref())?;
             id(ws, row, crate::ledger::line_id::bill_line(team, l))?;
             row += 1;
         }
@@ -515,6 +531,7 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
             texts(ws, row, "unallocated_share", "", "", "")?;
             money(ws, row, 10, bill.unallocated_share, &f.money)?;
             style.flag(ws, row, 11, false)?;
+            codes(ws, row, team_codes)?;
             id(ws, row, crate::ledger::line_id::unallocated_share(team))?;
             row += 1;
         }
@@ -536,6 +553,7 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
         rate(ws, row, 9, r.rate, f)?;
         money(ws, row, 10, r.amount_delta, &f.money)?;
         style.flag(ws, row, 11, false)?;
+        codes(ws, row, team_codes)?;
         id(ws, row, crate::ledger::line_id::restatement(r))?;
         row += 1;
     }
@@ -547,6 +565,7 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
         }
         money(ws, row, 10, a.amount, &f.money)?;
         style.flag(ws, row, 11, false)?;
+        codes(ws, row, team_codes)?;
         id(ws, row, a.line_id())?;
         row += 1;
     }

@@ -25,11 +25,18 @@ fn rate(r: Option<RatePerCardHour>) -> String {
     r.map_or_else(|| "-".to_string(), |r| r.to_string())
 }
 
-/// A usage or reservation line of `team`'s bill.
+/// A usage or reservation line of `team`'s bill. A line with finance codes has them among its parts (a team whose
+/// codes change mid-month has a line of each: two ids); one without has the parts it had before codes existed.
 pub fn bill_line(team: &str, l: &BillLine) -> String {
     let whole = if l.whole_card_hours.is_some() { "whole" } else { "fraction" };
     let factor = l.reservation_factor.map(|f| f.normalize().to_string()).unwrap_or_default();
-    format!("L-{}", hash(&[team, &l.namespace, &l.gpu_model, &l.kind, &rate(l.rate), whole, &factor]))
+    let rate = rate(l.rate);
+    let mut parts = vec![team, &l.namespace, &l.gpu_model, &l.kind, &rate, whole, &factor];
+    if let Some(codes) = &l.finance {
+        parts.push("finance");
+        parts.extend(codes.cells());
+    }
+    format!("L-{}", hash(&parts))
 }
 
 /// A restatement line of `r.team` (the month it restates and the line it corrects).
@@ -77,6 +84,7 @@ mod tests {
             rate: Some(RatePerCardHour::new(rate).unwrap()),
             whole_card_hours: whole.then_some(dec!(20)),
             unverified_node: false,
+            finance: None,
         }
     }
 
@@ -115,5 +123,31 @@ mod tests {
         assert_ne!(unallocated_share("nlp"), unallocated_share("vision"));
         assert_ne!(unit_cost("nlp", "llama", "vllm"), unit_cost("nlp", "llama", "tgi"));
         assert!(capacity(&bills.capacity[0]).starts_with("C-"));
+    }
+
+    #[test]
+    fn codes_changing_mid_month_split_a_line_into_two_ids_and_leave_lines_without_codes_as_they_were() {
+        use crate::billing::FinanceCodes;
+        let codes = |cc: &str| FinanceCodes { cost_centre: Some(cc.into()), ..Default::default() };
+        let before = usage("nlp", "nlp-prod", "whole", dec!(14), false);
+        let plain = compute_month(std::slice::from_ref(&before), &[], BillPolicy::default());
+        // the first half of the month under CC-1, the second under CC-2: two lines of 10 card-hours each
+        let split = compute_month(
+            &[
+                UsageLine { finance: Some(codes("CC-1")), ..before.clone() },
+                UsageLine { finance: Some(codes("CC-2")), ..before.clone() },
+            ],
+            &[],
+            BillPolicy::default(),
+        );
+        let lines = &split.teams[0].lines;
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines.iter().map(|l| l.card_hours).sum::<Decimal>(), dec!(20));
+        assert_eq!(lines[0].finance, Some(codes("CC-1")));
+        assert_ne!(bill_line("nlp", &lines[0]), bill_line("nlp", &lines[1]));
+        // a line without codes keeps the id of layout 6, which no line with codes has
+        let id = bill_line("nlp", &plain.teams[0].lines[0]);
+        assert_eq!(id, "L-".to_string() + &hash(&["nlp", "nlp-prod", "A100-80GB", "whole", "14.0000", "fraction", ""]));
+        assert!(lines.iter().all(|l| bill_line("nlp", l) != id));
     }
 }

@@ -10,9 +10,9 @@ use sqlx::PgPool;
 
 use crate::access::Scope;
 use crate::billing::{
-    BillMode, BillPolicy, CapacityLine, Month, MonthBills, PolicyChoice, ReplicaBilling, ReplicaPolicyBook,
-    ReservationBook, ReservationCredit, ReservationLine, Reservations, RestatementLine, UnallocatedPolicy, UsageLine,
-    compute_month_reserved, restate_month,
+    BillMode, BillPolicy, CapacityLine, FinanceCodeBook, FinanceCodes, Month, MonthBills, PolicyChoice, ReplicaBilling,
+    ReplicaPolicyBook, ReservationBook, ReservationCredit, ReservationLine, Reservations, RestatementLine,
+    UnallocatedPolicy, UsageLine, compute_month_reserved, restate_month,
 };
 use crate::db;
 use crate::ledger::{
@@ -54,19 +54,22 @@ pub async fn compute(
     let mut conn = pool.acquire().await?;
     let crate::pricing::RateBook { catalog, history } = db::rates::rate_book(&mut conn).await?;
     let book = ReplicaPolicyBook::new(db::replica_policy::list(&mut conn).await?);
+    // a line's days carry the team's finance codes of those days: a change mid-month splits its lines there
+    let codes = super::finance_codes::book(&mut conn).await?;
     let mut keys: BTreeMap<String, String> = BTreeMap::new();
     let mut key = |m: &str| keys.entry(m.to_string()).or_insert_with(|| catalog.key_for(m)).clone();
     // Seconds are summed per bill line and rate period first and turned into card-hours once, so a line's hours
     // are exactly its stored seconds / 3600 (to 6 decimals), whatever the number of days behind it. Hours billed
     // as whole cards are lines of their own (`true`), moved out of the fraction-billed line of the same key.
-    type Key = (String, String, String, String, Option<crate::money::RatePerCardHour>, bool);
+    type Key = (String, String, String, String, Option<crate::money::RatePerCardHour>, bool, Option<FinanceCodes>);
     let mut lines: BTreeMap<Key, Seconds> = BTreeMap::new();
     let mut has_timeslice = false;
     for u in usage {
         let model = key(&u.gpu_model);
         let rate = history.rate_at(&model, u.day);
         has_timeslice |= u.kind == "timeslice";
-        let e = lines.entry((u.team, u.namespace, model, u.kind, rate, false)).or_default();
+        let finance = codes.at(&u.team, u.day).cloned();
+        let e = lines.entry((u.team, u.namespace, model, u.kind, rate, false, finance)).or_default();
         e.gpu += u.gpu_seconds;
         e.effective += u.effective_gpu_seconds;
         e.unmetered += u.unmetered_gpu_seconds;
@@ -75,14 +78,15 @@ pub async fn compute(
         let model = key(&n.gpu_model);
         let rate = history.rate_at(&model, n.day);
         let billing = replicas.unwrap_or_else(|| book.at(&n.cluster, n.pool.as_deref(), n.day)).for_kind(&n.kind);
-        let base = (n.team, n.namespace, model, n.kind, rate, false);
+        let finance = codes.at(&n.team, n.day).cloned();
+        let base = (n.team, n.namespace, model, n.kind, rate, false, finance);
         if billing == ReplicaBilling::WholeCard {
             let fraction = lines.entry(base.clone()).or_default();
             fraction.gpu -= n.gpu_seconds;
             fraction.effective -= n.effective_gpu_seconds;
             fraction.unmetered -= n.unmetered_gpu_seconds;
             fraction.moved = true;
-            let whole = lines.entry((base.0, base.1, base.2, base.3, base.4, true)).or_default();
+            let whole = lines.entry((base.0, base.1, base.2, base.3, base.4, true, base.6)).or_default();
             whole.gpu += n.gpu_seconds;
             whole.effective += n.effective_gpu_seconds;
             whole.unmetered += n.unmetered_gpu_seconds;
@@ -96,7 +100,7 @@ pub async fn compute(
     lines.retain(|k, s| k.5 || !s.moved || s.gpu.abs() > 1e-6 || s.effective.abs() > 1e-6 || s.unmetered.abs() > 1e-6);
     let usage: Vec<UsageLine> = lines
         .into_iter()
-        .map(|((team, namespace, gpu_model, kind, rate, whole), s)| UsageLine {
+        .map(|((team, namespace, gpu_model, kind, rate, whole, finance), s)| UsageLine {
             team,
             namespace,
             gpu_model,
@@ -107,6 +111,7 @@ pub async fn compute(
             rate,
             whole_card_hours: whole.then(|| card_hours_from_seconds(s.replica)),
             unverified_node: s.unverified,
+            finance,
         })
         .collect();
     // capacity and the part of it offered to workloads, in seconds per line, hours once (as for usage)
@@ -127,10 +132,15 @@ pub async fn compute(
         })
         .collect();
     let reservations = match policy.mode {
-        BillMode::Reserved => reservation_lines(pool, &mut conn, (from, to), &history, &mut key).await?,
+        BillMode::Reserved => reservation_lines(pool, &mut conn, (from, to), (&history, &codes), &mut key).await?,
         _ => Reservations::default(),
     };
     let mut bills = compute_month_reserved(&usage, &reservations, &capacity, policy);
+    // the team's lines not computed per day are booked under its codes of the month's last day
+    let last_day = to.pred_opt().unwrap_or(to);
+    for t in &mut bills.teams {
+        t.finance = codes.at(&t.team, last_day).cloned();
+    }
     // the settings are printed wherever replicas were time-sliced or a setting applies to the month
     let in_effect = match replicas {
         Some(p) => vec![crate::billing::ReplicaPolicyVersion { cluster: "*".into(), pool: None, from, policy: p }],
@@ -149,23 +159,26 @@ async fn reservation_lines(
     pool: &PgPool,
     conn: &mut sqlx::PgConnection,
     (from, to): (chrono::NaiveDate, chrono::NaiveDate),
-    history: &crate::pricing::RateHistory,
+    (history, codes): (&crate::pricing::RateHistory, &FinanceCodeBook),
     key: &mut impl FnMut(&str) -> String,
 ) -> Result<Reservations, LedgerError> {
     use crate::money::RatePerCardHour;
     let book = ReservationBook::new(db::reservations::list(conn).await?.iter().map(|t| t.term()).collect());
     // a namespace's quota prints as the namespace; a queue with its kind, so the two never read alike
     let printed = |kind: &str, scope: String| if kind == "namespace" { scope } else { format!("{kind}/{scope}") };
-    type Key = (String, String, Option<String>, Option<RatePerCardHour>, Option<rust_decimal::Decimal>);
+    type Key =
+        (String, String, Option<String>, Option<RatePerCardHour>, Option<rust_decimal::Decimal>, Option<FinanceCodes>);
     let mut guaranteed: BTreeMap<Key, f64> = BTreeMap::new();
     for d in db::reservations::scope_days(pool, from, to).await? {
         let term = book.at(&d.cluster, &d.scope_kind, &d.scope, d.day);
         let model = term.map(|t| key(&t.gpu_model));
         let rate = model.as_deref().and_then(|m| history.rate_at(m, d.day));
         let scope = printed(&d.scope_kind, d.scope);
-        *guaranteed.entry((d.team, scope, model, rate, term.map(|t| t.factor))).or_default() += d.guaranteed;
+        let finance = codes.at(&d.team, d.day).cloned();
+        *guaranteed.entry((d.team, scope, model, rate, term.map(|t| t.factor), finance)).or_default() += d.guaranteed;
     }
-    let mut within: BTreeMap<(String, String, String, Option<RatePerCardHour>), f64> = BTreeMap::new();
+    type Within = (String, String, String, Option<RatePerCardHour>, Option<FinanceCodes>);
+    let mut within: BTreeMap<Within, f64> = BTreeMap::new();
     for d in db::reservations::scope_model_days(pool, from, to).await? {
         let term = book.at(&d.cluster, &d.scope_kind, &d.scope, d.day);
         let model = match (d.gpu_model.as_deref(), term) {
@@ -176,28 +189,31 @@ async fn reservation_lines(
         };
         // without terms the guarantee bills nothing, and its credit takes nothing back
         let rate = term.and_then(|_| history.rate_at(&model, d.day));
-        *within.entry((d.team, printed(&d.scope_kind, d.scope), model, rate)).or_default() += d.used_within;
+        let finance = codes.at(&d.team, d.day).cloned();
+        *within.entry((d.team, printed(&d.scope_kind, d.scope), model, rate, finance)).or_default() += d.used_within;
     }
     Ok(Reservations {
         guarantees: guaranteed
             .into_iter()
-            .map(|((team, scope, gpu_model, rate, factor), seconds)| ReservationLine {
+            .map(|((team, scope, gpu_model, rate, factor, finance), seconds)| ReservationLine {
                 team,
                 scope,
                 gpu_model,
                 guaranteed_card_hours: card_hours_from_seconds(seconds),
                 rate,
                 factor,
+                finance,
             })
             .collect(),
         credits: within
             .into_iter()
-            .map(|((team, scope, gpu_model, rate), seconds)| ReservationCredit {
+            .map(|((team, scope, gpu_model, rate, finance), seconds)| ReservationCredit {
                 team,
                 scope,
                 gpu_model,
                 used_within_card_hours: card_hours_from_seconds(seconds),
                 rate,
+                finance,
             })
             .collect(),
     })

@@ -1,7 +1,8 @@
 //! CMDB imports of namespace → team mappings (SPEC §4), for the API, the pages and the command line alike, once
 //! the file is read and checked ([`crate::validate::mapping_file`]): idempotent — a row equal to the stored mapping
 //! is `unchanged` (no write, no audit entry), a row naming another team for a stored cluster, namespace and day is
-//! an `update`, a new one an `insert`. A dry run reports the same per row and writes nothing.
+//! an `update`, a new one an `insert`. A dry run reports the same per row and writes nothing. A file with finance
+//! code columns sets each row's team's codes from its day the same way (SPEC §11).
 use chrono::NaiveDate;
 use serde::Serialize;
 use sqlx::PgConnection;
@@ -34,6 +35,9 @@ pub struct RowOutcome {
     /// An update's team before.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_team: Option<String>,
+    /// What the row's finance codes do to its team's version of `valid_from` (absent: the row has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finance_codes: Option<RowAction>,
 }
 
 /// What an import did (or, dry, would do); the API answers it as `api::views::ImportReport`.
@@ -46,6 +50,8 @@ pub struct ImportReport {
     pub unchanged: usize,
     /// Teams the file names that did not exist (created with the row's `team_name` and `owner`).
     pub teams_created: usize,
+    /// Versions of teams' finance codes inserted or changed by the file's code columns.
+    pub finance_codes_set: usize,
     /// One per row, in file order.
     pub rows: Vec<RowOutcome>,
     /// The mappings written (inserted or updated), as stored; empty on a dry run.
@@ -55,7 +61,7 @@ pub struct ImportReport {
 impl ImportReport {
     /// Whether the import wrote anything.
     pub fn changed(&self) -> bool {
-        !self.dry_run && (self.inserted + self.updated + self.teams_created) > 0
+        !self.dry_run && (self.inserted + self.updated + self.teams_created + self.finance_codes_set) > 0
     }
 }
 
@@ -83,6 +89,7 @@ pub(super) async fn import(
         updated: 0,
         unchanged: 0,
         teams_created: 0,
+        finance_codes_set: 0,
         rows: Vec::new(),
         mappings: Vec::new(),
     };
@@ -151,6 +158,35 @@ pub(super) async fn import(
             RowAction::Update => report.updated += 1,
             RowAction::Unchanged => report.unchanged += 1,
         }
+        // the row's finance codes: its team's version of the row's day (an earlier row of the file set it already)
+        let codes_action = match &row.codes {
+            None => None,
+            Some(_)
+                if rows[..i]
+                    .iter()
+                    .any(|r| r.team == row.team && r.valid_from == row.valid_from && r.codes.is_some()) =>
+            {
+                Some(RowAction::Unchanged)
+            }
+            Some(codes) => {
+                let stored = db::finance_codes::get(&mut *tx, row.team.as_str(), row.valid_from).await?;
+                let action = match stored {
+                    None => RowAction::Insert,
+                    Some(v) if v.codes() == *codes => RowAction::Unchanged,
+                    Some(_) => RowAction::Update,
+                };
+                if action != RowAction::Unchanged {
+                    report.finance_codes_set += 1;
+                    if !dry_run {
+                        let (team, day) = (row.team.as_str(), row.valid_from);
+                        let change = db::finance_codes::put(&mut *tx, team, day, codes, actor).await?;
+                        let entity = format!("team:{team}@{day}");
+                        audit::record_change(&mut *tx, actor, "finance_codes.put", &entity, &change).await?;
+                    }
+                }
+                Some(action)
+            }
+        };
         report.rows.push(RowOutcome {
             line: row.line,
             action,
@@ -159,6 +195,7 @@ pub(super) async fn import(
             team: row.team.to_string(),
             valid_from: row.valid_from,
             previous_team,
+            finance_codes: codes_action,
         });
     }
     if !errors.is_empty() {

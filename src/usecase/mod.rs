@@ -15,6 +15,7 @@ pub mod close_events;
 pub mod closing;
 pub mod exports;
 pub mod extras;
+pub mod finance_codes;
 pub mod health;
 pub mod idle;
 pub mod ledger;

@@ -217,6 +217,7 @@ pub async fn preview(
     let usage = db::nodes::usage(&s.pool, &cluster, &node, from, to).await?;
     let capacity = db::nodes::capacity(&s.pool, &cluster, &node, from, to).await?;
     let book = super::idle::rate_book(s).await?;
+    let codes = super::finance_codes::book(&mut *s.pool.acquire().await?).await?;
     let day = |t: DateTime<Utc>| t.with_timezone(&s.billing_tz).date_naive();
     // advertised units per hour at face value: the cards stored for the node in that hour
     let stored_cards: BTreeMap<DateTime<Utc>, f64> = capacity.iter().map(|c| (c.hour, c.cards)).collect();
@@ -227,7 +228,9 @@ pub async fn preview(
 
     // (team, namespace, key, kind, rate) before → (key, kind, rate) after: card-seconds before and after
     type Priced = (String, String, Option<RatePerCardHour>);
-    let mut usage_moves: BTreeMap<(String, String, Priced, Priced), (f64, f64)> = BTreeMap::new();
+    // (and the team's finance codes those days: the line of those codes moves)
+    type MoveKey = (String, String, Priced, Priced, Option<crate::billing::FinanceCodes>);
+    let mut usage_moves: BTreeMap<MoveKey, (f64, f64)> = BTreeMap::new();
     for u in &usage {
         let (key_before, rate_before) = book.price(&u.gpu_model, day(u.hour));
         let (key_after, rate_after) = book.price(&model_after(&u.gpu_model), day(u.hour));
@@ -244,6 +247,7 @@ pub async fn preview(
             u.namespace.clone(),
             (key_before, u.kind.clone(), rate_before),
             (key_after, kind_after.to_string(), rate_after),
+            codes.at(&u.team, day(u.hour)).cloned(),
         );
         let e = usage_moves.entry(key).or_default();
         e.0 += u.gpu_seconds;
@@ -251,13 +255,14 @@ pub async fn preview(
     }
     let line_moves: Vec<LineMove> = usage_moves
         .into_iter()
-        .map(|((team, namespace, from, to), (before, after))| LineMove {
+        .map(|((team, namespace, from, to, finance), (before, after))| LineMove {
             team,
             namespace,
             from,
             to,
             card_hours_before: card_hours_from_seconds(before),
             card_hours_after: card_hours_from_seconds(after),
+            finance,
         })
         .collect();
 

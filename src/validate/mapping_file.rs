@@ -22,6 +22,10 @@ pub struct ImportRow {
     pub valid_from: NaiveDate,
     pub team_name: Option<String>,
     pub owner: Option<String>,
+    /// The team's finance codes from `valid_from` (SPEC §11), when the file has the columns `cost_centre`,
+    /// `gl_account`, `legal_entity` (any of them) and the row fills one: `None` sets nothing (a blank row never
+    /// clears a team's codes: the teams page does that).
+    pub codes: Option<crate::billing::FinanceCodes>,
 }
 
 /// The file's text: a BOM decides (UTF-8, UTF-16), else valid UTF-8 is UTF-8, else it must be GB18030 (which
@@ -50,6 +54,9 @@ struct CsvRow {
     team_name: Option<String>,
     owner: Option<String>,
     cluster: Option<String>,
+    cost_centre: Option<String>,
+    gl_account: Option<String>,
+    legal_entity: Option<String>,
 }
 
 /// Every row checked before anything is written; all errors reported at once, as `row N: field` (N the line).
@@ -96,11 +103,32 @@ pub fn parse_rows(body: &str) -> (Vec<ImportRow>, Vec<Invalid>) {
             None => Ok(None),
         };
         let valid_from = super::lenient_date("valid_from", &row.valid_from).map_err(|e| bad("valid_from", e.message));
-        if let (Ok(namespace), Ok(team), Ok(cluster), Ok(valid_from)) = (namespace, team, cluster, valid_from)
+        let codes =
+            super::finance_codes(row.cost_centre.as_deref(), row.gl_account.as_deref(), row.legal_entity.as_deref())
+                .map(crate::billing::FinanceCodes::non_empty)
+                .map_err(|problems| problems.into_iter().for_each(|e| bad(&e.field, e.message)));
+        if let (Ok(namespace), Ok(team), Ok(cluster), Ok(valid_from), Ok(codes)) =
+            (namespace, team, cluster, valid_from, codes)
             && errors.len() == before
         {
             let [team_name, owner] = texts;
-            let row = ImportRow { line, cluster, namespace, team, valid_from, team_name, owner };
+            let row = ImportRow { line, cluster, namespace, team, valid_from, team_name, owner, codes };
+            // one team's codes from one day twice: equal codes are one, different ones a contradiction
+            if let Some(earlier) = rows.iter().find(|r| {
+                r.team == row.team
+                    && r.valid_from == row.valid_from
+                    && r.codes.is_some()
+                    && row.codes.is_some()
+                    && r.codes != row.codes
+            }) {
+                errors.push(Invalid::new(
+                    format!("row {line}: cost_centre"),
+                    format!(
+                        "gives team {} other finance codes from {} than row {}",
+                        row.team, row.valid_from, earlier.line
+                    ),
+                ));
+            }
             // the same cluster, namespace and day twice: equal rows are one, different teams a contradiction
             if let Some(earlier) = rows.iter().find(|r| same_key(r, &row) && r.team != row.team) {
                 errors.push(Invalid::new(
@@ -182,5 +210,21 @@ mod tests {
         assert_eq!(decode(&utf16).unwrap(), text);
         // a byte GB18030 cannot decode either
         assert_eq!(decode(b"namespace\xff,team").unwrap_err().field, "body");
+    }
+
+    #[test]
+    fn finance_code_columns_set_a_teams_codes_and_contradictions_are_refused() {
+        let text = "namespace,team,valid_from,cost_centre,gl_account,legal_entity\n\
+                    a,nlp,2026-11-16,CC-1,6602.01,甲公司\n\
+                    b,nlp,2026-11-16,CC-1,6602.01,甲公司\n\
+                    c,cv,2026-11-01,,,\n";
+        let rows = parse(text).unwrap();
+        let c = rows[0].codes.as_ref().unwrap();
+        assert_eq!(c.cells(), ["CC-1", "6602.01", "甲公司"]);
+        // a row without codes sets none
+        assert_eq!(rows[2].codes, None);
+        let bad = "namespace,team,valid_from,cost_centre\na,nlp,2026-11-16,CC-1\nb,nlp,2026-11-16,CC-2\nc,cv,2026-11-01,\u{7}x\n";
+        let fields: Vec<String> = parse(bad).unwrap_err().into_iter().map(|e| e.field).collect();
+        assert_eq!(fields, ["row 3: cost_centre", "row 4: cost_centre"]);
     }
 }

@@ -284,12 +284,14 @@ async fn preview_page(
         updated: 0,
         unchanged: 0,
         teams_created: 0,
+        finance_codes_set: 0,
         rows: Vec::new(),
         mappings: Vec::new(),
     };
     let report = pv.report.as_ref().unwrap_or(&empty);
-    let applicable =
-        pv.errors.is_empty() && pv.report.is_some() && report.inserted + report.updated + report.teams_created > 0;
+    let applicable = pv.errors.is_empty()
+        && pv.report.is_some()
+        && report.inserted + report.updated + report.teams_created + report.finance_codes_set > 0;
     let mut rows: Vec<PreviewRow> = report
         .rows
         .iter()
