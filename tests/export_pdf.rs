@@ -67,7 +67,7 @@ fn statement(usage: Vec<UsageLine>, capacity: Vec<CapacityLine>, teams: &[(&str,
         teams: teams
             .iter()
             .map(|(id, name, owner)| {
-                (id.to_string(), TeamInfo { name: name.to_string(), owner: owner.map(str::to_string) })
+                (id.to_string(), TeamInfo { name: name.to_string(), owner: owner.map(str::to_string), finance: None })
             })
             .collect::<BTreeMap<_, _>>(),
         content_hash: None,
@@ -78,6 +78,7 @@ fn statement(usage: Vec<UsageLine>, capacity: Vec<CapacityLine>, teams: &[(&str,
         unit_cost: None,
         adjustments: Vec::new(),
         pending_adjustments: Vec::new(),
+        finance_codes: Vec::new(),
     }
 }
 

@@ -212,11 +212,32 @@ async fn codes_changing_mid_month_split_the_lines_on_every_face_and_a_closed_mon
     let closed: Value = serde_json::from_slice(&closed_bytes).unwrap();
     let closed_ids: Vec<&Value> = closed["lines"].as_array().unwrap().iter().map(|l| &l["id"]).collect();
     assert_eq!(closed_ids, [&a["id"], &b["id"]], "the draft's line ids are the closed month's");
+    // the close froze the versions its lines were computed with
+    let frozen: Value = sqlx::query_scalar("SELECT snapshot->'finance_codes' FROM closed_months WHERE month = $1")
+        .bind(MONTH)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let frozen_days: Vec<&str> = frozen
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["team"] == "nlp")
+        .map(|v| v["valid_from"].as_str().unwrap())
+        .collect();
+    assert_eq!(frozen_days, ["2026-10-01", "2026-10-16"], "{frozen}");
+    // versions changed or dated into it later: one merging its two lines, one splitting them elsewhere
     let moved = json!({"valid_from": "2026-10-01", "cost_centre": "CC-9009"});
     assert_eq!(put_codes(&api, &fin, "nlp", moved).await.0, 200);
+    let merged = json!({"valid_from": "2026-10-16", "cost_centre": "CC-9009"});
+    assert_eq!(put_codes(&api, &fin, "nlp", merged).await.0, 200);
+    let split = json!({"valid_from": "2026-10-12", "cost_centre": "CC-1212"});
+    assert_eq!(put_codes(&api, &fin, "nlp", split).await.0, 201);
     assert_eq!(raw(&api, &format!("/api/v1/bills/{MONTH}/teams/nlp")).await, closed_bytes);
-    let (_, nov) = api.call(Method::GET, "/api/v1/bills/2026-11/teams/nlp", Some(&fin), None).await;
-    assert!(nov["restatements"].as_array().is_none_or(|r| r.is_empty()), "{nov}");
+    let (status, nov) = api.call(Method::GET, "/api/v1/bills/2026-11/teams/nlp", Some(&fin), None).await;
+    assert_eq!(status, 200, "{nov}");
+    assert!(nov["restatements"].as_array().is_some_and(|r| r.is_empty()), "{nov}");
+    assert_eq!(dec(&nov["total"]), Decimal::ZERO, "{nov}");
 }
 
 #[sqlx::test]
@@ -266,11 +287,31 @@ async fn the_cmdb_file_sets_codes_and_the_teams_page_sets_them_in_chinese(pool: 
     let (status, e) = import("", bad).await;
     assert_eq!(status, 422, "{e}");
     assert_eq!(e["errors"][0]["field"], "row 3: cost_centre", "{e}");
+    let bad = "namespace,team,valid_from,cost_centre,gl_account\nnlp-prod,nlp,2026-11-01,CC-1,6602\nnlp-dev,nlp,2026-11-01,CC-1,6603\n";
+    let (status, e) = import("", bad).await;
+    assert_eq!((status, e["errors"][0]["field"].as_str()), (422, Some("row 3: gl_account")), "{e}");
     assert_eq!(count(&pool, "SELECT count(*) FROM team_finance_codes").await, 1);
 
     // the teams page: today's codes in the list, the versions and the form on the team's page, in Chinese
     let c = visitor();
     assert_eq!(portal.login(&c, "finance", PASSWORD).await.status, 303);
+    // the import's preview shows what a file's codes will do: a file changing only codes is not "unchanged"
+    let home = c.get(portal.url("/")).send().await.unwrap().text().await.unwrap();
+    let part = reqwest::multipart::Part::bytes(
+        "namespace,team,valid_from,cost_centre\nnlp-prod,nlp,2026-10-01,CC-5005\n".as_bytes().to_vec(),
+    )
+    .file_name("cmdb.csv")
+    .mime_str("text/csv")
+    .unwrap();
+    let form = reqwest::multipart::Form::new().text("csrf", hidden(&home, "csrf").unwrap()).part("file", part);
+    let preview = c.post(portal.url("/admin/mappings/preview")).multipart(form).send().await.unwrap();
+    let preview = preview.text().await.unwrap();
+    assert!(preview.contains("将设置的财务编码版本") && preview.contains("CC-5005"), "{preview}");
+    assert!(
+        preview.contains(r#"<span class="badge changed">修改</span>"#) && preview.contains("/admin/mappings/apply"),
+        "{preview}"
+    );
+    assert_eq!(count(&pool, "SELECT count(*) FROM team_finance_codes WHERE cost_centre = 'CC-5005'").await, 0);
     let html = c.get(portal.url("/admin/teams/nlp")).send().await.unwrap().text().await.unwrap();
     assert!(html.contains("财务编码") && html.contains("CC-1001") && html.contains("2026-10-01"), "{html}");
     let token = hidden(&html, "csrf").unwrap();

@@ -293,7 +293,7 @@ fn statement(usage: Vec<UsageLine>, capacity: Vec<CapacityLine>, teams: &[String
         restatements: Vec::new(),
         teams: teams
             .iter()
-            .map(|t| (t.clone(), TeamInfo { name: format!("{t} 组"), owner: Some("张三".into()) }))
+            .map(|t| (t.clone(), TeamInfo { name: format!("{t} 组"), owner: Some("张三".into()), finance: None }))
             .collect::<BTreeMap<_, _>>(),
         content_hash: None,
         close_override: None,
@@ -302,6 +302,7 @@ fn statement(usage: Vec<UsageLine>, capacity: Vec<CapacityLine>, teams: &[String
         unit_cost: None,
         adjustments: Vec::new(),
         pending_adjustments: Vec::new(),
+        finance_codes: Vec::new(),
     }
 }
 

@@ -41,7 +41,7 @@ pub struct FinanceCodesVersion {
     pub gl_account: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub legal_entity: Option<String>,
-    /// Who set it (the credential, as audited).
+    /// Who set it (a person's name; the audit log keeps the credential).
     pub set_by: String,
     pub set_at: chrono::DateTime<chrono::Utc>,
 }
@@ -54,7 +54,7 @@ impl From<db::finance_codes::Row> for FinanceCodesVersion {
             cost_centre: r.cost_centre,
             gl_account: r.gl_account,
             legal_entity: r.legal_entity,
-            set_by: r.set_by,
+            set_by: crate::access::actor_name(&r.set_by).to_string(),
             set_at: r.set_at,
         }
     }

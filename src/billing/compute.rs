@@ -151,11 +151,6 @@ pub struct TeamBill {
     pub card_hours: Decimal,
     pub effective_card_hours: Decimal,
     pub unmetered_card_hours: Decimal,
-    /// The team's finance codes on the month's last day: those of its lines not computed per day (the unallocated
-    /// share, restatements and adjustments booked in this month; [`super::finance`]). Absent without codes, so
-    /// statements closed before them read as they were.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finance: Option<super::finance::FinanceCodes>,
 }
 
 impl TeamBill {
@@ -176,7 +171,6 @@ impl TeamBill {
             effective_card_hours: lines.iter().map(|l| l.effective_card_hours).sum(),
             unmetered_card_hours: lines.iter().map(|l| l.unmetered_card_hours).sum(),
             lines,
-            finance: None,
         }
     }
 

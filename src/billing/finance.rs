@@ -82,6 +82,20 @@ impl FinanceCodeBook {
     pub fn is_empty(&self) -> bool {
         self.by_team.is_empty()
     }
+
+    /// The versions days `first..=last` are looked up in: each team's version in effect on `first` and those
+    /// beginning after it up to `last`. A book of them answers [`Self::at`] for those days as this one does.
+    pub fn versions_for(&self, first: NaiveDate, last: NaiveDate) -> Vec<FinanceCodeVersion> {
+        let mut out = Vec::new();
+        for (team, versions) in &self.by_team {
+            let start = versions.range(..=first).next_back().map(|(d, _)| *d).unwrap_or(first);
+            for (day, codes) in versions.range(start..=last) {
+                let codes = codes.clone().unwrap_or_default();
+                out.push(FinanceCodeVersion { team: team.clone(), valid_from: *day, codes });
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -127,6 +141,38 @@ mod tests {
         assert_eq!(c.cells(), ["", "6602", "甲"]);
         assert_eq!(serde_json::to_string(&c).unwrap(), r#"{"gl_account":"6602","legal_entity":"甲"}"#);
         assert!(FinanceCodes::default().non_empty().is_none());
+    }
+
+    #[test]
+    fn a_months_versions_answer_its_days_as_the_whole_book() {
+        let book = FinanceCodeBook::new([
+            v("nlp", "2026-09-01", codes("CC-0")),
+            v("nlp", "2026-10-01", codes("CC-1")),
+            v("nlp", "2026-10-16", FinanceCodes::default()),
+            v("nlp", "2026-10-20", codes("CC-2")),
+            v("nlp", "2026-11-05", codes("CC-3")),
+            v("cv", "2026-09-10", codes("CC-9")),
+            v("ops", "2026-11-01", codes("CC-5")),
+        ]);
+        let month = book.versions_for(d("2026-10-01"), d("2026-10-31"));
+        let days: Vec<(&str, String)> = month.iter().map(|v| (v.team.as_str(), v.valid_from.to_string())).collect();
+        assert_eq!(
+            days,
+            [
+                ("cv", "2026-09-10".to_string()),
+                ("nlp", "2026-10-01".to_string()),
+                ("nlp", "2026-10-16".to_string()),
+                ("nlp", "2026-10-20".to_string()),
+            ]
+        );
+        let frozen = FinanceCodeBook::new(month);
+        let mut day = d("2026-10-01");
+        while day <= d("2026-10-31") {
+            for team in ["nlp", "cv", "ops"] {
+                assert_eq!(frozen.at(team, day), book.at(team, day), "{team} {day}");
+            }
+            day = day.succ_opt().unwrap();
+        }
     }
 
     proptest! {

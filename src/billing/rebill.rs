@@ -151,9 +151,6 @@ pub fn rebill(bills: &MonthBills, usage: &[LineMove], capacity: &[CapacityMove])
         .collect();
     let mut after = compute_month(&usage_lines, &capacity_lines, bills.policy);
     after.replica_policies = bills.replica_policies.clone();
-    for t in &mut after.teams {
-        t.finance = bills.teams.iter().find(|b| b.team == t.team).and_then(|b| b.finance.clone());
-    }
     after
 }
 

@@ -609,41 +609,49 @@ fn adjustment_tables(st: &Statement, team: &str, lang: Lang, blocks: &mut Vec<Bl
 }
 
 /// The team's total by finance codes (SPEC §11), where it has codes: what each (cost centre, GL account, legal
-/// entity) is booked — a usage or reservation line under the codes of its days, the other lines (unallocated
-/// share, restatements, adjustments) under the month's last day's — summing to the team's total. Which line
-/// carries which codes is in the CSV and the workbook.
+/// entity) is booked and by which lines (their ids: split lines of one namespace read alike in the lines table) — a
+/// usage or reservation line under the codes of its days, the other lines (unallocated share, restatements,
+/// adjustments) under the month's last day's — summing to the team's total.
 fn finance_codes_table(st: &Statement, team: &str, lang: Lang, blocks: &mut Vec<Block>) {
-    let Some(bill) = st.bills.teams.iter().find(|b| b.team == team) else { return };
-    if bill.finance.is_none() && bill.lines.iter().all(|l| l.finance.is_none()) {
+    use crate::ledger::line_id;
+    let team_codes = st.teams.get(team).and_then(|i| i.finance.as_ref());
+    let bill = st.bills.teams.iter().find(|b| b.team == team);
+    let lines: &[crate::billing::BillLine] = bill.map_or(&[], |b| &b.lines);
+    if team_codes.is_none() && lines.iter().all(|l| l.finance.is_none()) {
         return;
     }
-    let mut by: std::collections::BTreeMap<Option<&crate::billing::FinanceCodes>, Money> = Default::default();
-    for l in &bill.lines {
-        let e = by.entry(l.finance.as_ref()).or_insert(Money::ZERO);
-        *e = *e + l.amount;
+    // every line of the team's total: its codes, id and amount
+    let mut all: Vec<(Option<&crate::billing::FinanceCodes>, String, Money)> =
+        lines.iter().map(|l| (l.finance.as_ref(), line_id::bill_line(team, l), l.amount)).collect();
+    if let Some(b) = bill.filter(|b| !b.unallocated_share.is_zero()) {
+        all.push((team_codes, line_id::unallocated_share(team), b.unallocated_share));
     }
-    let total = st.team_total(team);
-    let rest = total - bill.lines.iter().map(|l| l.amount).sum::<Money>();
-    if !rest.is_zero() {
-        let e = by.entry(bill.finance.as_ref()).or_insert(Money::ZERO);
-        *e = *e + rest;
+    all.extend(st.restatements_of(team).map(|r| (team_codes, line_id::restatement(r), r.amount_delta)));
+    all.extend(st.adjustments_of(team).map(|a| (team_codes, a.line_id(), a.amount)));
+    let mut by: std::collections::BTreeMap<Option<&crate::billing::FinanceCodes>, (Vec<String>, Money)> =
+        Default::default();
+    for (codes, id, amount) in all {
+        let e = by.entry(codes).or_insert((Vec::new(), Money::ZERO));
+        e.0.push(id);
+        e.1 = e.1 + amount;
     }
     let g = |key: &str| glossary::term(lang, key);
     let columns = vec![
-        col(&g("term.cost_centre"), 160.0, false),
-        col(&g("term.gl_account"), 160.0, false),
-        col(&g("term.legal_entity"), 250.0, false),
-        col(&g("term.amount"), 102.0, true),
+        col(&g("term.cost_centre"), 105.0, false),
+        col(&g("term.gl_account"), 95.0, false),
+        col(&g("term.legal_entity"), 170.0, false),
+        col(&g("term.line_id"), 210.0, false),
+        col(&g("term.amount"), 92.0, true),
     ];
     let dash = |v: &str| if v.is_empty() { "—".to_string() } else { v.to_string() };
     let rows = by
         .into_iter()
-        .map(|(codes, amount)| {
+        .map(|(codes, (ids, amount))| {
             let [cc, gl, le] = codes.map_or(["", "", ""], |c| c.cells());
-            vec![dash(cc), dash(gl), dash(le), yuan(amount)]
+            vec![dash(cc), dash(gl), dash(le), ids.join(" "), yuan(amount)]
         })
         .collect();
-    let sum = vec![g("term.total"), String::new(), String::new(), yuan(total)];
+    let sum = vec![g("term.total"), String::new(), String::new(), String::new(), yuan(st.team_total(team))];
     blocks.push(Block::Table(Table { heading: Some(g("term.finance_codes")), columns, rows, total: Some(sum) }));
 }
 

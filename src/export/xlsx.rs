@@ -459,12 +459,12 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
     }
     // finance codes (SPEC §11): each line's, where the team has codes (a sheet without any as before)
     let bill = st.bills.teams.iter().find(|t| t.team == team);
-    let has_codes = bill.is_some_and(|b| b.finance.is_some() || b.lines.iter().any(|l| l.finance.is_some()));
+    let team_codes = st.teams.get(team).and_then(|i| i.finance.as_ref());
+    let has_codes = team_codes.is_some() || bill.is_some_and(|b| b.lines.iter().any(|l| l.finance.is_some()));
     let code_col = has_codes.then_some(cols.len() as u16);
     if has_codes {
         cols.extend([("成本中心", "cost_centre"), ("总账科目", "gl_account"), ("法人主体", "legal_entity")]);
     }
-    let team_codes = bill.and_then(|b| b.finance.as_ref());
     let codes = |ws: &mut Worksheet, row: u32, c: Option<&crate::billing::FinanceCodes>| -> Result<(), XlsxError> {
         if let (Some(col), Some(c)) = (code_col, c) {
             for (i, v) in c.cells().into_iter().enumerate().filter(|(_, v)| !v.is_empty()) {

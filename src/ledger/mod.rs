@@ -75,6 +75,11 @@ pub enum MonthStatus {
 pub struct TeamInfo {
     pub name: String,
     pub owner: Option<String>,
+    /// The team's finance codes on the month's last day (SPEC §11): those of its lines not computed per day (its
+    /// unallocated share, restatements and adjustments booked in the month); each usage and reservation line has
+    /// its days' own. Absent without codes, so statements closed before them read as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finance: Option<crate::billing::FinanceCodes>,
 }
 
 /// A month's statement: the bills, and the restatements of earlier closed months shown on it.
@@ -115,6 +120,11 @@ pub struct Statement {
     /// Never frozen (a close leaves them pending; approved later, they restate the month on the next open one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_adjustments: Vec<Adjustment>,
+    /// The teams' finance-code versions the month's lines were computed with (SPEC §11; each team's version in
+    /// effect on the month's first day and those beginning within it): a close freezes them, and a closed month is
+    /// recomputed under them, so a version dated into it later moves none of its lines.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub finance_codes: Vec<crate::billing::FinanceCodeVersion>,
 }
 
 fn layout_v1() -> Layout {
@@ -231,6 +241,10 @@ pub struct Snapshot {
     /// adjustments existed reads as it was).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adjustments: Vec<Adjustment>,
+    /// The teams' finance-code versions the month was computed with ([`Statement::finance_codes`]); absent when
+    /// there were none (every snapshot stored before codes existed reads as it was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub finance_codes: Vec<crate::billing::FinanceCodeVersion>,
 }
 
 /// The snapshot version new closes store.
@@ -263,6 +277,7 @@ pub fn from_closed(month: Month, c: &db::bills::ClosedMonth) -> Result<Statement
         frozen: s.extras,
         adjustments: s.adjustments,
         pending_adjustments: Vec::new(),
+        finance_codes: s.finance_codes,
     })
 }
 

@@ -38,14 +38,13 @@ pub enum Put {
 
 /// The versions of team `team` (or of every team `scope` may see), by team and first day.
 pub async fn versions(s: &Services, scope: &Scope, team: Option<&TeamId>) -> Result<Vec<Row>, Error> {
-    let mut conn = s.pool.acquire().await?;
-    match team {
-        Some(t) => {
-            super::teams::team(s, scope, t).await?;
-            Ok(db::finance_codes::list(&mut conn, Some(&[t.as_str().to_string()])).await?)
-        }
-        None => Ok(db::finance_codes::list(&mut conn, scope.teams.as_deref()).await?),
+    // the team first (its own connection, given back), then one connection for the versions
+    if let Some(t) = team {
+        super::teams::team(s, scope, t).await?;
     }
+    let teams = team.map(|t| vec![t.as_str().to_string()]).or_else(|| scope.teams.clone());
+    let mut conn = s.pool.acquire().await?;
+    Ok(db::finance_codes::list(&mut conn, teams.as_deref()).await?)
 }
 
 /// Every team's codes, looked up by team and day (the bills' resolution).

@@ -38,12 +38,14 @@ pub async fn default_policy(pool: &PgPool) -> Result<BillPolicy, LedgerError> {
 }
 
 /// Computes a month's bills from what is stored now (closed or not). Time-sliced replicas are billed per the
-/// dated settings of their cluster or node pool, or all under `replicas` when given (a draft's preview).
+/// dated settings of their cluster or node pool, or all under `replicas` when given (a draft's preview); each
+/// line's days under the teams' finance codes of `codes` (the live ones for an open month, a closed month's own).
 pub async fn compute(
     pool: &PgPool,
     month: Month,
     policy: BillPolicy,
     replicas: Option<ReplicaBilling>,
+    codes: &FinanceCodeBook,
 ) -> Result<MonthBills, LedgerError> {
     let (from, to) = (month.first_day(), month.next().first_day());
     let usage = db::bills::usage_by_day(pool, from, to, &Scope::all()).await?;
@@ -54,8 +56,6 @@ pub async fn compute(
     let mut conn = pool.acquire().await?;
     let crate::pricing::RateBook { catalog, history } = db::rates::rate_book(&mut conn).await?;
     let book = ReplicaPolicyBook::new(db::replica_policy::list(&mut conn).await?);
-    // a line's days carry the team's finance codes of those days: a change mid-month splits its lines there
-    let codes = super::finance_codes::book(&mut conn).await?;
     let mut keys: BTreeMap<String, String> = BTreeMap::new();
     let mut key = |m: &str| keys.entry(m.to_string()).or_insert_with(|| catalog.key_for(m)).clone();
     // Seconds are summed per bill line and rate period first and turned into card-hours once, so a line's hours
@@ -132,15 +132,10 @@ pub async fn compute(
         })
         .collect();
     let reservations = match policy.mode {
-        BillMode::Reserved => reservation_lines(pool, &mut conn, (from, to), (&history, &codes), &mut key).await?,
+        BillMode::Reserved => reservation_lines(pool, &mut conn, (from, to), (&history, codes), &mut key).await?,
         _ => Reservations::default(),
     };
     let mut bills = compute_month_reserved(&usage, &reservations, &capacity, policy);
-    // the team's lines not computed per day are booked under its codes of the month's last day
-    let last_day = to.pred_opt().unwrap_or(to);
-    for t in &mut bills.teams {
-        t.finance = codes.at(&t.team, last_day).cloned();
-    }
     // the settings are printed wherever replicas were time-sliced or a setting applies to the month
     let in_effect = match replicas {
         Some(p) => vec![crate::billing::ReplicaPolicyVersion { cluster: "*".into(), pool: None, from, policy: p }],
@@ -246,13 +241,19 @@ pub async fn statement(pool: &PgPool, month: Month, choice: PolicyChoice) -> Res
         Some(p) => p,
         None => choice.or(default_policy(pool).await?),
     };
-    let bills = compute(pool, month, policy, choice.replicas).await?;
+    // a line's days carry the team's finance codes of those days (a change mid-month splits its lines there); the
+    // versions the month is computed with are kept with it, and a close freezes them
+    let codes = super::finance_codes::book(&mut *pool.acquire().await?).await?;
+    let bills = compute(pool, month, policy, choice.replicas, &codes).await?;
     let restatements = pending_restatements(pool, month).await?;
     let (adjustments, pending_adjustments) = {
         let mut conn = pool.acquire().await?;
         super::adjustments::for_open_month(&mut conn, month).await?
     };
     let all = db::teams::list(pool, &Scope::all()).await?;
+    // a team's lines not computed per day (its share, restatements, adjustments) are booked under its codes of the
+    // month's last day: every team of the statement has them (frozen with it), whether or not it had usage
+    let last_day = month.next().first_day().pred_opt().unwrap_or(month.first_day());
     let teams = all
         .into_iter()
         .filter(|t| {
@@ -260,7 +261,10 @@ pub async fn statement(pool: &PgPool, month: Month, choice: PolicyChoice) -> Res
                 || restatements.iter().any(|r| r.team == t.id)
                 || adjustments.iter().chain(&pending_adjustments).any(|a| a.team == t.id)
         })
-        .map(|t| (t.id, TeamInfo { name: t.name, owner: t.owner }))
+        .map(|t| {
+            let finance = codes.at(&t.id, last_day).cloned();
+            (t.id, TeamInfo { name: t.name, owner: t.owner, finance })
+        })
         .collect();
     Ok(Statement {
         month,
@@ -279,6 +283,7 @@ pub async fn statement(pool: &PgPool, month: Month, choice: PolicyChoice) -> Res
         unit_cost: None,
         adjustments,
         pending_adjustments,
+        finance_codes: codes.versions_for(month.first_day(), last_day),
     })
 }
 
@@ -315,7 +320,10 @@ async fn pending_restatements(pool: &PgPool, month: Month) -> Result<Vec<Restate
     }
     let mut out = Vec::new();
     for (i, (c_month, snap)) in chain.iter().enumerate() {
-        let recomputed = compute(pool, *c_month, snap.bills.policy, None).await?;
+        // under the codes it was closed with: a version dated into it later moves no line of it (none, for a month
+        // closed before codes existed)
+        let frozen_codes = FinanceCodeBook::new(snap.finance_codes.iter().cloned());
+        let recomputed = compute(pool, *c_month, snap.bills.policy, None, &frozen_codes).await?;
         let mut delta: BTreeMap<RestateKey, RestatementLine> =
             restate_month(&snap.bills, &recomputed).into_iter().map(|r| (restate_key(&r), r)).collect();
         // statements closed after c_month (earlier in `chain`) froze part of the difference already
@@ -391,6 +399,7 @@ pub(super) async fn close<E: From<LedgerError> + From<sqlx::Error>>(
         extras: Some(extras),
         // approvals booked to this month wait for this close's lock: these are all of them
         adjustments: st.adjustments.clone(),
+        finance_codes: st.finance_codes.clone(),
     };
     let value = serde_json::to_value(&snapshot).map_err(|e| LedgerError::Snapshot(month.to_string(), e))?;
     // what is stored must read back: a figure JSON cannot hold (a NaN is written as null) would leave the month

@@ -38,6 +38,9 @@ pub struct RowOutcome {
     /// What the row's finance codes do to its team's version of `valid_from` (absent: the row has none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finance_codes: Option<RowAction>,
+    /// The row's codes (the preview page prints them; the API's answer is the action).
+    #[serde(skip)]
+    pub codes: Option<crate::billing::FinanceCodes>,
 }
 
 /// What an import did (or, dry, would do); the API answers it as `api::views::ImportReport`.
@@ -196,6 +199,7 @@ pub(super) async fn import(
             valid_from: row.valid_from,
             previous_team,
             finance_codes: codes_action,
+            codes: row.codes.clone(),
         });
     }
     if !errors.is_empty() {

@@ -217,7 +217,8 @@ pub async fn preview(
     let usage = db::nodes::usage(&s.pool, &cluster, &node, from, to).await?;
     let capacity = db::nodes::capacity(&s.pool, &cluster, &node, from, to).await?;
     let book = super::idle::rate_book(s).await?;
-    let codes = super::finance_codes::book(&mut *s.pool.acquire().await?).await?;
+    // the codes the statement's lines were computed with (a closed month's own)
+    let codes = crate::billing::FinanceCodeBook::new(st.finance_codes.iter().cloned());
     let day = |t: DateTime<Utc>| t.with_timezone(&s.billing_tz).date_naive();
     // advertised units per hour at face value: the cards stored for the node in that hour
     let stored_cards: BTreeMap<DateTime<Utc>, f64> = capacity.iter().map(|c| (c.hour, c.cards)).collect();

@@ -113,16 +113,18 @@ pub fn parse_rows(body: &str) -> (Vec<ImportRow>, Vec<Invalid>) {
         {
             let [team_name, owner] = texts;
             let row = ImportRow { line, cluster, namespace, team, valid_from, team_name, owner, codes };
-            // one team's codes from one day twice: equal codes are one, different ones a contradiction
-            if let Some(earlier) = rows.iter().find(|r| {
-                r.team == row.team
-                    && r.valid_from == row.valid_from
-                    && r.codes.is_some()
-                    && row.codes.is_some()
-                    && r.codes != row.codes
+            // one team's codes from one day twice: equal codes are one, different ones a contradiction (named by
+            // the first code that differs)
+            if let Some((earlier, field)) = rows.iter().find_map(|r| {
+                let (Some(a), Some(b)) = (&r.codes, &row.codes) else { return None };
+                let differs = ["cost_centre", "gl_account", "legal_entity"]
+                    .into_iter()
+                    .zip(a.cells().into_iter().zip(b.cells()))
+                    .find(|(_, (x, y))| x != y)?;
+                (r.team == row.team && r.valid_from == row.valid_from).then_some((r, differs.0))
             }) {
                 errors.push(Invalid::new(
-                    format!("row {line}: cost_centre"),
+                    format!("row {line}: {field}"),
                     format!(
                         "gives team {} other finance codes from {} than row {}",
                         row.team, row.valid_from, earlier.line

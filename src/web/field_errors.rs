@@ -77,6 +77,10 @@ pub fn localize(lang: Lang, message: &str) -> String {
             (r"^the file is neither UTF-8 nor GBK", "文件既不是 UTF-8 也不是 GBK/GB18030：请另存为 CSV UTF-8"),
             (r"^at most (\d+) rows per import", "每次最多导入 $1 行；请拆分文件"),
             (r"^maps (\S+) from (\S+) to (\S+), row (\d+) to (\S+)$", "将 $1 自 $2 映射到 $3，而第 $4 行映射到 $5"),
+            (
+                r"^gives team (\S+) other finance codes from (\S+) than row (\d+)$",
+                "团队 $1 自 $2 起的财务编码与第 $3 行不同",
+            ),
             // the conflicts a page shows (the API answers them 409)
             (r"^(?:month )?(\d{4}-\d{2}) is closed already$", "$1 已结账"),
             (r"^month (\d{4}-\d{2}) has not ended yet$", "$1 尚未结束，不能结账"),

@@ -226,6 +226,8 @@ pub struct PreviewRow {
     pub valid_from: String,
     /// A refused row's problem: its field and message.
     pub problem: Option<(String, String)>,
+    /// The row's finance codes as one text and what they do (the badge's class and word), where it has codes.
+    pub codes: Option<(String, &'static str, &'static str)>,
 }
 
 #[derive(Template, WebTemplate)]
@@ -243,6 +245,8 @@ pub struct PreviewPage {
     pub changed: usize,
     pub unchanged: usize,
     pub teams_created: usize,
+    /// Versions of teams' finance codes the file sets.
+    pub codes_set: usize,
     /// The apply form's fields: only for a file without problems that changes something.
     pub apply: Option<Carried>,
     /// Why an apply was refused (then this is the file's preview as things are now).
@@ -296,6 +300,11 @@ async fn preview_page(
         .rows
         .iter()
         .map(|r| {
+            let codes = r.codes.as_ref().zip(r.finance_codes).map(|(c, a)| {
+                let text = c.cells().into_iter().filter(|v| !v.is_empty()).collect::<Vec<_>>().join(" · ");
+                let (class, word) = action(lang, a);
+                (text, class, word)
+            });
             let (class, action) = action(lang, r.action);
             PreviewRow {
                 line: r.line,
@@ -307,6 +316,7 @@ async fn preview_page(
                 previous: r.previous_team.clone(),
                 valid_from: r.valid_from.to_string(),
                 problem: None,
+                codes,
             }
         })
         .collect();
@@ -325,6 +335,7 @@ async fn preview_page(
                 previous: None,
                 valid_from: String::new(),
                 problem: Some((field, message)),
+                codes: None,
             }),
             None => errors.push((e.field.clone(), message)),
         }
@@ -341,6 +352,7 @@ async fn preview_page(
         changed: report.updated,
         unchanged: report.unchanged,
         teams_created: report.teams_created,
+        codes_set: report.finance_codes_set,
         apply: applicable.then(|| Carried {
             file: URL_SAFE_NO_PAD.encode(bytes),
             sig: SEAL.sign(key, bytes, &pv.plan),

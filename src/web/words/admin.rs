@@ -65,9 +65,11 @@ pub const WORDS: &[Word] = &[
     ("admin.team_new", "新建团队", "New team"),
     ("admin.team_edit", "编辑团队", "Edit team"),
     ("admin.finance_codes_put", "设置财务编码（自生效日期起）", "Set finance codes (from a day)"),
+    ("admin.codes_set", "将设置的财务编码版本", "finance code versions to set"),
+    ("admin.set_at", "设置时间", "Set at"),
     (
         "admin.finance_codes_hint",
-        "自生效日期起，该团队的账单行都带这些编码；月中变更时，账单行在该日拆分。已结账的月份保持结账时的编码。全部留空即自该日起清除。",
+        "自生效日期起，该团队的每一行明细都带这些编码；月中变更时，明细行在该日拆分。已结账的月份保持结账时的编码。全部留空即自该日起清除。",
         "From that day every bill line of the team carries these codes; a change mid-month splits its lines at that day. A closed month keeps the codes it was closed with. All blank clears them from that day.",
     ),
     ("admin.finance_codes_history", "财务编码版本", "Finance code versions"),
