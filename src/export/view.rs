@@ -644,13 +644,18 @@ fn finance_codes_table(st: &Statement, team: &str, lang: Lang, blocks: &mut Vec<
         col(&g("term.amount"), 92.0, true),
     ];
     let dash = |v: &str| if v.is_empty() { "—".to_string() } else { v.to_string() };
-    let rows = by
-        .into_iter()
-        .map(|(codes, (ids, amount))| {
-            let [cc, gl, le] = codes.map_or(["", "", ""], |c| c.cells());
-            vec![dash(cc), dash(gl), dash(le), ids.join(" "), yuan(amount)]
-        })
-        .collect();
+    // a code set's ids three to a row (a cell holds one line of text): its codes and amount on the first
+    const IDS_PER_ROW: usize = 3;
+    let mut rows = Vec::new();
+    for (codes, (ids, amount)) in by {
+        let [cc, gl, le] = codes.map_or(["", "", ""], |c| c.cells());
+        for (i, chunk) in ids.chunks(IDS_PER_ROW).enumerate() {
+            rows.push(match i {
+                0 => vec![dash(cc), dash(gl), dash(le), chunk.join(" "), yuan(amount)],
+                _ => vec![String::new(), String::new(), String::new(), chunk.join(" "), String::new()],
+            });
+        }
+    }
     let sum = vec![g("term.total"), String::new(), String::new(), String::new(), yuan(st.team_total(team))];
     blocks.push(Block::Table(Table { heading: Some(g("term.finance_codes")), columns, rows, total: Some(sum) }));
 }
