@@ -245,21 +245,7 @@ async fn the_cmdb_file_sets_codes_and_the_teams_page_sets_them_in_chinese(pool: 
     let api = TestApi::start(pool.clone()).await;
     let portal = TestPortal::start(pool.clone()).await;
     store_month(&api).await;
-    let import = |query: &'static str, body: &'static str| {
-        let api = &api;
-        async move {
-            let resp = api
-                .client
-                .post(format!("{}/api/v1/mappings/import{query}", api.base))
-                .bearer_auth(&api.finance)
-                .header("content-type", "text/csv")
-                .body(body)
-                .send()
-                .await
-                .unwrap();
-            (resp.status().as_u16(), resp.json::<Value>().await.unwrap_or(Value::Null))
-        }
-    };
+    let import = |query: &'static str, body: &'static str| api.import_mappings(query, body);
     let file = "namespace,team,valid_from,cost_centre,gl_account,legal_entity\n\
                 nlp-prod,nlp,2026-10-01,CC-1001,6602.01,北京示例科技有限公司\n\
                 nlp-dev,nlp,2026-10-01,CC-1001,6602.01,北京示例科技有限公司\n\

@@ -12,17 +12,7 @@ use sqlx::PgPool;
 
 /// POSTs `body` (bytes, any encoding) to the import; status and JSON.
 async fn import(api: &TestApi, query: &str, body: Vec<u8>) -> (u16, Value) {
-    let resp = api
-        .client
-        .post(format!("{}/api/v1/mappings/import{query}", api.base))
-        .bearer_auth(&api.finance)
-        .header("content-type", "text/csv")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
+    api.import_mappings(query, body).await
 }
 
 fn actions(report: &Value) -> Vec<(u64, String)> {

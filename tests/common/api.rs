@@ -58,6 +58,22 @@ impl TestApi {
         TestApi { base, client: reqwest::Client::new(), pool, admin, finance, viewer, lead }
     }
 
+    /// POSTs `body` (bytes, any encoding) to the CMDB import as finance, `query` appended (`?dry_run=true`);
+    /// the status and the JSON report (`Null` when not JSON).
+    pub async fn import_mappings(&self, query: &str, body: impl Into<Vec<u8>>) -> (u16, Value) {
+        let resp = self
+            .client
+            .post(format!("{}/api/v1/mappings/import{query}", self.base))
+            .bearer_auth(&self.finance)
+            .header("content-type", "text/csv")
+            .body(body.into())
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
     /// Calls the API; returns the status and the JSON body (`Null` when not JSON).
     pub async fn call(&self, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
         let mut req = self.client.request(method, format!("{}{path}", self.base));
