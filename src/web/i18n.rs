@@ -119,8 +119,8 @@ const WORDS: &[Word] = &[
     ("by_namespace", "按命名空间与 GPU 型号", "By namespace and GPU model"),
     ("namespace", "命名空间", "Namespace"),
     ("gpu_model", "GPU 型号", "GPU model"),
-    ("gpu_hours", "GPU 小时", "GPU-hours"),
-    ("effective_gpu_hours", "有效 GPU 小时", "Effective GPU-hours"),
+    ("gpu_hours", "卡时", "GPU-hours"),
+    ("effective_gpu_hours", "有效卡时", "Effective GPU-hours"),
     ("idle.title", "闲置 Pod", "Idle pods"),
     ("idle.per_month", "每月 ¥", "¥ per month"),
     ("idle.total", "每月浪费合计", "Waste per month, total"),
@@ -132,7 +132,7 @@ const WORDS: &[Word] = &[
     ("cards", "卡数", "Cards"),
     ("all", "全部", "all"),
     ("low_eff.title", "低效 Pod", "Low-efficiency pods"),
-    ("wasted_gpu_hours", "浪费 GPU 小时", "Wasted GPU-hours"),
+    ("wasted_gpu_hours", "浪费卡时", "Wasted GPU-hours"),
     ("downloads", "下载", "Downloads"),
     ("health.title", "采集健康", "Ingest health"),
     ("health.watermark", "水位线", "Watermark"),
@@ -269,6 +269,17 @@ mod tests {
             h.append(k.clone(), HeaderValue::from_str(v).unwrap());
         }
         h
+    }
+
+    /// The pages' own words keep the glossary's choices (`crate::glossary`): 卡时, never "GPU 小时" (found on the
+    /// team lead's home and the low-utilization report), 追溯调整, never "重述", 未上架, never "未提供".
+    #[test]
+    fn the_pages_words_keep_the_glossarys_choices() {
+        let words: Vec<&Word> = TABLES.iter().flat_map(|t| t.iter()).collect();
+        assert!(words.len() > 100);
+        for (key, zh, _) in words {
+            assert!(!zh.contains("GPU 小时") && !zh.contains("重述") && !zh.contains("未提供"), "{key}: {zh}");
+        }
     }
 
     #[test]
