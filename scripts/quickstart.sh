@@ -182,6 +182,23 @@ if [[ "$cluster" == sim ]]; then
         esac
     done <<<"$scopes"
 fi
+# finance codes (SPEC §11): each simulated team's cost centre, GL account and legal entity from the month's start, as a
+# CMDB would give them, so every statement line and export shows them (an earlier run's are found as stored: 200)
+if [[ "$cluster" == sim ]]; then
+    n=1000
+    for t in nlp vision recsys platform; do
+        n=$((n + 1))
+        code="$(curl -sS -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $token" \
+            -H 'content-type: application/json' \
+            -d "{\"valid_from\":\"$month_start\",\"cost_centre\":\"CC-$n\",\"gl_account\":\"6602.01\",\"legal_entity\":\"示例科技有限公司\"}" \
+            "$base/api/v1/teams/$t/finance-codes")"
+        case "$code" in
+        201) log "finance codes of team $t from $month_start: cost centre CC-$n, GL account 6602.01" ;;
+        200 | 404) ;; # set by an earlier run, or no such team in this simulation
+        *) warn "could not set the finance codes of team $t (HTTP $code)" ;;
+        esac
+    done
+fi
 "$BIN" token list --format json | tr -d ' \n' | grep -oE '\{"id":[0-9]+,"name":"quickstart"' | grep -oE '[0-9]+' |
     while IFS= read -r id; do "$BIN" token revoke "$id" >/dev/null 2>&1 || true; done
 
