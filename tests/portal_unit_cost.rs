@@ -229,7 +229,10 @@ async fn the_page_shows_the_api_figures_and_the_hand_computed_ones(pool: PgPool)
         let key = r["key"].as_str().unwrap();
         let shown = cells(&page, "unit-cost", key);
         assert_eq!(shown[0], key);
-        assert_eq!(shown[1], r["engine"].as_str().unwrap(), "the engine beside the model");
+        // the engine beside the model, by its name (the API's code `sglang` is SGLang on every face)
+        let engine = cardhour::export::present::engine(cardhour::export::Lang::En, r["engine"].as_str().unwrap());
+        assert_eq!(shown[1], engine, "the engine beside the model");
+        assert_ne!(shown[1], r["engine"].as_str().unwrap());
         assert_eq!(shown[2..], printed(r)[..], "{key}");
     }
     let total = cells(&page, "unit-cost", "total");
@@ -337,7 +340,7 @@ async fn a_team_lead_sees_its_own_model_only(pool: PgPool) {
     assert_eq!(status, 200, "{home}");
     assert!(home.contains("本月推理单位成本（按模型）"), "{home}");
     let line = cells(&home, "team-unit-cost", QWEN);
-    assert_eq!(line, [QWEN, "vllm", "3,750,000", "¥13.3333", "¥41.6667", "¥12.50"]);
+    assert_eq!(line, [QWEN, "vLLM", "3,750,000", "¥13.3333", "¥41.6667", "¥12.50"]);
     assert!(
         home.contains(r#"href="/reports/unit-cost?from=2026-10-01&#38;to=2026-11-01&#38;group_by=model""#),
         "{home}"
@@ -383,7 +386,7 @@ async fn a_model_without_a_rate_is_marked_unpriced_until_it_has_one(pool: PgPool
     assert!(!page.contains("未定价") && !text(&page).contains(note), "{page}");
     assert_eq!(cells(&page, "unit-cost", QWEN)[2], "¥50.00");
     let (_, page) = get(&portal, &lead, home).await;
-    assert_eq!(cells(&page, "team-unit-cost", QWEN), [QWEN, "vllm", "3,750,000", "¥13.3333", "¥41.6667", "¥12.50"]);
+    assert_eq!(cells(&page, "team-unit-cost", QWEN), [QWEN, "vLLM", "3,750,000", "¥13.3333", "¥41.6667", "¥12.50"]);
     assert!(!text(&page).contains(note), "{page}");
 }
 

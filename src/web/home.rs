@@ -267,7 +267,8 @@ async fn team_page(
             .iter()
             .map(|r| UnitLine {
                 model: r.model.clone(),
-                engine: r.engine.clone(),
+                // the engine by its name, as every face prints it (`vLLM`, never the code `vllm`)
+                engine: crate::export::present::engine(lang, &r.engine),
                 tokens: count(r.total_tokens),
                 per_million: unit_yuan(r.cost_per_million_tokens),
                 per_thousand_requests: unit_yuan(r.cost_per_thousand_requests),

@@ -58,12 +58,13 @@ pub struct Row {
     pub unpriced: bool,
 }
 
-/// `r` as printed; `label` what its first cell reads.
-pub fn row(r: &UnitCostRow, label: String) -> Row {
+/// `r` as printed in `lang`; `label` what its first cell reads. The engine by its name, as every face prints it
+/// (`vLLM`, never the code `vllm`).
+pub fn row(r: &UnitCostRow, label: String, lang: Lang) -> Row {
     Row {
         key: r.key.clone(),
         label,
-        engine: r.engine.clone().unwrap_or_default(),
+        engine: r.engine.as_deref().map(|e| crate::export::present::engine(lang, e)).unwrap_or_default(),
         serving_cost: yuan(r.serving_cost),
         input_tokens: count(r.input_tokens),
         output_tokens: count(r.output_tokens),
@@ -84,6 +85,7 @@ pub fn row(r: &UnitCostRow, label: String) -> Row {
 fn label(lang: Lang, group: UnitGroup, key: &str) -> String {
     match group {
         UnitGroup::Team => crate::glossary::team_name(lang, key, key),
+        UnitGroup::Engine => crate::export::present::engine(lang, key),
         _ => key.to_string(),
     }
 }
@@ -273,9 +275,9 @@ pub async fn unit_cost_page(
     let last = to.pred_opt().unwrap_or(to);
     page.range = format!("{from} – {last}");
     page.download_query = download_query(from, to, group, lang);
-    page.rows = report.rows.iter().map(|r| row(r, label(lang, group, &r.key))).collect();
+    page.rows = report.rows.iter().map(|r| row(r, label(lang, group, &r.key), lang)).collect();
     if !report.rows.is_empty() {
-        page.total = Some(row(&report.total, t(lang, "total").to_string()));
+        page.total = Some(row(&report.total, t(lang, "total").to_string(), lang));
     }
     if !series.is_empty() {
         page.trend_svg = crate::web::chart::lines(&days, &series, 860, 280);
@@ -442,8 +444,8 @@ mod tests {
                 UnitGroup::Model,
                 lang,
             ),
-            rows: vec![row(&r, r.key.clone()), row(&none, none.key.clone())],
-            total: Some(row(&r, t(lang, "total").into())),
+            rows: vec![row(&r, r.key.clone(), lang), row(&none, none.key.clone(), lang)],
+            total: Some(row(&r, t(lang, "total").into(), lang)),
             trend_svg: "<svg></svg>".into(),
         }
     }
