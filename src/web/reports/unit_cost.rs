@@ -179,12 +179,13 @@ fn read_form(
     }
 }
 
-/// A serving model as its line is named: the model, with its engine only where one model runs on several.
+/// A serving model as its line is named: the model, with its engine only where one model runs on several — by the
+/// engine's name (`vLLM`: the glossary names an engine alike in every language), as the table beside it does.
 fn line_names(keys: &[(String, String)]) -> Vec<String> {
     keys.iter()
         .map(|(model, engine)| {
             if keys.iter().filter(|(m, _)| m == model).count() > 1 {
-                format!("{model} ({engine})")
+                format!("{model} ({})", crate::export::present::engine(Lang::En, engine))
             } else {
                 model.clone()
             }
@@ -381,7 +382,7 @@ mod tests {
     #[test]
     fn one_model_on_two_engines_is_named_with_each() {
         let keys = [("m".to_string(), "vllm".to_string()), ("m".into(), "sglang".into()), ("x".into(), "tgi".into())];
-        assert_eq!(line_names(&keys), ["m (vllm)", "m (sglang)", "x"]);
+        assert_eq!(line_names(&keys), ["m (vLLM)", "m (SGLang)", "x"]);
     }
 
     #[test]
