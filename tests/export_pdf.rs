@@ -67,7 +67,7 @@ fn statement(usage: Vec<UsageLine>, capacity: Vec<CapacityLine>, teams: &[(&str,
         teams: teams
             .iter()
             .map(|(id, name, owner)| {
-                (id.to_string(), TeamInfo { name: name.to_string(), owner: owner.map(str::to_string), finance: None })
+                (id.to_string(), TeamInfo { name: name.to_string(), owner: owner.map(str::to_string) })
             })
             .collect::<BTreeMap<_, _>>(),
         content_hash: None,

@@ -132,6 +132,10 @@ async fn codes_changing_mid_month_split_the_lines_on_every_face_and_a_closed_mon
     .await
     .unwrap();
     assert!(stored.starts_with("CC-80"), "{stored}");
+    // a team without usage in a month still has its month-end codes there (for lines not computed per day)
+    let (_, vision_nov) = api.call(Method::GET, "/api/v1/bills/2026-11/teams/vision", Some(&fin), None).await;
+    assert!(vision_nov["lines"].as_array().is_some_and(|l| l.is_empty()), "{vision_nov}");
+    assert_eq!(vision_nov["finance_codes"]["cost_centre"], stored.as_str(), "{vision_nov}");
     assert_eq!(count(&pool, vision_audits).await, 7, "each change audited with its before");
     // (November's: October's statements below are untouched by them)
 

@@ -293,7 +293,7 @@ fn statement(usage: Vec<UsageLine>, capacity: Vec<CapacityLine>, teams: &[String
         restatements: Vec::new(),
         teams: teams
             .iter()
-            .map(|t| (t.clone(), TeamInfo { name: format!("{t} 组"), owner: Some("张三".into()), finance: None }))
+            .map(|t| (t.clone(), TeamInfo { name: format!("{t} 组"), owner: Some("张三".into()) }))
             .collect::<BTreeMap<_, _>>(),
         content_hash: None,
         close_override: None,

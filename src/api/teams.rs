@@ -16,7 +16,8 @@ use super::page::{self, PageRequest};
 use super::views::{FinanceCodesVersion, ImportReport, Mapping, Team};
 use super::{ApiPath, ApiQuery, AppState};
 use crate::api::bearer::{Finance, ScopedReader};
-use crate::usecase::finance_codes::{self, FinanceCodesInput, Put};
+use crate::db::audit::Change;
+use crate::usecase::finance_codes::{self, FinanceCodesInput};
 use crate::usecase::mappings::{self, MappingInput};
 use crate::usecase::teams::{self, TeamInput};
 use crate::validate::TeamId;
@@ -92,9 +93,9 @@ async fn put_finance_codes(
     ApiPath(id): ApiPath<TeamId>,
     ApiJson(input): ApiJson<FinanceCodesInput>,
 ) -> Result<(StatusCode, Json<FinanceCodesVersion>), ApiError> {
-    let (row, put) = finance_codes::put(&s.cases, &writer, &id, &input).await?;
-    let status = if put == Put::Created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(row.into())))
+    let change = finance_codes::put(&s.cases, &writer, &id, &input).await?;
+    let status = if matches!(change, Change::Created(_)) { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(change.into_after().into())))
 }
 
 #[utoipa::path(get, path = "/mappings", tag = "teams", security(("bearer" = [])),

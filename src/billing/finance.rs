@@ -78,11 +78,6 @@ impl FinanceCodeBook {
         self.by_team.get(team)?.range(..=day).next_back()?.1.as_ref()
     }
 
-    /// Whether no team has codes.
-    pub fn is_empty(&self) -> bool {
-        self.by_team.is_empty()
-    }
-
     /// The versions days `first..=last` are looked up in: each team's version in effect on `first` and those
     /// beginning after it up to `last`. A book of them answers [`Self::at`] for those days as this one does.
     pub fn versions_for(&self, first: NaiveDate, last: NaiveDate) -> Vec<FinanceCodeVersion> {

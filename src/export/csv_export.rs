@@ -204,7 +204,7 @@ pub(super) fn write(st: &Statement, include: impl Fn(&str) -> bool, shape: CsvSh
     };
     // finance codes (SPEC §11): each line's in columns of their own, where a team of the export has codes (an
     // export without any keeps its bytes); a line not computed per day takes its team's codes of the month's end
-    let team_codes = |t: &str| st.teams.get(t).and_then(|i| i.finance.as_ref());
+    let team_codes = |t: &str| st.month_end_codes(t);
     let code_cols = teams.iter().any(|t| {
         team_codes(t).is_some()
             || st.bills.teams.iter().filter(|b| b.team == *t).flat_map(|b| &b.lines).any(|l| l.finance.is_some())

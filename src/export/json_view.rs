@@ -455,7 +455,7 @@ pub fn team_statement_view(st: &Statement, team: &str) -> TeamStatementView {
         layout: layout_field(st),
         policy: policy_view(&st.bills),
         summary: team_summary(st, team),
-        finance_codes: st.teams.get(team).and_then(|i| i.finance.clone()),
+        finance_codes: st.month_end_codes(team).cloned(),
         lines: bill
             .map(|b| {
                 b.lines

@@ -614,7 +614,7 @@ fn adjustment_tables(st: &Statement, team: &str, lang: Lang, blocks: &mut Vec<Bl
 /// adjustments) under the month's last day's — summing to the team's total.
 fn finance_codes_table(st: &Statement, team: &str, lang: Lang, blocks: &mut Vec<Block>) {
     use crate::ledger::line_id;
-    let team_codes = st.teams.get(team).and_then(|i| i.finance.as_ref());
+    let team_codes = st.month_end_codes(team);
     let bill = st.bills.teams.iter().find(|b| b.team == team);
     let lines: &[crate::billing::BillLine] = bill.map_or(&[], |b| &b.lines);
     if team_codes.is_none() && lines.iter().all(|l| l.finance.is_none()) {

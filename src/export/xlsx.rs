@@ -459,7 +459,7 @@ fn team_sheet(ws: &mut Worksheet, st: &Statement, team: &str, f: &Formats, style
     }
     // finance codes (SPEC §11): each line's, where the team has codes (a sheet without any as before)
     let bill = st.bills.teams.iter().find(|t| t.team == team);
-    let team_codes = st.teams.get(team).and_then(|i| i.finance.as_ref());
+    let team_codes = st.month_end_codes(team);
     let has_codes = team_codes.is_some() || bill.is_some_and(|b| b.lines.iter().any(|l| l.finance.is_some()));
     let code_col = has_codes.then_some(cols.len() as u16);
     if has_codes {

@@ -75,11 +75,6 @@ pub enum MonthStatus {
 pub struct TeamInfo {
     pub name: String,
     pub owner: Option<String>,
-    /// The team's finance codes on the month's last day (SPEC §11): those of its lines not computed per day (its
-    /// unallocated share, restatements and adjustments booked in the month); each usage and reservation line has
-    /// its days' own. Absent without codes, so statements closed before them read as they were.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finance: Option<crate::billing::FinanceCodes>,
 }
 
 /// A month's statement: the bills, and the restatements of earlier closed months shown on it.
@@ -152,6 +147,15 @@ pub struct CloseRequest {
 }
 
 impl Statement {
+    /// `team`'s finance codes on the month's last day (SPEC §11): those of its lines not computed per day (its
+    /// unallocated share, restatements and adjustments booked in the month; each usage and reservation line has its
+    /// days' own) — the latest of its versions the month was computed with, none where it has none or they were
+    /// cleared.
+    pub fn month_end_codes(&self, team: &str) -> Option<&crate::billing::FinanceCodes> {
+        let latest = self.finance_codes.iter().filter(|v| v.team == team).max_by_key(|v| v.valid_from)?;
+        (!latest.codes.is_empty()).then_some(&latest.codes)
+    }
+
     /// Every team on this statement — with a bill or with restatements — sorted by id.
     pub fn team_ids(&self) -> Vec<&str> {
         let mut teams: Vec<&str> = self

@@ -9,8 +9,9 @@ use sqlx::PgConnection;
 use super::{Error, Services};
 use crate::access::{Scope, Writer};
 use crate::billing::{FinanceCodeBook, FinanceCodes};
-use crate::db::{self, audit, finance_codes::Row};
-use crate::validate::{self, Invalid, TeamId};
+use crate::db::audit::{self, Change};
+use crate::db::{self, finance_codes::Row};
+use crate::validate::{self, TeamId};
 
 /// A version of a team's codes as sent: blank or absent codes are none; all three none clears the team's codes
 /// from `valid_from`.
@@ -26,14 +27,6 @@ pub struct FinanceCodesInput {
     pub gl_account: Option<String>,
     #[schema(example = "北京示例科技有限公司")]
     pub legal_entity: Option<String>,
-}
-
-/// What a put did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Put {
-    Created,
-    Changed,
-    Unchanged,
 }
 
 /// The versions of team `team` (or of every team `scope` may see), by team and first day.
@@ -52,16 +45,14 @@ pub(crate) async fn book(conn: &mut PgConnection) -> Result<FinanceCodeBook, sql
     Ok(FinanceCodeBook::new(db::finance_codes::list(conn, None).await?.iter().map(Row::version)))
 }
 
-/// The fields of `input` checked, every problem at once (`at` prefixes the field names: a CSV row's).
-pub(super) fn parse(input: &FinanceCodesInput, at: &str) -> Result<(NaiveDate, FinanceCodes), Error> {
-    let named = |e: Invalid| Invalid { field: format!("{at}{}", e.field), ..e };
-    let day = validate::parse_date("valid_from", input.valid_from.trim()).map_err(named);
+/// The fields of `input` checked, every problem at once.
+fn parse(input: &FinanceCodesInput) -> Result<(NaiveDate, FinanceCodes), Error> {
+    let day = validate::parse_date("valid_from", input.valid_from.trim());
     let codes = validate::finance_codes(
         input.cost_centre.as_deref(),
         input.gl_account.as_deref(),
         input.legal_entity.as_deref(),
-    )
-    .map_err(|v| v.into_iter().map(named).collect::<Vec<_>>());
+    );
     match (day, codes) {
         (Ok(day), Ok(codes)) => Ok((day, codes)),
         (day, codes) => Err(Error::Invalid(day.err().into_iter().chain(codes.err().into_iter().flatten()).collect())),
@@ -70,8 +61,8 @@ pub(super) fn parse(input: &FinanceCodesInput, at: &str) -> Result<(NaiveDate, F
 
 /// Puts team `team`'s codes from `input.valid_from` (finance): a new version, or the version of that day changed;
 /// the codes stored already write and audit nothing. Audited as `finance_codes.put`.
-pub async fn put(s: &Services, by: &Writer, team: &TeamId, input: &FinanceCodesInput) -> Result<(Row, Put), Error> {
-    let (day, codes) = parse(input, "")?;
+pub async fn put(s: &Services, by: &Writer, team: &TeamId, input: &FinanceCodesInput) -> Result<Change<Row>, Error> {
+    let (day, codes) = parse(input)?;
     let mut tx = s.pool.begin().await?;
     if db::teams::get(&mut tx, team).await?.is_none() {
         return Err(Error::NotFound(format!("team {team}")));
@@ -81,20 +72,16 @@ pub async fn put(s: &Services, by: &Writer, team: &TeamId, input: &FinanceCodesI
     Ok(done)
 }
 
-/// Puts a checked version inside the caller's transaction and audits it (nothing for the codes stored already).
+/// Puts a checked version inside the caller's transaction (the API's, the page's, the CMDB import's) and audits
+/// it; the codes stored already write and audit nothing.
 pub(super) async fn put_checked(
     tx: &mut PgConnection,
     actor: &str,
     team: &str,
     day: NaiveDate,
     codes: &FinanceCodes,
-) -> Result<(Row, Put), Error> {
+) -> Result<Change<Row>, sqlx::Error> {
     let change = db::finance_codes::put(&mut *tx, team, day, codes, actor).await?;
     audit::record_change(&mut *tx, actor, "finance_codes.put", &format!("team:{team}@{day}"), &change).await?;
-    let put = match &change {
-        audit::Change::Created(_) => Put::Created,
-        audit::Change::Changed { .. } => Put::Changed,
-        audit::Change::Unchanged(_) => Put::Unchanged,
-    };
-    Ok((change.into_after(), put))
+    Ok(change)
 }

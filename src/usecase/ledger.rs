@@ -251,8 +251,6 @@ pub async fn statement(pool: &PgPool, month: Month, choice: PolicyChoice) -> Res
         super::adjustments::for_open_month(&mut conn, month).await?
     };
     let all = db::teams::list(pool, &Scope::all()).await?;
-    // a team's lines not computed per day (its share, restatements, adjustments) are booked under its codes of the
-    // month's last day: every team of the statement has them (frozen with it), whether or not it had usage
     let last_day = month.next().first_day().pred_opt().unwrap_or(month.first_day());
     let teams = all
         .into_iter()
@@ -261,10 +259,7 @@ pub async fn statement(pool: &PgPool, month: Month, choice: PolicyChoice) -> Res
                 || restatements.iter().any(|r| r.team == t.id)
                 || adjustments.iter().chain(&pending_adjustments).any(|a| a.team == t.id)
         })
-        .map(|t| {
-            let finance = codes.at(&t.id, last_day).cloned();
-            (t.id, TeamInfo { name: t.name, owner: t.owner, finance })
-        })
+        .map(|t| (t.id, TeamInfo { name: t.name, owner: t.owner }))
         .collect();
     Ok(Statement {
         month,

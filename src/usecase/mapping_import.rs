@@ -182,9 +182,7 @@ pub(super) async fn import(
                     report.finance_codes_set += 1;
                     if !dry_run {
                         let (team, day) = (row.team.as_str(), row.valid_from);
-                        let change = db::finance_codes::put(&mut *tx, team, day, codes, actor).await?;
-                        let entity = format!("team:{team}@{day}");
-                        audit::record_change(&mut *tx, actor, "finance_codes.put", &entity, &change).await?;
+                        super::finance_codes::put_checked(&mut *tx, actor, team, day, codes).await?;
                     }
                 }
                 Some(action)
